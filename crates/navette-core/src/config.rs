@@ -1,0 +1,64 @@
+//! Engine configuration and rail capabilities.
+
+use std::time::Duration;
+
+use navette_wire::Limits;
+
+use crate::Rank;
+use crate::strategy::StrategyKind;
+
+/// Settings of one engine. Every field has a default.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// This process's rank.
+    pub rank: Rank,
+    /// Bounds applied when decoding packets from peers.
+    pub limits: Limits,
+    /// Most bytes of unexpected eager data and out-of-order chunks held from
+    /// peers; a packet that would exceed it closes its rail.
+    pub max_buffered_bytes: usize,
+    /// Most out-of-order sequenced chunks held per gate.
+    pub max_reorder_chunks: usize,
+    /// The strategy of channels that do not name one.
+    pub strategy: StrategyKind,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            rank: 0,
+            limits: Limits::default(),
+            max_buffered_bytes: 1 << 30,
+            max_reorder_chunks: 1 << 16,
+            strategy: StrategyKind::Default,
+        }
+    }
+}
+
+/// What a driver states about one rail; strategies read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RailCaps {
+    /// Pieces of this many bytes or more go by rendezvous; smaller ones are
+    /// sent eagerly (0: everything by rendezvous).
+    pub rdv_threshold: usize,
+    /// Largest rendezvous data chunk in one packet.
+    pub max_fragment: usize,
+    /// Largest packet body the driver accepts.
+    pub max_packet: usize,
+    /// One-way latency of a small packet.
+    pub latency: Duration,
+    /// Bandwidth in bytes per second (0: unknown).
+    pub bandwidth: u64,
+}
+
+impl Default for RailCaps {
+    fn default() -> Self {
+        Self {
+            rdv_threshold: 16 << 10,
+            max_fragment: 1 << 20,
+            max_packet: 2 << 20,
+            latency: Duration::from_micros(1),
+            bandwidth: 0,
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The engine: one per node, sans-IO.
+//!
+//! # Call order
+//!
+//! 1. [`Engine::add_rail`] for every driver connection to a peer.
+//! 2. Interfaces submit work: [`Engine::send_begin`] / [`Engine::send_piece`]
+//!    on the send side, [`Engine::recv_begin`] / [`Engine::recv_piece`] /
+//!    [`Engine::recv_end`] on the receive side.
+//! 3. The progress loop, in any order and as often as it likes:
+//!    [`Engine::handle_packet`] for each packet a driver received,
+//!    [`Engine::handle_send_complete`] when a driver finished sending the
+//!    packet it was given, [`Engine::poll_transmit`] for each idle rail (one
+//!    packet in flight per rail), and [`Engine::poll_event`] to collect
+//!    completions.
+//!
+//! Time is an argument (`now`, since an arbitrary origin); the engine owns
+//! no clock, socket or thread. User memory is reached only through
+//! [`Memory`], by handle.
+
+mod recv;
+mod send;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use navette_wire::{Chunk, Packet};
+
+use crate::error::{ProtocolError, Violation};
+use crate::plan::SendProgress;
+use crate::reorder::ReorderBuffer;
+use crate::strategy::Strategy;
+use crate::{
+    ChannelId, EngineConfig, Memory, PacketBuilder, PacketPlan, RailCaps, RailId, Rank, ReqId,
+    RequestError, Status, Window,
+};
+
+pub use recv::RecvPiece;
+pub use send::{OutMsg, PieceSpec};
+
+use recv::{Incoming, RecvMsg, SeqPiece};
+use send::RdvSend;
+
+/// A completion: the request and its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The request that completed.
+    pub req: ReqId,
+    /// Its outcome.
+    pub outcome: Result<Status, RequestError>,
+}
+
+/// Index of a gate in the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct GateId(usize);
+
+/// The protocol engine of one node.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    now: Duration,
+    peers: IndexMap<Rank, Peer>,
+    rails: Vec<Rail>,
+    gates: Vec<Gate>,
+    gate_index: HashMap<(ChannelId, Rank), GateId>,
+    channels: IndexMap<ChannelId, Channel>,
+    recv_msgs: HashMap<ReqId, RecvMsg>,
+    deferred: HashMap<ReqId, recv::DeferredPiece>,
+    rdv_sends: HashMap<u32, RdvSend>,
+    rdv_recvs: HashMap<u32, recv::RdvRecv>,
+    buffered: usize,
+    next_req: u64,
+    next_transfer: u32,
+    events: VecDeque<Event>,
+}
+
+#[derive(Debug)]
+struct Peer {
+    rails: Vec<RailId>,
+    gates: Vec<GateId>,
+    next_gate: usize,
+}
+
+#[derive(Debug)]
+struct Rail {
+    peer: Rank,
+    caps: RailCaps,
+    in_flight: Option<Vec<SendProgress>>,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Gate {
+    channel: ChannelId,
+    peer: Rank,
+    window: Window,
+    rdv_threshold: usize,
+    next_seq: u32,
+    next_msg: u32,
+    reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
+    incoming: HashMap<u32, Incoming>,
+}
+
+#[derive(Debug)]
+struct Channel {
+    strategy: Box<dyn Strategy>,
+    posted: VecDeque<ReqId>,
+    unexpected: VecDeque<(GateId, u32)>,
+}
+
+impl Engine {
+    /// A new engine with no rail.
+    pub fn new(config: EngineConfig) -> Self {
+        Self {
+            config,
+            now: Duration::ZERO,
+            peers: IndexMap::new(),
+            rails: Vec::new(),
+            gates: Vec::new(),
+            gate_index: HashMap::new(),
+            channels: IndexMap::new(),
+            recv_msgs: HashMap::new(),
+            deferred: HashMap::new(),
+            rdv_sends: HashMap::new(),
+            rdv_recvs: HashMap::new(),
+            buffered: 0,
+            next_req: 1,
+            next_transfer: 1,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// This engine's rank.
+    pub fn rank(&self) -> Rank {
+        self.config.rank
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The time last given to the engine.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Declares a driver connection to `peer` and returns its id.
+    pub fn add_rail(&mut self, peer: Rank, caps: RailCaps) -> RailId {
+        let id = RailId(u32::try_from(self.rails.len()).expect("fewer than 2^32 rails"));
+        self.rails.push(Rail {
+            peer,
+            caps,
+            in_flight: None,
+            closed: false,
+        });
+        self.peers
+            .entry(peer)
+            .or_insert_with(|| Peer {
+                rails: Vec::new(),
+                gates: Vec::new(),
+                next_gate: 0,
+            })
+            .rails
+            .push(id);
+        let eager = self.rdv_threshold(peer);
+        for gate in self.peers[&peer].gates.clone() {
+            self.gates[gate.0].rdv_threshold = eager;
+        }
+        id
+    }
+
+    /// Marks a rail closed: it gets no more packets. Its in-flight packet is
+    /// forgotten.
+    pub fn close_rail(&mut self, rail: RailId) {
+        if let Some(r) = self.rails.get_mut(rail.0 as usize) {
+            r.closed = true;
+            r.in_flight = None;
+        }
+    }
+
+    /// The peer and capabilities of a rail.
+    pub fn rail(&self, rail: RailId) -> Option<(Rank, RailCaps)> {
+        self.rails.get(rail.0 as usize).map(|r| (r.peer, r.caps))
+    }
+
+    /// Every rail, in creation order.
+    pub fn rails(&self) -> impl Iterator<Item = RailId> + '_ {
+        (0..self.rails.len()).map(|i| RailId(i as u32))
+    }
+
+    /// Records the current time.
+    pub fn handle_tick(&mut self, now: Duration) {
+        self.now = self.now.max(now);
+    }
+
+    /// Feeds a packet received on `rail`. An error means the peer broke the
+    /// protocol: close the rail. Chunks before the faulty one were applied.
+    pub fn handle_packet(
+        &mut self,
+        now: Duration,
+        rail: RailId,
+        bytes: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), ProtocolError> {
+        self.handle_tick(now);
+        let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) => r.peer,
+            None => return Err(ProtocolError::UnknownRail(rail)),
+        };
+        let packet = Packet::decode(bytes, &self.config.limits)
+            .map_err(|source| ProtocolError::Decode { rail, peer, source })?;
+        for chunk in packet.chunks() {
+            self.on_chunk(peer, chunk, mem)
+                .map_err(|what| ProtocolError::Violation { rail, peer, what })?;
+        }
+        Ok(())
+    }
+
+    fn on_chunk(
+        &mut self,
+        peer: Rank,
+        chunk: Chunk<'_>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), Violation> {
+        match chunk {
+            Chunk::Eager(e) => {
+                let gate = self.gate(ChannelId(e.header.channel), peer);
+                self.on_sequenced(gate, SeqPiece::eager(&e), mem)
+            }
+            Chunk::RdvRequest(r) => {
+                let gate = self.gate(ChannelId(r.channel), peer);
+                self.on_sequenced(gate, SeqPiece::rdv(&r), mem)
+            }
+            Chunk::ClearToSend(cts) => self.on_clear_to_send(peer, cts),
+            Chunk::RdvData(d) => self.on_rdv_data(peer, d.header, d.data, mem),
+            // Rails are reliable and ordered today: acks and credits are
+            // accepted for forward compatibility and have no effect yet.
+            Chunk::Ack(_) | Chunk::Credit(_) => Ok(()),
+        }
+    }
+
+    /// Reports that the packet last returned by [`Self::poll_transmit`] for
+    /// `rail` has been sent: its user memory is no longer needed.
+    pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {
+        self.handle_tick(now);
+        let Some(progress) = self
+            .rails
+            .get_mut(rail.0 as usize)
+            .and_then(|r| r.in_flight.take())
+        else {
+            return;
+        };
+        for item in progress {
+            match item {
+                SendProgress::Piece { req, status } => self.complete(req, Ok(status)),
+                SendProgress::Internal => {}
+                SendProgress::RdvBytes { send_id, len } => self.on_rdv_sent(send_id, len),
+            }
+        }
+    }
+
+    /// The next packet for `rail`, if it is idle and a window has work for it.
+    pub fn poll_transmit(&mut self, now: Duration, rail: RailId) -> Option<PacketPlan> {
+        self.handle_tick(now);
+        let r = self.rails.get(rail.0 as usize)?;
+        if r.closed || r.in_flight.is_some() {
+            return None;
+        }
+        let (peer, caps) = (r.peer, r.caps);
+        let peer_state = self.peers.get_mut(&peer)?;
+        let count = peer_state.gates.len();
+        for step in 0..count {
+            let index = (peer_state.next_gate + step) % count;
+            let gate_id = peer_state.gates[index];
+            let gate = &mut self.gates[gate_id.0];
+            if gate.window.is_empty() {
+                continue;
+            }
+            let mut packet = PacketBuilder::new();
+            let channel = self
+                .channels
+                .get_mut(&gate.channel)
+                .expect("every gate's channel exists");
+            channel
+                .strategy
+                .try_and_commit(&mut gate.window, &caps, &mut packet);
+            if packet.is_empty() {
+                continue;
+            }
+            peer_state.next_gate = (index + 1) % count;
+            let (plan, progress) = packet.finish();
+            self.rails[rail.0 as usize].in_flight = Some(progress);
+            return Some(plan);
+        }
+        None
+    }
+
+    /// Whether some window holds chunks for `peer`.
+    pub fn has_pending(&self, peer: Rank) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|p| p.gates.iter().any(|g| !self.gates[g.0].window.is_empty()))
+    }
+
+    /// The next completion.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn complete(&mut self, req: ReqId, outcome: Result<Status, RequestError>) {
+        self.events.push_back(Event { req, outcome });
+    }
+
+    fn new_req(&mut self) -> ReqId {
+        let id = ReqId(self.next_req);
+        self.next_req += 1;
+        id
+    }
+
+    fn new_transfer(&mut self) -> u32 {
+        let id = self.next_transfer;
+        self.next_transfer = self.next_transfer.wrapping_add(1).max(1);
+        id
+    }
+
+    /// The rendezvous threshold towards `peer`: the smallest of its rails'.
+    pub fn rdv_threshold(&self, peer: Rank) -> usize {
+        self.peers.get(&peer).map_or(0, |p| {
+            p.rails
+                .iter()
+                .map(|r| self.rails[r.0 as usize].caps.rdv_threshold)
+                .min()
+                .unwrap_or(0)
+        })
+    }
+
+    /// The gate of `(channel, peer)`, created on first use.
+    fn gate(&mut self, channel: ChannelId, peer: Rank) -> GateId {
+        if let Some(&id) = self.gate_index.get(&(channel, peer)) {
+            return id;
+        }
+        let id = GateId(self.gates.len());
+        let rdv_threshold = self.rdv_threshold(peer);
+        self.gates.push(Gate {
+            channel,
+            peer,
+            window: Window::default(),
+            rdv_threshold,
+            next_seq: 0,
+            next_msg: 0,
+            reorder: ReorderBuffer::default(),
+            incoming: HashMap::new(),
+        });
+        self.gate_index.insert((channel, peer), id);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.gates.push(id);
+        }
+        let strategy = self.config.strategy;
+        self.channels.entry(channel).or_insert_with(|| Channel {
+            strategy: strategy.build(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+        });
+        id
+    }
+
+    fn channel(&mut self, channel: ChannelId) -> &mut Channel {
+        let strategy = self.config.strategy;
+        self.channels.entry(channel).or_insert_with(|| Channel {
+            strategy: strategy.build(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+        })
+    }
+
+    /// Sets the strategy of a channel (before or after its first use).
+    pub fn set_strategy(&mut self, channel: ChannelId, strategy: Box<dyn Strategy>) {
+        self.channel(channel).strategy = strategy;
+    }
+
+    fn hold_bytes(&mut self, len: usize) -> Result<(), Violation> {
+        let total = self.buffered.saturating_add(len);
+        if total > self.config.max_buffered_bytes {
+            return Err(Violation::BufferOverflow(self.config.max_buffered_bytes));
+        }
+        self.buffered = total;
+        Ok(())
+    }
+
+    fn release_bytes(&mut self, len: usize) {
+        self.buffered -= len;
+    }
+
+    /// Bytes of peer data the engine holds (unexpected and out-of-order).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered
+    }
+}

@@ -1,0 +1,251 @@
+//! The send side: pieces into the window, rendezvous from request to done.
+
+use navette_wire::{ClearToSend, EagerHeader, PieceFlags, RdvRequest, ReceiveMode, SendMode};
+
+use super::{Engine, GateId};
+use crate::error::{UsageError, Violation};
+use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, RequestError, Status};
+
+/// A message being sent: created by [`Engine::send_begin`], fed to
+/// [`Engine::send_piece`].
+#[derive(Debug)]
+pub struct OutMsg {
+    gate: GateId,
+    peer: Rank,
+    msg: u32,
+    tag: u64,
+    started: bool,
+    ended: bool,
+}
+
+impl OutMsg {
+    /// Whether a piece has been submitted.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// The destination rank.
+    pub fn peer(&self) -> Rank {
+        self.peer
+    }
+}
+
+/// One piece to send.
+#[derive(Clone, Copy, Debug)]
+pub struct PieceSpec {
+    /// Where the bytes are; they must stay readable until the piece's request completes.
+    pub data: MemRef,
+    /// Send mode declared to the receiver.
+    pub send: SendMode,
+    /// Receive mode declared to the receiver.
+    pub recv: ReceiveMode,
+    /// Whether this is the message's last piece.
+    pub last: bool,
+}
+
+/// A rendezvous transfer on the sender, from request to completion.
+#[derive(Debug)]
+pub(crate) struct RdvSend {
+    peer: Rank,
+    channel: u16,
+    data: MemRef,
+    req: ReqId,
+    status: Status,
+    requested: u64,
+    sent: u64,
+}
+
+impl Engine {
+    /// Starts a message to `peer` on `channel`.
+    pub fn send_begin(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+    ) -> Result<OutMsg, UsageError> {
+        if !self.peers.contains_key(&peer) {
+            return Err(UsageError::NoRail(peer));
+        }
+        let gate = self.gate(channel, peer);
+        let g = &mut self.gates[gate.0];
+        let msg = g.next_msg;
+        g.next_msg = g.next_msg.wrapping_add(1);
+        Ok(OutMsg {
+            gate,
+            peer,
+            msg,
+            tag,
+            started: false,
+            ended: false,
+        })
+    }
+
+    /// Submits the next piece of `out`; its request completes when the data
+    /// has left user memory for good.
+    ///
+    /// # Panics
+    /// If `out` already had its last piece: a bug of the interface layer.
+    pub fn send_piece(&mut self, out: &mut OutMsg, piece: PieceSpec) -> ReqId {
+        self.submit(out, piece, false)
+    }
+
+    /// Sends a one-piece tagged message (the point-to-point interface).
+    pub fn send_tagged(&mut self, mut out: OutMsg, data: MemRef) -> ReqId {
+        let piece = PieceSpec {
+            data,
+            send: SendMode::Cheaper,
+            recv: ReceiveMode::Cheaper,
+            last: true,
+        };
+        self.submit(&mut out, piece, true)
+    }
+
+    fn submit(&mut self, out: &mut OutMsg, piece: PieceSpec, tagged: bool) -> ReqId {
+        assert!(!out.ended, "no piece after the last one");
+        let flags = if tagged {
+            PieceFlags::TAGGED
+        } else {
+            PieceFlags::new(!out.started, piece.last, piece.send, piece.recv)
+        };
+        out.started = true;
+        out.ended = piece.last;
+        let req = self.new_req();
+        let status = Status {
+            peer: out.peer,
+            tag: out.tag,
+            len: piece.data.len,
+        };
+        let gate = &mut self.gates[out.gate.0];
+        let seq = gate.next_seq;
+        gate.next_seq = gate.next_seq.wrapping_add(1);
+        let channel = gate.channel.0;
+        if piece.data.len < gate.rdv_threshold {
+            let header = EagerHeader {
+                channel,
+                flags,
+                seq,
+                msg: out.msg,
+                tag: out.tag,
+                len: u32::try_from(piece.data.len).expect("rendezvous threshold below 4 GiB"),
+            };
+            gate.window.push(Pending::Eager {
+                header,
+                data: piece.data,
+                done: Some((req, status)),
+            });
+        } else {
+            let send_id = self.new_transfer();
+            let gate = &mut self.gates[out.gate.0];
+            gate.window.push(Pending::RdvRequest(RdvRequest {
+                channel,
+                flags,
+                seq,
+                msg: out.msg,
+                tag: out.tag,
+                send_id,
+                total_len: piece.data.len as u64,
+            }));
+            self.rdv_sends.insert(
+                send_id,
+                RdvSend {
+                    peer: out.peer,
+                    channel,
+                    data: piece.data,
+                    req,
+                    status,
+                    requested: 0,
+                    sent: 0,
+                },
+            );
+        }
+        req
+    }
+
+    /// Abandons a message before its last piece: the receiver gets an
+    /// error instead of waiting for pieces that will never come.
+    pub fn send_abort(&mut self, out: OutMsg) {
+        if !out.started || out.ended {
+            return;
+        }
+        let gate = &mut self.gates[out.gate.0];
+        let seq = gate.next_seq;
+        gate.next_seq = gate.next_seq.wrapping_add(1);
+        let header = EagerHeader {
+            channel: gate.channel.0,
+            flags: PieceFlags::ABORT,
+            seq,
+            msg: out.msg,
+            tag: out.tag,
+            len: 0,
+        };
+        gate.window.push(Pending::Eager {
+            header,
+            data: MemRef::whole(MemHandle(u64::MAX), 0),
+            done: None,
+        });
+    }
+
+    pub(super) fn on_clear_to_send(
+        &mut self,
+        peer: Rank,
+        cts: ClearToSend,
+    ) -> Result<(), Violation> {
+        let Some(rdv) = self.rdv_sends.get_mut(&cts.send_id) else {
+            return Err(Violation::UnknownTransfer(cts.send_id));
+        };
+        if rdv.peer != peer || rdv.channel != cts.channel {
+            return Err(Violation::UnknownTransfer(cts.send_id));
+        }
+        if cts.flags.rejected() {
+            let rdv = self
+                .rdv_sends
+                .remove(&cts.send_id)
+                .expect("looked up above");
+            self.complete(rdv.req, Err(RequestError::RejectedByReceiver));
+            return Ok(());
+        }
+        let total = rdv.data.len as u64;
+        let in_bounds = cts
+            .offset
+            .checked_add(cts.len)
+            .is_some_and(|end| end <= total && rdv.requested + cts.len <= total);
+        if !in_bounds {
+            return Err(Violation::OutOfBounds {
+                offset: cts.offset,
+                len: cts.len,
+                total,
+            });
+        }
+        rdv.requested += cts.len;
+        if total == 0 {
+            let rdv = self
+                .rdv_sends
+                .remove(&cts.send_id)
+                .expect("looked up above");
+            self.complete(rdv.req, Ok(rdv.status));
+            return Ok(());
+        }
+        let data = rdv.data.slice(cts.offset as usize, cts.len as usize);
+        let chunk = Pending::RdvData {
+            channel: cts.channel,
+            recv_id: cts.recv_id,
+            send_id: cts.send_id,
+            offset: cts.offset,
+            data,
+        };
+        let gate = self.gate(super::ChannelId(cts.channel), peer);
+        self.gates[gate.0].window.push(chunk);
+        Ok(())
+    }
+
+    pub(super) fn on_rdv_sent(&mut self, send_id: u32, len: usize) {
+        let Some(rdv) = self.rdv_sends.get_mut(&send_id) else {
+            return;
+        };
+        rdv.sent += len as u64;
+        if rdv.sent >= rdv.data.len as u64 {
+            let rdv = self.rdv_sends.remove(&send_id).expect("looked up above");
+            self.complete(rdv.req, Ok(rdv.status));
+        }
+    }
+}

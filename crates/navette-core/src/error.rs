@@ -1,0 +1,161 @@
+//! Errors of the engine, by who caused them.
+
+use navette_wire::{DecodeError, ReceiveMode, SendMode};
+
+use crate::{RailId, Rank};
+
+/// A peer broke the protocol: the rail it came on must be closed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The packet did not decode.
+    #[error("rail {rail:?} from rank {peer}: {source}")]
+    Decode {
+        /// The rail.
+        rail: RailId,
+        /// The peer on it.
+        peer: Rank,
+        /// Why.
+        source: DecodeError,
+    },
+    /// A rule of the protocol was broken.
+    #[error("rail {rail:?} from rank {peer}: {what}")]
+    Violation {
+        /// The rail.
+        rail: RailId,
+        /// The peer on it.
+        peer: Rank,
+        /// What was wrong.
+        what: Violation,
+    },
+    /// The rail is not known to this engine.
+    #[error("unknown rail {0:?}")]
+    UnknownRail(RailId),
+}
+
+/// The protocol rule a peer broke.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    /// A sequenced chunk repeated one already delivered.
+    #[error("sequence number {seq} already delivered (expecting {expected})")]
+    StaleSequence {
+        /// The sequence found.
+        seq: u32,
+        /// The next one expected.
+        expected: u32,
+    },
+    /// Too many chunks arrived ahead of a missing one.
+    #[error("{0} chunks waiting for a missing sequence number")]
+    ReorderOverflow(usize),
+    /// The peer sent more unexpected data than this engine buffers.
+    #[error("buffered data from the peer exceeds {0} bytes")]
+    BufferOverflow(usize),
+    /// A piece named a message that has not started, or started twice.
+    #[error("piece of message {msg} is out of place (first flag {first})")]
+    PieceOutOfPlace {
+        /// The message number.
+        msg: u32,
+        /// Whether it was flagged first.
+        first: bool,
+    },
+    /// A clear-to-send names a transfer this engine does not have.
+    #[error("clear-to-send for unknown transfer {0}")]
+    UnknownTransfer(u32),
+    /// Data names a destination this engine does not have.
+    #[error("rendezvous data for unknown destination {0}")]
+    UnknownDestination(u32),
+    /// A range lies outside its piece.
+    #[error("range {offset}+{len} outside a piece of {total} bytes")]
+    OutOfBounds {
+        /// Offset in the piece.
+        offset: u64,
+        /// Length of the range.
+        len: u64,
+        /// Length of the piece.
+        total: u64,
+    },
+}
+
+/// Why one request failed; the others go on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The sender packed a piece of another size than the receiver unpacks.
+    #[error("piece {piece} is {sent} bytes but {posted} bytes were unpacked")]
+    SizeMismatch {
+        /// Index of the piece in its message.
+        piece: u32,
+        /// Bytes the sender packed.
+        sent: u64,
+        /// Bytes the receiver unpacked.
+        posted: u64,
+    },
+    /// The message is larger than the receive buffer.
+    #[error("message of {sent} bytes does not fit a {posted}-byte buffer")]
+    Truncated {
+        /// Bytes sent.
+        sent: u64,
+        /// Buffer size.
+        posted: u64,
+    },
+    /// Send or receive modes differ between packing and unpacking.
+    #[error(
+        "piece {piece} packed {sent_send:?}/{sent_recv:?} but unpacked {posted_send:?}/{posted_recv:?}"
+    )]
+    ModeMismatch {
+        /// Index of the piece in its message.
+        piece: u32,
+        /// Sender's send mode.
+        sent_send: SendMode,
+        /// Sender's receive mode.
+        sent_recv: ReceiveMode,
+        /// Receiver's send mode.
+        posted_send: SendMode,
+        /// Receiver's receive mode.
+        posted_recv: ReceiveMode,
+    },
+    /// The number of pieces differs between packing and unpacking.
+    #[error("the sender packed {sent} pieces, the receiver unpacked {unpacked}")]
+    PieceCountMismatch {
+        /// Pieces packed ("at least" when the sender had more).
+        sent: String,
+        /// Pieces unpacked so far.
+        unpacked: u32,
+    },
+    /// The receiver refused this piece (its unpack did not match).
+    #[error("the receiver refused the piece (its unpack sequence did not match)")]
+    RejectedByReceiver,
+    /// The sender abandoned the message before ending it.
+    #[error("the sender abandoned the message")]
+    Aborted,
+    /// An earlier error on the same message ended it.
+    #[error("the message already failed: {0}")]
+    MessageFailed(Box<Self>),
+    /// The request was cancelled by its owner.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A misuse of the engine's API by its caller.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// No rail leads to the rank.
+    #[error("no rail to rank {0}")]
+    NoRail(Rank),
+    /// The request is not a pending receive message.
+    #[error("{0} is not an open receive message")]
+    NotAMessage(crate::ReqId),
+    /// The request is not a deferred piece waiting for its destination.
+    #[error("{0} is not a deferred piece")]
+    NotDeferred(crate::ReqId),
+    /// The destination's length does not equal the piece's declared length.
+    #[error("destination of {got} bytes for a piece declared as {declared}")]
+    WrongLength {
+        /// The declared length.
+        declared: usize,
+        /// The destination's length.
+        got: usize,
+    },
+}

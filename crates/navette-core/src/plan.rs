@@ -1,0 +1,181 @@
+//! Packet plans: what a driver must put on a rail, without copying user data.
+//!
+//! A plan is the packet's bytes in order, as a list of [`Segment`]s: ranges
+//! of the plan's own buffer (the packet header, chunk headers, control
+//! chunks) and ranges of user memory (the data of eager and rendezvous
+//! chunks). A gathering driver hands the segments to a vectored write; a
+//! copying one calls [`PacketPlan::gather`].
+
+use std::ops::Range;
+
+use navette_wire::{Chunk, EagerHeader, PacketHeader, RdvDataHeader};
+
+use crate::memory::{self, Memory};
+use crate::{MemRef, ReqId, Status};
+
+/// One contiguous piece of a packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Segment {
+    /// Bytes of [`PacketPlan::bytes`].
+    Local(Range<usize>),
+    /// Bytes of user memory.
+    User(MemRef),
+}
+
+/// A packet to send on one rail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketPlan {
+    /// Headers and inline chunks.
+    pub bytes: Vec<u8>,
+    /// The packet, in order.
+    pub segments: Vec<Segment>,
+}
+
+/// A user range named by a plan no longer resolves (its request was cancelled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("packet refers to memory {0:?} that is no longer registered")]
+pub struct MissingMemory(pub MemRef);
+
+impl PacketPlan {
+    /// Total packet length.
+    pub fn len(&self) -> usize {
+        self.segments
+            .iter()
+            .map(|s| match s {
+                Segment::Local(r) => r.len(),
+                Segment::User(m) => m.len,
+            })
+            .sum()
+    }
+
+    /// Whether the packet is empty (never true for a plan from the engine).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the whole packet into `out`.
+    pub fn gather(&self, mem: &dyn Memory, out: &mut Vec<u8>) -> Result<(), MissingMemory> {
+        out.reserve(self.len());
+        for segment in &self.segments {
+            match segment {
+                Segment::Local(range) => out.extend_from_slice(&self.bytes[range.clone()]),
+                Segment::User(range) => {
+                    out.extend_from_slice(memory::read(mem, *range).ok_or(MissingMemory(*range))?);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What completes when a packet has been sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendProgress {
+    /// An eager piece: its request completes.
+    Piece { req: ReqId, status: Status },
+    /// A chunk no request waits for.
+    Internal,
+    /// Bytes of a rendezvous transfer.
+    RdvBytes { send_id: u32, len: usize },
+}
+
+/// Builds a packet chunk by chunk; strategies push into it.
+#[derive(Debug)]
+pub struct PacketBuilder {
+    plan: PacketPlan,
+    chunk_count: u16,
+    local_start: usize,
+    progress: Vec<SendProgress>,
+}
+
+impl Default for PacketBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PacketBuilder {
+    /// An empty packet.
+    pub fn new() -> Self {
+        let mut bytes = Vec::with_capacity(128);
+        bytes.resize(PacketHeader::LEN, 0);
+        Self {
+            plan: PacketPlan {
+                bytes,
+                segments: Vec::new(),
+            },
+            chunk_count: 0,
+            local_start: 0,
+            progress: Vec::new(),
+        }
+    }
+
+    /// Number of chunks pushed.
+    pub fn chunk_count(&self) -> u16 {
+        self.chunk_count
+    }
+
+    /// Body bytes pushed so far.
+    pub fn body_len(&self) -> usize {
+        self.plan.len() + (self.plan.bytes.len() - self.local_start) - PacketHeader::LEN
+    }
+
+    /// Whether nothing was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.chunk_count == 0
+    }
+
+    /// Pushes a chunk that carries no user data (request, clear-to-send, ack, credit).
+    pub fn push_control(&mut self, chunk: &Chunk<'_>) {
+        debug_assert!(!matches!(chunk, Chunk::Eager(_) | Chunk::RdvData(_)));
+        chunk.encode(&mut self.plan.bytes);
+        self.chunk_count += 1;
+    }
+
+    pub(crate) fn push_eager(&mut self, header: &EagerHeader, data: MemRef, done: SendProgress) {
+        header.encode(&mut self.plan.bytes);
+        self.push_user(data);
+        self.chunk_count += 1;
+        self.progress.push(done);
+    }
+
+    pub(crate) fn push_rdv_data(&mut self, header: &RdvDataHeader, data: MemRef, send_id: u32) {
+        header.encode(&mut self.plan.bytes);
+        self.push_user(data);
+        self.chunk_count += 1;
+        self.progress.push(SendProgress::RdvBytes {
+            send_id,
+            len: data.len,
+        });
+    }
+
+    fn push_user(&mut self, data: MemRef) {
+        self.flush_local();
+        if data.len > 0 {
+            self.plan.segments.push(Segment::User(data));
+        }
+    }
+
+    fn flush_local(&mut self) {
+        let end = self.plan.bytes.len();
+        if end > self.local_start {
+            self.plan
+                .segments
+                .push(Segment::Local(self.local_start..end));
+            self.local_start = end;
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> (PacketPlan, Vec<SendProgress>) {
+        self.flush_local();
+        let body_len = self.plan.len() - PacketHeader::LEN;
+        let mut header = Vec::with_capacity(PacketHeader::LEN);
+        PacketHeader {
+            chunk_count: self.chunk_count,
+            body_len: u32::try_from(body_len).expect("strategies keep packets below 4 GiB"),
+        }
+        .encode(&mut header);
+        self.plan.bytes[..PacketHeader::LEN].copy_from_slice(&header);
+        (self.plan, self.progress)
+    }
+}

@@ -1,0 +1,532 @@
+//! Chunk kinds and their encodings.
+//!
+//! Every chunk starts with a 4-byte common header: kind (u8), flags (u8),
+//! channel (u16). The fields that follow depend on the kind:
+//!
+//! | kind | fields after the common header | then |
+//! |---|---|---|
+//! | `EAGER` | seq u32, msg u32, tag u64, len u32 | `len` data bytes |
+//! | `RDV_REQUEST` | seq u32, msg u32, tag u64, send_id u32, total_len u64 | |
+//! | `CLEAR_TO_SEND` | send_id u32, recv_id u32, offset u64, len u64 | |
+//! | `RDV_DATA` | recv_id u32, offset u64, len u32 | `len` data bytes |
+//! | `ACK` | seq u32 | |
+//! | `CREDIT` | credits u32 | |
+//!
+//! `seq` numbers the sequenced chunks (eager and rendezvous requests) of one
+//! gate so the receiver can restore submission order across rails; `msg`
+//! names the message a piece belongs to, so pieces of concurrent messages on
+//! one gate may interleave.
+
+use crate::codec::{Reader, check_len, put_u16, put_u32, put_u64};
+use crate::{DecodeError, Limits};
+
+/// The kind byte of a chunk; a newtype so that unknown values stay representable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChunkKind(pub u8);
+
+impl ChunkKind {
+    /// Message data carried in the packet.
+    pub const EAGER: Self = Self(0x01);
+    /// Request to send a piece too large for eager.
+    pub const RDV_REQUEST: Self = Self(0x02);
+    /// Receiver's answer to a rendezvous request, naming the destination.
+    pub const CLEAR_TO_SEND: Self = Self(0x03);
+    /// Rendezvous data, written straight into the named destination.
+    pub const RDV_DATA: Self = Self(0x04);
+    /// Acknowledges sequenced chunks up to a sequence number.
+    pub const ACK: Self = Self(0x05);
+    /// Grants flow-control credits.
+    pub const CREDIT: Self = Self(0x06);
+    /// Reserved: RMA put.
+    pub const RMA_PUT: Self = Self(0x10);
+    /// Reserved: RMA get.
+    pub const RMA_GET: Self = Self(0x11);
+    /// Reserved: RMA get reply.
+    pub const RMA_GET_REPLY: Self = Self(0x12);
+    /// Reserved: RMA notification.
+    pub const RMA_NOTIFY: Self = Self(0x13);
+    /// Reserved: a block forwarded by a gateway.
+    pub const FORWARD: Self = Self(0x20);
+
+    fn is_reserved(self) -> bool {
+        matches!(self.0, 0x10..=0x13 | 0x20)
+    }
+}
+
+/// How the sender hands a piece over (Madeleine send modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SendMode {
+    /// Copied at pack time: the caller may reuse its buffer at once.
+    Safer,
+    /// Read when the message is ended: the caller may change it until then.
+    Later,
+    /// The library's choice: the buffer stays untouched until the message completes.
+    Cheaper,
+}
+
+/// When the receiver needs a piece (Madeleine receive modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReceiveMode {
+    /// Available as soon as unpack returns.
+    Express,
+    /// May land as late as end of unpacking.
+    Cheaper,
+}
+
+/// Flags of a sequenced piece (eager or rendezvous request).
+///
+/// Bits: 0 first piece of its message, 1 last piece, 2–3 send mode
+/// (0 SAFER, 1 LATER, 2 CHEAPER), 4 receive mode CHEAPER (else EXPRESS),
+/// 5 tagged (a one-piece point-to-point message whose receiver may post a
+/// larger buffer), 6 abort (the sender abandoned the message: an empty last
+/// piece that the receiver turns into an error). Other bits must be zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PieceFlags(u8);
+
+impl PieceFlags {
+    /// First piece of a message: it carries the matching information.
+    pub const FIRST: u8 = 0x01;
+    /// Last piece of a message.
+    pub const LAST: u8 = 0x02;
+    const SEND_SHIFT: u8 = 2;
+    const SEND_MASK: u8 = 0x0c;
+    const RECV_CHEAPER: u8 = 0x10;
+    const TAGGED_BIT: u8 = 0x20;
+    const ABORT_BIT: u8 = 0x40;
+    const KNOWN: u8 = 0x7f;
+
+    /// The flags of a tagged point-to-point message: one piece, CHEAPER both ways.
+    pub const TAGGED: Self =
+        Self(Self::FIRST | Self::LAST | (2 << 2) | Self::RECV_CHEAPER | Self::TAGGED_BIT);
+
+    /// Flags for a piece.
+    pub fn new(first: bool, last: bool, send: SendMode, recv: ReceiveMode) -> Self {
+        let mut bits = match send {
+            SendMode::Safer => 0,
+            SendMode::Later => 1,
+            SendMode::Cheaper => 2,
+        } << Self::SEND_SHIFT;
+        if first {
+            bits |= Self::FIRST;
+        }
+        if last {
+            bits |= Self::LAST;
+        }
+        if recv == ReceiveMode::Cheaper {
+            bits |= Self::RECV_CHEAPER;
+        }
+        Self(bits)
+    }
+
+    /// The flags of the empty last piece that abandons a started message.
+    pub const ABORT: Self = Self(Self::LAST | Self::ABORT_BIT);
+
+    /// Decodes flags, rejecting unknown bits and the undefined send mode.
+    pub fn from_bits(bits: u8) -> Result<Self, DecodeError> {
+        let invalid = DecodeError::InvalidFlags {
+            field: "piece flags",
+            value: bits.into(),
+        };
+        if bits & !Self::KNOWN != 0 || (bits & Self::SEND_MASK) >> Self::SEND_SHIFT == 3 {
+            return Err(invalid);
+        }
+        let flags = Self(bits);
+        if flags.tagged() && !(flags.first() && flags.last()) {
+            return Err(invalid);
+        }
+        if flags.aborted() && (!flags.last() || flags.tagged()) {
+            return Err(invalid);
+        }
+        Ok(flags)
+    }
+
+    /// The raw bits.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// First piece of its message.
+    pub fn first(self) -> bool {
+        self.0 & Self::FIRST != 0
+    }
+
+    /// Last piece of its message.
+    pub fn last(self) -> bool {
+        self.0 & Self::LAST != 0
+    }
+
+    /// A tagged point-to-point message.
+    pub fn tagged(self) -> bool {
+        self.0 & Self::TAGGED_BIT != 0
+    }
+
+    /// The sender abandoned the message; this empty piece ends it.
+    pub fn aborted(self) -> bool {
+        self.0 & Self::ABORT_BIT != 0
+    }
+
+    /// The sender's send mode.
+    pub fn send_mode(self) -> SendMode {
+        match (self.0 & Self::SEND_MASK) >> Self::SEND_SHIFT {
+            0 => SendMode::Safer,
+            1 => SendMode::Later,
+            _ => SendMode::Cheaper,
+        }
+    }
+
+    /// The receive mode the sender declared.
+    pub fn receive_mode(self) -> ReceiveMode {
+        if self.0 & Self::RECV_CHEAPER != 0 {
+            ReceiveMode::Cheaper
+        } else {
+            ReceiveMode::Express
+        }
+    }
+}
+
+/// Flags of a clear-to-send. Bit 0: the receiver rejects the piece (its
+/// unpack did not match); no data must follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CtsFlags(u8);
+
+impl CtsFlags {
+    /// Data may be sent.
+    pub const ACCEPT: Self = Self(0);
+    /// The receiver refused the piece.
+    pub const REJECT: Self = Self(1);
+
+    fn from_bits(bits: u8) -> Result<Self, DecodeError> {
+        if bits > 1 {
+            return Err(DecodeError::InvalidFlags {
+                field: "clear-to-send flags",
+                value: bits.into(),
+            });
+        }
+        Ok(Self(bits))
+    }
+
+    /// Whether the receiver refused the piece.
+    pub fn rejected(self) -> bool {
+        self.0 == 1
+    }
+}
+
+/// Header of an eager chunk; its `len` data bytes follow it on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EagerHeader {
+    /// Channel of the message.
+    pub channel: u16,
+    /// Piece flags.
+    pub flags: PieceFlags,
+    /// Gate sequence number.
+    pub seq: u32,
+    /// Message number on the gate.
+    pub msg: u32,
+    /// Matching tag.
+    pub tag: u64,
+    /// Data length.
+    pub len: u32,
+}
+
+/// An eager chunk: header and data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Eager<'a> {
+    /// The header.
+    pub header: EagerHeader,
+    /// The data, `header.len` bytes.
+    pub data: &'a [u8],
+}
+
+/// A request to send a piece by rendezvous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdvRequest {
+    /// Channel of the message.
+    pub channel: u16,
+    /// Piece flags.
+    pub flags: PieceFlags,
+    /// Gate sequence number.
+    pub seq: u32,
+    /// Message number on the gate.
+    pub msg: u32,
+    /// Matching tag.
+    pub tag: u64,
+    /// Sender's id for this transfer, echoed by the clear-to-send.
+    pub send_id: u32,
+    /// Length of the piece.
+    pub total_len: u64,
+}
+
+/// The receiver's answer to a rendezvous request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClearToSend {
+    /// Channel of the message.
+    pub channel: u16,
+    /// Accept or reject.
+    pub flags: CtsFlags,
+    /// The sender's transfer id.
+    pub send_id: u32,
+    /// The receiver's destination id, carried by the data chunks.
+    pub recv_id: u32,
+    /// First byte of the piece that may be sent.
+    pub offset: u64,
+    /// Number of bytes that may be sent.
+    pub len: u64,
+}
+
+/// Header of a rendezvous data chunk; its `len` data bytes follow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdvDataHeader {
+    /// Channel of the message.
+    pub channel: u16,
+    /// The receiver's destination id.
+    pub recv_id: u32,
+    /// Offset of these bytes in the piece.
+    pub offset: u64,
+    /// Data length.
+    pub len: u32,
+}
+
+/// Rendezvous data: header and bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdvData<'a> {
+    /// The header.
+    pub header: RdvDataHeader,
+    /// The data, `header.len` bytes.
+    pub data: &'a [u8],
+}
+
+/// Acknowledges sequenced chunks of a channel up to `seq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// Channel.
+    pub channel: u16,
+    /// Highest sequence number delivered in order.
+    pub seq: u32,
+}
+
+/// Grants flow-control credits on a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Credit {
+    /// Channel.
+    pub channel: u16,
+    /// Credits granted.
+    pub credits: u32,
+}
+
+/// One decoded chunk, borrowing its data from the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunk<'a> {
+    /// Eager data.
+    Eager(Eager<'a>),
+    /// Rendezvous request.
+    RdvRequest(RdvRequest),
+    /// Clear-to-send.
+    ClearToSend(ClearToSend),
+    /// Rendezvous data.
+    RdvData(RdvData<'a>),
+    /// Acknowledgement.
+    Ack(Ack),
+    /// Credit grant.
+    Credit(Credit),
+}
+
+impl EagerHeader {
+    /// Encoded size of the header, data excluded.
+    pub const LEN: usize = 4 + 4 + 4 + 8 + 4;
+
+    /// Appends the header; the caller appends `len` data bytes after it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        common(out, ChunkKind::EAGER, self.flags.bits(), self.channel);
+        put_u32(out, self.seq);
+        put_u32(out, self.msg);
+        put_u64(out, self.tag);
+        put_u32(out, self.len);
+    }
+}
+
+impl RdvRequest {
+    /// Encoded size.
+    pub const LEN: usize = 4 + 4 + 4 + 8 + 4 + 8;
+}
+
+impl ClearToSend {
+    /// Encoded size.
+    pub const LEN: usize = 4 + 4 + 4 + 8 + 8;
+}
+
+impl RdvDataHeader {
+    /// Encoded size of the header, data excluded.
+    pub const LEN: usize = 4 + 4 + 8 + 4;
+
+    /// Appends the header; the caller appends `len` data bytes after it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        common(out, ChunkKind::RDV_DATA, 0, self.channel);
+        put_u32(out, self.recv_id);
+        put_u64(out, self.offset);
+        put_u32(out, self.len);
+    }
+}
+
+impl Ack {
+    /// Encoded size.
+    pub const LEN: usize = 4 + 4;
+}
+
+impl Credit {
+    /// Encoded size.
+    pub const LEN: usize = 4 + 4;
+}
+
+fn common(out: &mut Vec<u8>, kind: ChunkKind, flags: u8, channel: u16) {
+    out.push(kind.0);
+    out.push(flags);
+    put_u16(out, channel);
+}
+
+impl<'a> Chunk<'a> {
+    /// Encoded size of the whole chunk, data included.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Chunk::Eager(e) => EagerHeader::LEN + e.data.len(),
+            Chunk::RdvRequest(_) => RdvRequest::LEN,
+            Chunk::ClearToSend(_) => ClearToSend::LEN,
+            Chunk::RdvData(d) => RdvDataHeader::LEN + d.data.len(),
+            Chunk::Ack(_) => Ack::LEN,
+            Chunk::Credit(_) => Credit::LEN,
+        }
+    }
+
+    /// Appends the chunk. For data chunks the header's `len` must equal the data length.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Chunk::Eager(e) => {
+                debug_assert_eq!(e.header.len as usize, e.data.len(), "eager len");
+                e.header.encode(out);
+                out.extend_from_slice(e.data);
+            }
+            Chunk::RdvRequest(r) => {
+                common(out, ChunkKind::RDV_REQUEST, r.flags.bits(), r.channel);
+                put_u32(out, r.seq);
+                put_u32(out, r.msg);
+                put_u64(out, r.tag);
+                put_u32(out, r.send_id);
+                put_u64(out, r.total_len);
+            }
+            Chunk::ClearToSend(c) => {
+                common(out, ChunkKind::CLEAR_TO_SEND, c.flags.0, c.channel);
+                put_u32(out, c.send_id);
+                put_u32(out, c.recv_id);
+                put_u64(out, c.offset);
+                put_u64(out, c.len);
+            }
+            Chunk::RdvData(d) => {
+                debug_assert_eq!(d.header.len as usize, d.data.len(), "rdv data len");
+                d.header.encode(out);
+                out.extend_from_slice(d.data);
+            }
+            Chunk::Ack(a) => {
+                common(out, ChunkKind::ACK, 0, a.channel);
+                put_u32(out, a.seq);
+            }
+            Chunk::Credit(c) => {
+                common(out, ChunkKind::CREDIT, 0, c.channel);
+                put_u32(out, c.credits);
+            }
+        }
+    }
+
+    /// Decodes one chunk from the front of `r`.
+    pub fn decode(r: &mut Reader<'a>, limits: &Limits) -> Result<Self, DecodeError> {
+        let kind = ChunkKind(r.u8("chunk kind")?);
+        let flags = r.u8("chunk flags")?;
+        let channel = r.u16("chunk channel")?;
+        let no_flags = |name| {
+            if flags == 0 {
+                Ok(())
+            } else {
+                Err(DecodeError::InvalidFlags {
+                    field: name,
+                    value: flags.into(),
+                })
+            }
+        };
+        Ok(match kind {
+            ChunkKind::EAGER => {
+                let header = EagerHeader {
+                    channel,
+                    flags: PieceFlags::from_bits(flags)?,
+                    seq: r.u32("eager seq")?,
+                    msg: r.u32("eager msg")?,
+                    tag: r.u64("eager tag")?,
+                    len: r.u32("eager len")?,
+                };
+                check_len("eager len", header.len.into(), limits.max_eager_len.into())?;
+                let data = r.take(header.len as usize, "eager data")?;
+                Chunk::Eager(Eager { header, data })
+            }
+            ChunkKind::RDV_REQUEST => {
+                let req = RdvRequest {
+                    channel,
+                    flags: PieceFlags::from_bits(flags)?,
+                    seq: r.u32("rdv request seq")?,
+                    msg: r.u32("rdv request msg")?,
+                    tag: r.u64("rdv request tag")?,
+                    send_id: r.u32("rdv request send_id")?,
+                    total_len: r.u64("rdv request total_len")?,
+                };
+                check_len(
+                    "rdv request total_len",
+                    req.total_len,
+                    limits.max_message_len,
+                )?;
+                Chunk::RdvRequest(req)
+            }
+            ChunkKind::CLEAR_TO_SEND => {
+                let cts = ClearToSend {
+                    channel,
+                    flags: CtsFlags::from_bits(flags)?,
+                    send_id: r.u32("cts send_id")?,
+                    recv_id: r.u32("cts recv_id")?,
+                    offset: r.u64("cts offset")?,
+                    len: r.u64("cts len")?,
+                };
+                check_len("cts offset", cts.offset, limits.max_message_len)?;
+                check_len("cts len", cts.len, limits.max_message_len)?;
+                Chunk::ClearToSend(cts)
+            }
+            ChunkKind::RDV_DATA => {
+                no_flags("rdv data flags")?;
+                let header = RdvDataHeader {
+                    channel,
+                    recv_id: r.u32("rdv data recv_id")?,
+                    offset: r.u64("rdv data offset")?,
+                    len: r.u32("rdv data len")?,
+                };
+                check_len("rdv data offset", header.offset, limits.max_message_len)?;
+                check_len(
+                    "rdv data len",
+                    header.len.into(),
+                    limits.max_fragment_len.into(),
+                )?;
+                let data = r.take(header.len as usize, "rdv data")?;
+                Chunk::RdvData(RdvData { header, data })
+            }
+            ChunkKind::ACK => {
+                no_flags("ack flags")?;
+                Chunk::Ack(Ack {
+                    channel,
+                    seq: r.u32("ack seq")?,
+                })
+            }
+            ChunkKind::CREDIT => {
+                no_flags("credit flags")?;
+                Chunk::Credit(Credit {
+                    channel,
+                    credits: r.u32("credit credits")?,
+                })
+            }
+            other if other.is_reserved() => return Err(DecodeError::UnsupportedKind(other.0)),
+            other => return Err(DecodeError::UnknownKind(other.0)),
+        })
+    }
+}

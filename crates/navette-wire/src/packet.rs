@@ -1,0 +1,170 @@
+//! Packets: a fixed header, then chunks.
+//!
+//! Header layout (12 bytes): magic `"NV"`, version u8, flags u8 (zero),
+//! chunk count u16, reserved u16 (zero), body length u32. A stream driver
+//! reads the header first to learn how many body bytes follow.
+
+use crate::codec::{Reader, check_len, put_u16, put_u32};
+use crate::{Chunk, DecodeError, Limits};
+
+const MAGIC: [u8; 2] = *b"NV";
+
+/// The fixed header in front of every packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketHeader {
+    /// Number of chunks in the body.
+    pub chunk_count: u16,
+    /// Length of the body in bytes.
+    pub body_len: u32,
+}
+
+impl PacketHeader {
+    /// Encoded size of the header.
+    pub const LEN: usize = 12;
+    /// Protocol version of packets.
+    pub const VERSION: u8 = 1;
+
+    /// Appends the header.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&MAGIC);
+        out.push(Self::VERSION);
+        out.push(0);
+        put_u16(out, self.chunk_count);
+        put_u16(out, 0);
+        put_u32(out, self.body_len);
+    }
+
+    /// Decodes and checks a header from the first [`Self::LEN`] bytes of `bytes`
+    /// (more bytes may follow: the body).
+    pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let magic = r.array::<2>("packet magic")?;
+        if magic != MAGIC {
+            return Err(DecodeError::BadMagic {
+                field: "packet magic",
+                found: [magic[0], magic[1], 0, 0],
+            });
+        }
+        let version = r.u8("packet version")?;
+        if version != Self::VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                found: version.into(),
+                supported: Self::VERSION.into(),
+            });
+        }
+        if r.u8("packet flags")? != 0 {
+            return Err(DecodeError::ReservedNotZero("packet flags"));
+        }
+        let chunk_count = r.u16("packet chunk count")?;
+        if r.u16("packet reserved")? != 0 {
+            return Err(DecodeError::ReservedNotZero("packet reserved"));
+        }
+        let body_len = r.u32("packet body length")?;
+        check_len(
+            "packet chunk count",
+            chunk_count.into(),
+            limits.max_chunks.into(),
+        )?;
+        check_len(
+            "packet body length",
+            body_len.into(),
+            limits.max_body_len.into(),
+        )?;
+        Ok(Self {
+            chunk_count,
+            body_len,
+        })
+    }
+
+    /// Header plus body length.
+    pub fn total_len(&self) -> usize {
+        Self::LEN + self.body_len as usize
+    }
+}
+
+/// A validated packet borrowing its bytes.
+///
+/// [`Packet::decode`] checks every chunk once; [`Packet::chunks`] then walks
+/// them again without failing. Neither allocates.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    header: PacketHeader,
+    body: &'a [u8],
+    limits: Limits,
+}
+
+impl<'a> Packet<'a> {
+    /// Decodes exactly one packet: header, `chunk_count` chunks, no trailing byte.
+    pub fn decode(bytes: &'a [u8], limits: &Limits) -> Result<Self, DecodeError> {
+        let header = PacketHeader::decode(bytes, limits)?;
+        let mut r = Reader::new(&bytes[PacketHeader::LEN..]);
+        let body = r.take(header.body_len as usize, "packet body")?;
+        r.finish("packet")?;
+        let mut chunks = Reader::new(body);
+        for _ in 0..header.chunk_count {
+            Chunk::decode(&mut chunks, limits)?;
+        }
+        chunks.finish("packet body")?;
+        Ok(Self {
+            header,
+            body,
+            limits: *limits,
+        })
+    }
+
+    /// The header.
+    pub fn header(&self) -> PacketHeader {
+        self.header
+    }
+
+    /// The chunks, in order.
+    pub fn chunks(&self) -> Chunks<'a> {
+        Chunks {
+            reader: Reader::new(self.body),
+            left: self.header.chunk_count,
+            limits: self.limits,
+        }
+    }
+}
+
+/// Iterator over the chunks of a validated [`Packet`].
+#[derive(Debug)]
+pub struct Chunks<'a> {
+    reader: Reader<'a>,
+    left: u16,
+    limits: Limits,
+}
+
+impl<'a> Iterator for Chunks<'a> {
+    type Item = Chunk<'a>;
+
+    fn next(&mut self) -> Option<Chunk<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let chunk = Chunk::decode(&mut self.reader, &self.limits);
+        Some(chunk.expect("Packet::decode validated every chunk"))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left.into(), Some(self.left.into()))
+    }
+}
+
+/// Appends a whole packet made of `chunks`.
+///
+/// # Panics
+/// If there are more than `u16::MAX` chunks or the body exceeds `u32::MAX`
+/// bytes: callers build packets within [`Limits`], far below both.
+pub fn encode_packet(chunks: &[Chunk<'_>], out: &mut Vec<u8>) {
+    let body_len: usize = chunks.iter().map(Chunk::encoded_len).sum();
+    PacketHeader {
+        chunk_count: u16::try_from(chunks.len()).expect("at most u16::MAX chunks per packet"),
+        body_len: u32::try_from(body_len).expect("packet body below 4 GiB"),
+    }
+    .encode(out);
+    for chunk in chunks {
+        chunk.encode(out);
+    }
+}

@@ -1,0 +1,81 @@
+//! The contract between a node and a driver.
+//!
+//! A driver moves packets between its network and the engine: it feeds
+//! received packets and send completions in, and asks for the next packet
+//! of each idle rail. Protocol logic never lives in a driver.
+
+use std::fmt;
+use std::time::Duration;
+
+use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank};
+use parking_lot::MutexGuard;
+
+use crate::Result;
+use crate::node::{NodeCore, State};
+
+/// A network technology's transfer layer.
+pub trait Driver: Send + Sync + fmt::Debug {
+    /// The driver's name (`sim`, `tcp`, `shm`).
+    fn name(&self) -> &'static str;
+
+    /// One round of progress on behalf of `node`'s waiting thread: receive,
+    /// hand idle rails their next packet. Returns whether anything happened.
+    fn progress(&self, node: &NodeCore) -> Result<bool>;
+}
+
+/// A driver's locked access to a node's engine and memory.
+#[derive(Debug)]
+pub struct DriverPort<'a> {
+    core: &'a NodeCore,
+    state: MutexGuard<'a, State>,
+}
+
+impl<'a> DriverPort<'a> {
+    pub(crate) fn new(core: &'a NodeCore, state: MutexGuard<'a, State>) -> Self {
+        Self { core, state }
+    }
+
+    /// Declares a rail to `peer`.
+    pub fn add_rail(&mut self, peer: Rank, caps: RailCaps) -> RailId {
+        self.state.engine.add_rail(peer, caps)
+    }
+
+    /// Feeds a received packet; an error means the rail must be closed.
+    pub fn handle_packet(
+        &mut self,
+        now: Duration,
+        rail: RailId,
+        bytes: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let State { engine, mem, .. } = &mut *self.state;
+        let out = engine.handle_packet(now, rail, bytes, mem);
+        self.core.mark_dirty();
+        out
+    }
+
+    /// Reports that the rail's packet has been sent.
+    pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {
+        self.state.engine.handle_send_complete(now, rail);
+        self.core.mark_dirty();
+    }
+
+    /// The next packet for an idle rail.
+    pub fn poll_transmit(&mut self, now: Duration, rail: RailId) -> Option<PacketPlan> {
+        self.state.engine.poll_transmit(now, rail)
+    }
+
+    /// The rails, in creation order.
+    pub fn rails(&self) -> Vec<RailId> {
+        self.state.engine.rails().collect()
+    }
+
+    /// Stops using a rail.
+    pub fn close_rail(&mut self, rail: RailId) {
+        self.state.engine.close_rail(rail);
+    }
+
+    /// The memory that packet plans refer to.
+    pub fn memory(&self) -> &dyn Memory {
+        &self.state.mem
+    }
+}

@@ -1,0 +1,62 @@
+//! Navette: a communication engine for distributed runtimes.
+//!
+//! A [`Node`] is this process's endpoint. It offers two interfaces over one
+//! engine:
+//!
+//! - **Madeleine messages**: [`Node::begin_packing`] → [`Packing::pack`] … →
+//!   [`Packing::end_packing`], mirrored by [`Node::begin_unpacking`] →
+//!   [`Unpacking::unpack`] … → [`Unpacking::end_unpacking`]. Send modes
+//!   (SAFER, LATER, CHEAPER) and receive modes (EXPRESS, CHEAPER) are
+//!   lifetimes here: a buffer lent CHEAPER stays borrowed until the message
+//!   ends, so misuse does not compile.
+//! - **Tagged point-to-point**: [`Node::isend`], [`Node::irecv`],
+//!   [`Request::test`], [`Request::wait`], [`wait_all`], [`wait_any`],
+//!   [`Node::probe`], and blocking [`Node::send`] / [`Node::recv`].
+//!
+//! Nodes run over a driver; [`sim::SimCluster`] runs many in one process
+//! over a deterministic simulated network.
+//!
+//! ```
+//! use navette::{RecvFrom, ReceiveMode, SendMode, sim::SimCluster};
+//!
+//! let cluster = SimCluster::builder(2).build();
+//! let (a, b) = (cluster.node(0), cluster.node(1));
+//! std::thread::scope(|s| {
+//!     s.spawn(|| {
+//!         let body = vec![7u8; 100_000]; // above the rendezvous threshold
+//!         let len = (body.len() as u32).to_le_bytes();
+//!         let mut msg = a.begin_packing(a.gate(1), 42).unwrap();
+//!         msg.pack(&len, SendMode::Safer, ReceiveMode::Express).unwrap();
+//!         msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper).unwrap();
+//!         msg.end_packing().unwrap();
+//!     });
+//!     // The receiver reads the length, then allocates, then receives the
+//!     // body straight into its new buffer.
+//!     let mut msg = b.begin_unpacking(RecvFrom::any(), 42u64).unwrap();
+//!     let mut len = [0u8; 4];
+//!     msg.unpack_express(&mut len, SendMode::Safer).unwrap();
+//!     let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+//!     msg.unpack_cheaper(&mut body, SendMode::Cheaper).unwrap();
+//!     let status = msg.end_unpacking().unwrap();
+//!     assert_eq!((status.peer, status.len), (0, 100_004));
+//!     assert!(body.iter().all(|&x| x == 7));
+//! });
+//! ```
+#![warn(missing_docs)]
+
+pub mod driver;
+mod error;
+mod memtable;
+mod message;
+mod node;
+mod p2p;
+pub mod sim;
+
+pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
+pub use message::{Packing, Unpacking};
+pub use navette_core::{
+    ChannelId, EngineConfig, RailCaps, Rank, ReceiveMode, SendMode, Source, Status, StrategyKind,
+    TagMatch,
+};
+pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
+pub use p2p::{Received, Request, wait_all, wait_any};

@@ -1,0 +1,378 @@
+//! Madeleine messages: incremental packing and unpacking.
+//!
+//! # Modes as lifetimes
+//!
+//! - [`Packing::pack`] with SAFER copies at once; with LATER or CHEAPER the
+//!   slice stays borrowed by the message (`'a`) until [`Packing::end_packing`]
+//!   returns. A small CHEAPER piece is copied (the engine's choice: it then
+//!   leaves at once); a large one is sent from the caller's memory.
+//! - [`Packing::pack_later`] takes cells: the caller may still change the
+//!   bytes until `end_packing`, which reads them.
+//! - [`Unpacking::unpack_express`] fills its destination before returning;
+//!   the borrow ends with the call.
+//! - [`Unpacking::unpack_cheaper`] keeps the destination borrowed until
+//!   [`Unpacking::end_unpacking`], when the data lands — by rendezvous,
+//!   straight into it.
+//!
+//! Caller memory is lent to the engine only inside a blocking call
+//! (`end_packing`, `unpack_express`, `end_unpacking`), so dropping or
+//! leaking a message can never leave the engine with a dangling buffer.
+//! Dropping an unfinished message abandons it: the peer's matching side
+//! gets an error instead of waiting forever.
+
+use std::cell::Cell;
+
+use navette_core::{OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
+
+use crate::node::{Registration, State};
+use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
+
+/// A message being packed; see the [module docs](self).
+#[derive(Debug)]
+pub struct Packing<'n, 'a> {
+    core: PackingCore<'n>,
+    held: Option<OutPiece<'a>>,
+    deferred: Vec<(OutPiece<'a>, bool)>,
+}
+
+/// The part of a packing message that owns engine state; dropping it
+/// abandons the message. It borrows no user memory, so user buffers may be
+/// declared after the message.
+#[derive(Debug)]
+struct PackingCore<'n> {
+    node: &'n Node,
+    out: Option<OutMsg>,
+    submitted: Vec<ReqId>,
+    copy_below: usize,
+}
+
+#[derive(Debug)]
+enum OutData<'a> {
+    Copy(Vec<u8>),
+    Borrowed(&'a [u8]),
+    Cells(&'a [Cell<u8>]),
+}
+
+#[derive(Debug)]
+struct OutPiece<'a> {
+    data: OutData<'a>,
+    send: SendMode,
+    recv: ReceiveMode,
+}
+
+impl Node {
+    /// Starts a message to `gate` with `tag`.
+    pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
+        let (out, copy_below) = self.with_state(|s| {
+            let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
+            Ok::<_, Error>((out, s.engine.rdv_threshold(gate.peer)))
+        })?;
+        Ok(Packing {
+            core: PackingCore {
+                node: self,
+                out: Some(out),
+                submitted: Vec::new(),
+                copy_below,
+            },
+            held: None,
+            deferred: Vec::new(),
+        })
+    }
+
+    /// Starts receiving a message from `from` whose tag matches `tag`.
+    pub fn begin_unpacking<'a>(
+        &self,
+        from: impl Into<RecvFrom>,
+        tag: impl Into<TagMatch>,
+    ) -> Result<Unpacking<'_, 'a>> {
+        let from = from.into();
+        let tag = tag.into();
+        let key = self.with_state(|s| {
+            let key = s.engine.recv_begin(from.channel, from.source, tag);
+            s.watch(key, None);
+            key
+        });
+        Ok(Unpacking {
+            core: UnpackingCore {
+                node: self,
+                key,
+                matched: None,
+                pieces: Vec::new(),
+                open: true,
+            },
+            cheaper: Vec::new(),
+        })
+    }
+}
+
+impl<'a> Packing<'_, 'a> {
+    /// Packs `data` with the given modes (see the [module docs](self)).
+    pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
+        let data = match send {
+            SendMode::Safer => OutData::Copy(data.to_vec()),
+            SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Copy(data.to_vec()),
+            SendMode::Cheaper | SendMode::Later => OutData::Borrowed(data),
+        };
+        self.push(OutPiece { data, send, recv });
+        Ok(())
+    }
+
+    /// Packs a copy of `data` (SAFER), which may be any short-lived slice.
+    pub fn pack_safer(&mut self, data: &[u8], recv: ReceiveMode) -> Result<()> {
+        let data = OutData::Copy(data.to_vec());
+        self.push(OutPiece {
+            data,
+            send: SendMode::Safer,
+            recv,
+        });
+        Ok(())
+    }
+
+    /// Packs `data` LATER: it is read when the message ends, so the caller
+    /// may still change it through the cells until then.
+    pub fn pack_later(&mut self, data: &'a [Cell<u8>], recv: ReceiveMode) -> Result<()> {
+        self.push(OutPiece {
+            data: OutData::Cells(data),
+            send: SendMode::Later,
+            recv,
+        });
+        Ok(())
+    }
+
+    /// The previous piece leaves once the next one shows it was not the last.
+    fn push(&mut self, piece: OutPiece<'a>) {
+        if let Some(previous) = self.held.replace(piece) {
+            self.emit(previous, false);
+        }
+    }
+
+    /// Submits a copied piece at once unless a borrowed one waits before
+    /// it (order is the pack order); others wait for `end_packing`.
+    fn emit(&mut self, piece: OutPiece<'a>, last: bool) {
+        match piece.data {
+            OutData::Copy(buf) if self.deferred.is_empty() => {
+                let core = &mut self.core;
+                let out = core.out.as_mut().expect("an open message has its OutMsg");
+                let req = core.node.with_state(|s| {
+                    let range = s.mem.insert_owned(buf);
+                    let spec = PieceSpec {
+                        data: range,
+                        send: piece.send,
+                        recv: piece.recv,
+                        last,
+                    };
+                    let req = s.engine.send_piece(out, spec);
+                    s.watch(req, Some(range.handle));
+                    req
+                });
+                core.submitted.push(req);
+            }
+            _ => self.deferred.push((piece, last)),
+        }
+    }
+
+    /// Sends what remains and waits until every piece has left the caller's
+    /// memory; the first failed piece's error is returned.
+    pub fn end_packing(mut self) -> Result<()> {
+        let Some(last) = self.held.take() else {
+            return Err(Error::EmptyMessage);
+        };
+        self.emit(last, true);
+        let node = self.core.node;
+        let mut lent: Vec<Registration<'a>> = Vec::new();
+        let deferred = std::mem::take(&mut self.deferred);
+        let core = &mut self.core;
+        node.with_state(|s| {
+            let out = core.out.as_mut().expect("an open message has its OutMsg");
+            for (piece, last) in deferred {
+                let (range, owned) = match piece.data {
+                    OutData::Copy(buf) => (s.mem.insert_owned(buf), true),
+                    OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
+                    OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
+                };
+                let spec = PieceSpec {
+                    data: range,
+                    send: piece.send,
+                    recv: piece.recv,
+                    last,
+                };
+                let req = s.engine.send_piece(out, spec);
+                s.watch(req, owned.then_some(range.handle));
+                core.submitted.push(req);
+            }
+        });
+        core.out = None;
+        let submitted = std::mem::take(&mut core.submitted);
+        let outcomes = node.wait_ids(&submitted);
+        node.with_state(|s| lent.into_iter().for_each(|r| r.release(s)));
+        outcomes?.into_iter().try_for_each(|o| o.map(drop))
+    }
+}
+
+fn lend<'a>(
+    lent: &mut Vec<Registration<'a>>,
+    (range, registration): (navette_core::MemRef, Registration<'a>),
+) -> (navette_core::MemRef, bool) {
+    lent.push(registration);
+    (range, false)
+}
+
+impl Drop for PackingCore<'_> {
+    fn drop(&mut self) {
+        let Some(out) = self.out.take() else {
+            return;
+        };
+        let submitted = std::mem::take(&mut self.submitted);
+        self.node.with_state(|s| {
+            s.engine.send_abort(out);
+            submitted.into_iter().for_each(|r| s.detach(r));
+        });
+    }
+}
+
+/// A message being unpacked; see the [module docs](self).
+#[derive(Debug)]
+pub struct Unpacking<'n, 'a> {
+    core: UnpackingCore<'n>,
+    cheaper: Vec<(ReqId, &'a mut [u8])>,
+}
+
+/// The part of an unpacking message that owns engine state; dropping it
+/// abandons the message.
+#[derive(Debug)]
+struct UnpackingCore<'n> {
+    node: &'n Node,
+    key: ReqId,
+    matched: Option<Status>,
+    pieces: Vec<ReqId>,
+    open: bool,
+}
+
+impl<'a> Unpacking<'_, 'a> {
+    /// Unpacks the next piece with the given modes: EXPRESS as
+    /// [`Self::unpack_express`], CHEAPER as [`Self::unpack_cheaper`].
+    pub fn unpack(&mut self, dest: &'a mut [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
+        match recv {
+            ReceiveMode::Express => self.unpack_express(dest, send),
+            ReceiveMode::Cheaper => self.unpack_cheaper(dest, send),
+        }
+    }
+
+    /// Unpacks the next piece into `dest` and returns once it is there.
+    pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
+        let node = self.core.node;
+        let key = self.core.key;
+        let len = dest.len();
+        let (req, lent) = node.with_state(|s| {
+            let (range, lent) = node.lend_mut(s, dest);
+            let spec = RecvPiece {
+                dest: Some(range),
+                len,
+                send,
+                recv: ReceiveMode::Express,
+                exact: true,
+            };
+            let State { engine, mem, .. } = &mut *s;
+            match engine.recv_piece(key, spec, mem) {
+                Ok(req) => {
+                    s.watch(req, None);
+                    Ok((req, lent))
+                }
+                Err(err) => {
+                    lent.release(s);
+                    Err(err)
+                }
+            }
+        })?;
+        let outcome = node.wait_id(req);
+        node.with_state(|s| lent.release(s));
+        outcome?.0.map(drop)
+    }
+
+    /// Unpacks the next piece into `dest`, which stays borrowed until
+    /// [`Self::end_unpacking`], when the data is guaranteed to be there.
+    pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
+        let key = self.core.key;
+        let spec = RecvPiece {
+            dest: None,
+            len: dest.len(),
+            send,
+            recv: ReceiveMode::Cheaper,
+            exact: true,
+        };
+        let req = self.core.node.with_state(|s| {
+            let State { engine, mem, .. } = &mut *s;
+            let req = engine.recv_piece(key, spec, mem)?;
+            s.watch(req, None);
+            Ok::<_, Error>(req)
+        })?;
+        self.core.pieces.push(req);
+        self.cheaper.push((req, dest));
+        Ok(())
+    }
+
+    /// Waits until the message is matched; returns its sender and tag.
+    pub fn status(&mut self) -> Result<Status> {
+        if let Some(status) = self.core.matched {
+            return Ok(status);
+        }
+        let status = self.core.node.wait_id(self.core.key)?.0?;
+        self.core.matched = Some(status);
+        Ok(status)
+    }
+
+    /// Lands every CHEAPER piece and checks that the sender packed exactly
+    /// the pieces unpacked. Returns the sender, tag and total length.
+    pub fn end_unpacking(mut self) -> Result<Status> {
+        let node = self.core.node;
+        let key = self.core.key;
+        let mut lent: Vec<Registration<'a>> = Vec::new();
+        let cheaper = std::mem::take(&mut self.cheaper);
+        let end = node.with_state(|s| {
+            for (req, dest) in cheaper {
+                let (range, registration) = node.lend_mut(s, dest);
+                lent.push(registration);
+                let State { engine, mem, .. } = &mut *s;
+                engine.recv_fill(key, req, range, mem)?;
+            }
+            let end = s.engine.recv_end(key)?;
+            s.watch(end, None);
+            if self.core.matched.is_none() {
+                s.detach(key);
+            }
+            Ok::<_, Error>(end)
+        });
+        self.core.open = false;
+        let end = match end {
+            Ok(end) => end,
+            Err(err) => {
+                node.with_state(|s| s.engine.recv_abandon(key));
+                node.with_state(|s| lent.into_iter().for_each(|r| r.release(s)));
+                return Err(err);
+            }
+        };
+        let mut ids = std::mem::take(&mut self.core.pieces);
+        ids.push(end);
+        let outcomes = node.wait_ids(&ids);
+        node.with_state(|s| lent.into_iter().for_each(|r| r.release(s)));
+        let mut outcomes = outcomes?;
+        let end_outcome = outcomes.pop().expect("the end request is last");
+        let status = end_outcome?;
+        outcomes.into_iter().try_for_each(|o| o.map(drop))?;
+        Ok(status)
+    }
+}
+
+impl Drop for UnpackingCore<'_> {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let (key, pieces) = (self.key, std::mem::take(&mut self.pieces));
+        self.node.with_state(|s| {
+            s.engine.recv_abandon(key);
+            s.detach(key);
+            pieces.into_iter().for_each(|r| s.detach(r));
+        });
+    }
+}

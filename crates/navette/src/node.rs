@@ -1,0 +1,412 @@
+//! The node: this process's endpoint, shared by every thread.
+//!
+//! All engine state sits behind one lock ([`NodeCore`]'s state): the engine,
+//! the memory table and the completion slots. Any thread that waits drives
+//! progress through the driver, outside that lock; drivers take it while
+//! they feed the engine.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use navette_core::{
+    ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, Status,
+};
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::driver::Driver;
+use crate::memtable::MemTable;
+use crate::{Error, Result};
+
+/// Settings of a node's waiting and progress. Every field has a default.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// A wait that sees no progress for this long fails with
+    /// [`Error::Stalled`]; `None` waits forever.
+    pub wait_timeout: Option<Duration>,
+    /// Idle progress rounds spent spinning before yielding the CPU.
+    pub spin_rounds: u32,
+    /// Idle rounds spent yielding before sleeping between rounds.
+    pub yield_rounds: u32,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            wait_timeout: None,
+            spin_rounds: 64,
+            yield_rounds: 256,
+        }
+    }
+}
+
+/// One peer as seen from a channel: where messages go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gate {
+    /// The channel.
+    pub channel: ChannelId,
+    /// The peer's rank.
+    pub peer: Rank,
+}
+
+impl Gate {
+    /// The gate to `peer` on `channel`.
+    pub fn new(channel: ChannelId, peer: Rank) -> Self {
+        Self { channel, peer }
+    }
+}
+
+/// Where a receive accepts messages from: a gate, or any peer of a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecvFrom {
+    /// The channel.
+    pub channel: ChannelId,
+    /// The accepted senders.
+    pub source: navette_core::Source,
+}
+
+impl RecvFrom {
+    /// Any peer of the default channel.
+    pub fn any() -> Self {
+        Self::any_on(ChannelId::DEFAULT)
+    }
+
+    /// Any peer of `channel`.
+    pub fn any_on(channel: ChannelId) -> Self {
+        Self {
+            channel,
+            source: navette_core::Source::Any,
+        }
+    }
+}
+
+impl From<Gate> for RecvFrom {
+    fn from(gate: Gate) -> Self {
+        Self {
+            channel: gate.channel,
+            source: navette_core::Source::Rank(gate.peer),
+        }
+    }
+}
+
+/// The completion slot of a request made by the API.
+#[derive(Debug)]
+struct Slot {
+    region: Option<MemHandle>,
+    outcome: Option<Result<Status, RequestError>>,
+    detached: bool,
+}
+
+/// The state behind the node's lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) engine: Engine,
+    pub(crate) mem: MemTable,
+    slots: HashMap<ReqId, Slot>,
+}
+
+impl State {
+    /// Tracks `req`; `region` is freed when it completes (or returned by `take`).
+    pub(crate) fn watch(&mut self, req: ReqId, region: Option<MemHandle>) {
+        self.slots.insert(
+            req,
+            Slot {
+                region,
+                outcome: None,
+                detached: false,
+            },
+        );
+    }
+
+    /// Moves engine completions into their slots.
+    fn collect(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            let Some(slot) = self.slots.get_mut(&event.req) else {
+                continue;
+            };
+            if slot.detached {
+                let slot = self.slots.remove(&event.req).expect("looked up above");
+                if let Some(region) = slot.region {
+                    self.mem.remove(region);
+                }
+            } else {
+                slot.outcome = Some(event.outcome);
+            }
+        }
+    }
+
+    fn is_done(&self, req: ReqId) -> bool {
+        self.slots.get(&req).is_some_and(|s| s.outcome.is_some())
+    }
+
+    /// Takes a completed request's outcome and its owned buffer, if any.
+    pub(crate) fn take(&mut self, req: ReqId) -> Option<(Result<Status>, Option<Vec<u8>>)> {
+        if !self.is_done(req) {
+            return None;
+        }
+        let slot = self.slots.remove(&req).expect("checked above");
+        let buf = slot.region.and_then(|r| self.mem.remove(r));
+        let outcome = slot.outcome.expect("checked above").map_err(Error::from);
+        Some((outcome, buf))
+    }
+
+    /// Forgets a request nobody will wait for; its buffer is freed at completion.
+    pub(crate) fn detach(&mut self, req: ReqId) {
+        if self.is_done(req) {
+            self.take(req);
+        } else if let Some(slot) = self.slots.get_mut(&req) {
+            slot.detached = true;
+        }
+    }
+}
+
+/// The shared inside of a [`Node`]; drivers reach the engine through it.
+pub struct NodeCore {
+    rank: Rank,
+    size: u32,
+    config: NodeConfig,
+    state: Mutex<State>,
+    driver: Arc<dyn Driver>,
+    dirty: AtomicBool,
+}
+
+impl fmt::Debug for NodeCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeCore")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("driver", &self.driver.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeCore {
+    /// This node's rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Locks the state for a driver.
+    pub fn port(&self) -> crate::driver::DriverPort<'_> {
+        crate::driver::DriverPort::new(self, self.state.lock())
+    }
+
+    /// Whether work was submitted since the last call (and clears the mark).
+    pub fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::AcqRel)
+    }
+
+    pub(crate) fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+}
+
+/// This process's endpoint. Cheap to clone; `Send + Sync`: many threads may
+/// post and wait at once.
+#[derive(Clone, Debug)]
+pub struct Node {
+    core: Arc<NodeCore>,
+}
+
+impl Node {
+    /// A node of rank `rank` among `size`, moving data through `driver`.
+    /// The driver adds rails through [`NodeCore::port`].
+    pub fn new(
+        rank: Rank,
+        size: u32,
+        engine: EngineConfig,
+        config: NodeConfig,
+        driver: Arc<dyn Driver>,
+    ) -> Self {
+        let engine = Engine::new(EngineConfig { rank, ..engine });
+        Self {
+            core: Arc::new(NodeCore {
+                rank,
+                size,
+                config,
+                state: Mutex::new(State {
+                    engine,
+                    mem: MemTable::default(),
+                    slots: HashMap::new(),
+                }),
+                driver,
+                dirty: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> Rank {
+        self.core.rank
+    }
+
+    /// Number of ranks in the session.
+    pub fn size(&self) -> u32 {
+        self.core.size
+    }
+
+    /// The gate to `peer` on the default channel.
+    pub fn gate(&self, peer: Rank) -> Gate {
+        Gate::new(ChannelId::DEFAULT, peer)
+    }
+
+    /// The shared core, for drivers.
+    pub fn core(&self) -> &Arc<NodeCore> {
+        &self.core
+    }
+
+    /// Runs `f` on the locked state, then marks the node as having work.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let out = f(&mut self.core.lock());
+        self.core.mark_dirty();
+        out
+    }
+
+    /// Makes one round of progress; returns whether anything happened.
+    pub fn progress(&self) -> Result<bool> {
+        self.core.driver.progress(&self.core)
+    }
+
+    /// Whether `req` has completed, after one round of progress.
+    pub(crate) fn test_id(&self, req: ReqId) -> Result<bool> {
+        self.progress()?;
+        let mut state = self.core.lock();
+        state.collect();
+        Ok(state.is_done(req))
+    }
+
+    /// Drives progress until `check` returns something.
+    pub(crate) fn wait_until<R>(
+        &self,
+        what: &dyn Fn() -> String,
+        mut check: impl FnMut(&mut State) -> Option<R>,
+    ) -> Result<R> {
+        let mut idle: u32 = 0;
+        let mut last_progress = Instant::now();
+        loop {
+            {
+                let mut state = self.core.lock();
+                state.collect();
+                if let Some(out) = check(&mut state) {
+                    return Ok(out);
+                }
+            }
+            if self.progress()? {
+                idle = 0;
+                last_progress = Instant::now();
+                continue;
+            }
+            idle = idle.saturating_add(1);
+            self.back_off(idle);
+            if let Some(limit) = self.core.config.wait_timeout {
+                let waited = last_progress.elapsed();
+                if waited > limit {
+                    return Err(Error::Stalled {
+                        waited,
+                        what: what(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Spins, then yields, then sleeps briefly: oversubscribed runs must not
+    /// burn a core another rank needs.
+    fn back_off(&self, idle: u32) {
+        let config = &self.core.config;
+        if idle <= config.spin_rounds {
+            std::hint::spin_loop();
+        } else if idle <= config.spin_rounds + config.yield_rounds {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Waits for one request and takes its outcome and buffer.
+    pub(crate) fn wait_id(&self, req: ReqId) -> Result<(Result<Status>, Option<Vec<u8>>)> {
+        self.wait_until(&|| format!("{req}"), |state| state.take(req))
+    }
+
+    /// Waits for all of `reqs`; returns their outcomes in order.
+    pub(crate) fn wait_ids(&self, reqs: &[ReqId]) -> Result<Vec<Result<Status>>> {
+        self.wait_until(&|| format!("{} requests", reqs.len()), |state| {
+            reqs.iter().all(|&r| state.is_done(r)).then_some(())
+        })?;
+        let mut state = self.core.lock();
+        Ok(reqs
+            .iter()
+            .map(|&r| state.take(r).expect("all done").0)
+            .collect())
+    }
+
+    /// Lends caller memory, read-only, to the engine for one blocking call.
+    pub(crate) fn lend<'b>(&self, state: &mut State, data: &'b [u8]) -> (MemRef, Registration<'b>) {
+        let range = state.mem.borrow(data);
+        (range, self.registration(range))
+    }
+
+    /// Lends caller memory that its owner may still change through the cells
+    /// until the blocking call starts (LATER mode).
+    pub(crate) fn lend_cells<'b>(
+        &self,
+        state: &mut State,
+        data: &'b [std::cell::Cell<u8>],
+    ) -> (MemRef, Registration<'b>) {
+        let range = state.mem.borrow_cells(data);
+        (range, self.registration(range))
+    }
+
+    /// Lends caller memory, writable, to the engine for one blocking call.
+    pub(crate) fn lend_mut<'b>(
+        &self,
+        state: &mut State,
+        data: &'b mut [u8],
+    ) -> (MemRef, Registration<'b>) {
+        let range = state.mem.borrow_mut(data);
+        (range, self.registration(range))
+    }
+
+    fn registration<'b>(&self, range: MemRef) -> Registration<'b> {
+        Registration {
+            core: Arc::clone(&self.core),
+            handle: Some(range.handle),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+}
+
+/// A region of caller memory registered for one blocking call: removed from
+/// the memory table when released or dropped, so no engine access can reach
+/// it once the call returns — even if it returns by unwinding. It keeps the
+/// caller's borrow alive (`'b`) for as long as it exists. Never drop one while
+/// holding the state lock: release it with that state instead.
+#[derive(Debug)]
+pub(crate) struct Registration<'b> {
+    core: Arc<NodeCore>,
+    handle: Option<MemHandle>,
+    _borrow: std::marker::PhantomData<&'b mut [u8]>,
+}
+
+impl Registration<'_> {
+    /// Removes the region using an already locked state.
+    pub(crate) fn release(mut self, state: &mut State) {
+        if let Some(handle) = self.handle.take() {
+            state.mem.remove(handle);
+        }
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.core.lock().mem.remove(handle);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Tagged point-to-point: non-blocking requests over owned buffers, and
+//! blocking calls over borrowed ones.
+//!
+//! Non-blocking calls take ownership of their buffers (a send's
+//! [`Bytes`], a receive's `Vec<u8>`) and give a receive buffer back on
+//! completion, so a request may outlive any borrow. Blocking calls lend the
+//! caller's slices for their duration, without copying.
+
+use std::marker::PhantomData;
+
+use bytes::Bytes;
+use navette_core::{ReqId, Status, TagMatch};
+
+use crate::node::State;
+use crate::{Error, Gate, Node, RecvFrom, Result};
+
+/// What a completed receive gives back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The buffer given to `irecv`, truncated to the message's length.
+    pub data: Vec<u8>,
+    /// Sender, tag and length.
+    pub status: Status,
+}
+
+/// Turns a completion into the value a request yields.
+pub trait Completion: Sized {
+    #[doc(hidden)]
+    fn from_parts(status: Status, buf: Option<Vec<u8>>) -> Self;
+}
+
+impl Completion for Status {
+    fn from_parts(status: Status, _buf: Option<Vec<u8>>) -> Self {
+        status
+    }
+}
+
+impl Completion for Received {
+    fn from_parts(status: Status, buf: Option<Vec<u8>>) -> Self {
+        let mut data = buf.unwrap_or_default();
+        data.truncate(status.len);
+        Self { data, status }
+    }
+}
+
+/// A handle on a non-blocking operation: a send yields its [`Status`], a
+/// receive its [`Received`] buffer. Dropping it detaches the operation,
+/// which still completes; its buffer is then freed.
+#[derive(Debug)]
+#[must_use = "a request does nothing until it is waited for or tested"]
+pub struct Request<'n, T: Completion> {
+    node: &'n Node,
+    id: ReqId,
+    taken: bool,
+    _yields: PhantomData<fn() -> T>,
+}
+
+impl<'n, T: Completion> Request<'n, T> {
+    fn new(node: &'n Node, id: ReqId) -> Self {
+        Self {
+            node,
+            id,
+            taken: false,
+            _yields: PhantomData,
+        }
+    }
+
+    /// Makes one round of progress and tells whether the request is complete.
+    pub fn test(&self) -> Result<bool> {
+        self.node.test_id(self.id)
+    }
+
+    /// Waits for completion.
+    pub fn wait(mut self) -> Result<T> {
+        let (outcome, buf) = self.node.wait_id(self.id)?;
+        self.taken = true;
+        Ok(T::from_parts(outcome?, buf))
+    }
+
+    fn try_take(&mut self, state: &mut State) -> Option<Result<T>> {
+        let (outcome, buf) = state.take(self.id)?;
+        self.taken = true;
+        Some(outcome.map(|status| T::from_parts(status, buf)))
+    }
+}
+
+impl<T: Completion> Drop for Request<'_, T> {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.node.with_state(|s| s.detach(self.id));
+        }
+    }
+}
+
+/// Waits for every request; returns their outcomes in order.
+pub fn wait_all<T: Completion>(requests: Vec<Request<'_, T>>) -> Vec<Result<T>> {
+    requests.into_iter().map(Request::wait).collect()
+}
+
+/// Waits until one of `requests` completes, removes it and returns its
+/// index and outcome.
+///
+/// # Panics
+/// If `requests` is empty or its requests belong to different nodes.
+pub fn wait_any<T: Completion>(requests: &mut Vec<Request<'_, T>>) -> Result<(usize, Result<T>)> {
+    assert!(!requests.is_empty(), "wait_any needs at least one request");
+    let node = requests[0].node;
+    assert!(
+        requests
+            .iter()
+            .all(|r| std::sync::Arc::ptr_eq(r.node.core(), node.core())),
+        "wait_any needs requests of one node"
+    );
+    let count = requests.len();
+    let found = node.wait_until(&|| format!("any of {count} requests"), |state| {
+        requests
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, r)| r.try_take(state).map(|out| (i, out)))
+    })?;
+    drop(requests.remove(found.0));
+    Ok(found)
+}
+
+impl Node {
+    /// Sends `data` to `gate` with `tag`, without blocking.
+    pub fn isend(
+        &self,
+        gate: Gate,
+        tag: u64,
+        data: impl Into<Bytes>,
+    ) -> Result<Request<'_, Status>> {
+        let data = data.into();
+        let id = self.with_state(|s| {
+            let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
+            let range = s.mem.insert_shared(data);
+            let id = s.engine.send_tagged(out, range);
+            s.watch(id, Some(range.handle));
+            Ok::<_, Error>(id)
+        })?;
+        Ok(Request::new(self, id))
+    }
+
+    /// Receives into `buf` a message from `from` whose tag matches `tag`,
+    /// without blocking. The message may be shorter than `buf`, not longer.
+    pub fn irecv(
+        &self,
+        from: impl Into<RecvFrom>,
+        tag: impl Into<TagMatch>,
+        buf: Vec<u8>,
+    ) -> Request<'_, Received> {
+        let (from, tag) = (from.into(), tag.into());
+        let id = self.with_state(|s| {
+            let range = s.mem.insert_owned(buf);
+            let State { engine, mem, .. } = &mut *s;
+            let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
+            s.watch(id, Some(range.handle));
+            id
+        });
+        Request::new(self, id)
+    }
+
+    /// Sends `data` and returns once it has left `data`'s memory.
+    pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
+        let (id, lent) = self.with_state(|s| {
+            let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
+            let (range, lent) = self.lend(s, data);
+            let id = s.engine.send_tagged(out, range);
+            s.watch(id, None);
+            Ok::<_, Error>((id, lent))
+        })?;
+        let outcome = self.wait_id(id);
+        self.with_state(|s| lent.release(s));
+        outcome?.0
+    }
+
+    /// Receives into `dest` and returns once the message is there.
+    pub fn recv(
+        &self,
+        from: impl Into<RecvFrom>,
+        tag: impl Into<TagMatch>,
+        dest: &mut [u8],
+    ) -> Result<Status> {
+        let (from, tag) = (from.into(), tag.into());
+        let (id, lent) = self.with_state(|s| {
+            let (range, lent) = self.lend_mut(s, dest);
+            let State { engine, mem, .. } = &mut *s;
+            let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
+            s.watch(id, None);
+            (id, lent)
+        });
+        let outcome = self.wait_id(id);
+        self.with_state(|s| lent.release(s));
+        outcome?.0
+    }
+
+    /// After one round of progress, the first message that a receive from
+    /// `from` with `tag` would match, if one has arrived: its sender, tag
+    /// and length (of its first piece).
+    pub fn probe(
+        &self,
+        from: impl Into<RecvFrom>,
+        tag: impl Into<TagMatch>,
+    ) -> Result<Option<Status>> {
+        let (from, tag) = (from.into(), tag.into());
+        self.progress()?;
+        Ok(self
+            .core()
+            .lock()
+            .engine
+            .probe(from.channel, from.source, tag))
+    }
+}

@@ -461,6 +461,12 @@ impl<'a> Chunk<'a> {
                     len: r.u32("eager len")?,
                 };
                 check_len("eager len", header.len.into(), limits.max_eager_len.into())?;
+                if header.flags.aborted() && header.len != 0 {
+                    return Err(DecodeError::InvalidFlags {
+                        field: "abort piece with data",
+                        value: header.flags.bits().into(),
+                    });
+                }
                 let data = r.take(header.len as usize, "eager data")?;
                 Chunk::Eager(Eager { header, data })
             }

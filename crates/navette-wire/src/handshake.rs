@@ -58,6 +58,12 @@ pub enum HandshakeError {
         /// Ours.
         expected: u64,
     },
+    /// The peer claims our own rank (a reflection of our own messages).
+    #[error("peer claims our own rank {rank}")]
+    OwnRank {
+        /// The rank claimed.
+        rank: u32,
+    },
     /// The peer's proof does not verify: it does not hold the job key.
     #[error("peer rank {rank} failed to prove the job key")]
     BadProof {
@@ -101,7 +107,14 @@ impl Hello {
     }
 
     /// Checks that `peer` is in our job (call on receipt of the peer's hello).
+    ///
+    /// A peer claiming our own rank is refused: a rank never opens a rail to
+    /// itself, and accepting it would let an attacker reflect our own hello
+    /// and proof back at us from another connection.
     pub fn check_peer(&self, peer: &Self) -> Result<(), HandshakeError> {
+        if peer.rank == self.rank {
+            return Err(HandshakeError::OwnRank { rank: peer.rank });
+        }
         if peer.job_id != self.job_id {
             return Err(HandshakeError::WrongJob {
                 found: peer.job_id,

@@ -149,12 +149,20 @@ proptest! {
     #[test]
     fn check_peer_rejects_another_job(a in hello(), job in any::<u64>()) {
         prop_assume!(job != a.job_id);
-        let peer = Hello { job_id: job, ..a };
+        let peer = Hello { job_id: job, rank: a.rank.wrapping_add(1), ..a };
         let got = a.check_peer(&peer);
         let ok = matches!(
             got,
             Err(HandshakeError::WrongJob { found, expected }) if found == job && expected == a.job_id
         );
+        prop_assert!(ok, "{:?}", got);
+    }
+
+    #[test]
+    fn check_peer_rejects_our_own_rank(a in hello(), nonce in any::<[u8; 16]>()) {
+        let reflected = Hello { nonce, ..a };
+        let got = a.check_peer(&reflected);
+        let ok = matches!(got, Err(HandshakeError::OwnRank { rank }) if rank == a.rank);
         prop_assert!(ok, "{:?}", got);
     }
 
@@ -181,7 +189,11 @@ fn handshake_errors_name_what_failed() {
         rank: 3,
         nonce: [1; 16],
     };
-    let b = Hello { job_id: 0x22, ..a };
+    let b = Hello {
+        job_id: 0x22,
+        rank: 4,
+        ..a
+    };
     let err = a.check_peer(&b).unwrap_err();
     assert_eq!(err.to_string(), "peer is in job 0x22, expected 0x11");
     let err = Proof { mac: [0; 32] }

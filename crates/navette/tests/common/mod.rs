@@ -1,0 +1,42 @@
+//! Helpers shared by the sim tests.
+#![allow(dead_code, unreachable_pub)]
+
+use navette::sim::{SimCluster, SimClusterBuilder};
+
+/// The seed of this run: `NAVETTE_SIM_SEED` if set, else `default`. Printed
+/// so that a failure can be replayed.
+pub fn seed(default: u64) -> u64 {
+    let seed = std::env::var("NAVETTE_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("sim seed: {seed} (replay with NAVETTE_SIM_SEED={seed})");
+    seed
+}
+
+/// A cluster builder with the run's seed.
+pub fn cluster(size: u32) -> SimClusterBuilder {
+    SimCluster::builder(size).seed(seed(0x5eed))
+}
+
+/// Bytes that depend on every input, so that misplaced data is caught.
+pub fn pattern(len: usize, salt: u64) -> Vec<u8> {
+    let mut x = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ len as u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Asserts that `got` is `pattern(len, salt)`, naming the first wrong byte.
+pub fn check(got: &[u8], len: usize, salt: u64) {
+    let want = pattern(len, salt);
+    assert_eq!(got.len(), want.len(), "length (salt {salt})");
+    if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        panic!("byte {i} of {len} differs (salt {salt})");
+    }
+}

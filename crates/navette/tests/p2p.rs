@@ -1,0 +1,216 @@
+//! Tagged point-to-point over the simulated network: matching by source and
+//! tag (with masks), unexpected messages, probe, and the request calls.
+
+mod common;
+
+use common::{check, cluster, pattern};
+use navette::sim::SimCluster;
+use navette::{ChannelId, Error, Gate, RecvFrom, RequestError, TagMatch, wait_all, wait_any};
+
+fn three_ranks() -> SimCluster {
+    cluster(3).rdv_threshold(4096).build()
+}
+
+#[test]
+fn unexpected_messages_wait_for_their_receive() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    // Everything is sent and delivered before any receive is posted.
+    let sends: Vec<_> = [10usize, 5000, 0]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| a.isend(a.gate(2), i as u64, pattern(n, i as u64)).unwrap())
+        .collect();
+    cluster.run_until_idle();
+    // Receives in another order than the sends: matched by tag.
+    for (i, n) in [(2u64, 0usize), (0, 10), (1, 5000)] {
+        let got = c.irecv(c.gate(0), i, vec![0u8; 8192]).wait().unwrap();
+        assert_eq!((got.status.peer, got.status.tag, got.status.len), (0, i, n));
+        check(&got.data, n, i);
+    }
+    for status in wait_all(sends) {
+        status.unwrap();
+    }
+}
+
+#[test]
+fn receives_posted_first_are_matched_on_arrival() {
+    let cluster = three_ranks();
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    let from_a = c.irecv(c.gate(0), 5u64, vec![0u8; 100]);
+    let from_any = c.irecv(RecvFrom::any(), 5u64, vec![0u8; 100]);
+    b.isend(b.gate(2), 5, pattern(30, 1))
+        .unwrap()
+        .wait()
+        .unwrap();
+    // Rank 1's message cannot match the receive reserved for rank 0.
+    let got = from_any.wait().unwrap();
+    assert_eq!(got.status.peer, 1);
+    check(&got.data, 30, 1);
+    assert!(!from_a.test().unwrap());
+    a.isend(a.gate(2), 5, pattern(40, 2))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = from_a.wait().unwrap();
+    assert_eq!(got.status.peer, 0);
+    check(&got.data, 40, 2);
+}
+
+#[test]
+fn masks_select_tag_bits() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    // Tags carry a "kind" in the high 32 bits and a sequence in the low bits.
+    let tag = |kind: u64, seq: u64| (kind << 32) | seq;
+    for (kind, seq) in [(1, 7), (2, 8), (1, 9)] {
+        a.isend(a.gate(2), tag(kind, seq), vec![seq as u8])
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    let kind_one = TagMatch::masked(tag(1, 0), 0xffff_ffff_0000_0000);
+    let mut seqs = Vec::new();
+    for _ in 0..2 {
+        let got = c
+            .irecv(RecvFrom::any(), kind_one, vec![0u8; 1])
+            .wait()
+            .unwrap();
+        seqs.push(got.status.tag & 0xffff_ffff);
+    }
+    assert_eq!(seqs, [7, 9]);
+    let got = c
+        .irecv(c.gate(0), TagMatch::any(), vec![0u8; 1])
+        .wait()
+        .unwrap();
+    assert_eq!(got.status.tag, tag(2, 8));
+}
+
+#[test]
+fn channels_are_separate_spaces() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    let other = ChannelId(3);
+    a.isend(Gate::new(other, 2), 1, b"other".to_vec())
+        .unwrap()
+        .wait()
+        .unwrap();
+    a.isend(a.gate(2), 1, b"default".to_vec())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = c.irecv(c.gate(0), 1u64, vec![0u8; 16]).wait().unwrap();
+    assert_eq!(got.data, b"default");
+    let got = c
+        .irecv(RecvFrom::any_on(other), 1u64, vec![0u8; 16])
+        .wait()
+        .unwrap();
+    assert_eq!(got.data, b"other");
+}
+
+#[test]
+fn probe_reports_without_receiving() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    assert_eq!(c.probe(RecvFrom::any(), 4u64).unwrap(), None);
+    // Above the rendezvous threshold: only the request travels until the
+    // receive is posted, and probe reports the whole length.
+    let send = a.isend(a.gate(2), 4, pattern(6000, 4)).unwrap();
+    cluster.run_until_idle();
+    let status = c.probe(RecvFrom::any(), 4u64).unwrap().expect("arrived");
+    assert_eq!((status.peer, status.tag, status.len), (0, 4, 6000));
+    // Probing twice finds it again; receiving consumes it.
+    assert!(c.probe(c.gate(0), 4u64).unwrap().is_some());
+    let mut buf = vec![0u8; status.len];
+    c.recv(c.gate(0), 4u64, &mut buf).unwrap();
+    check(&buf, 6000, 4);
+    send.wait().unwrap();
+    assert_eq!(c.probe(RecvFrom::any(), 4u64).unwrap(), None);
+}
+
+#[test]
+fn blocking_send_and_recv_lend_their_buffers() {
+    let cluster = three_ranks();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for n in [0usize, 1, 4095, 4096, 100_000] {
+                a.send(a.gate(1), n as u64, &pattern(n, 7)).unwrap();
+            }
+        });
+        for n in [0usize, 1, 4095, 4096, 100_000] {
+            let mut buf = vec![0u8; n];
+            let status = b.recv(b.gate(0), n as u64, &mut buf).unwrap();
+            assert_eq!(status.len, n);
+            check(&buf, n, 7);
+        }
+    });
+}
+
+#[test]
+fn a_message_longer_than_the_buffer_is_truncation_error() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    for n in [100usize, 10_000] {
+        let send = a.isend(a.gate(2), 1, pattern(n, 0)).unwrap();
+        let err = c
+            .irecv(c.gate(0), 1u64, vec![0u8; n - 1])
+            .wait()
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Request(RequestError::Truncated { sent, posted })
+                if sent == n as u64 && posted == n as u64 - 1),
+            "{err:?}"
+        );
+        // An eager sender is done; a rendezvous sender is refused.
+        let sent = send.wait();
+        assert!(n < 4096 || matches!(sent, Err(Error::Request(RequestError::RejectedByReceiver))));
+    }
+}
+
+#[test]
+fn wait_any_returns_the_first_completed() {
+    let cluster = three_ranks();
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    let mut recvs = vec![
+        c.irecv(c.gate(0), 1u64, vec![0u8; 8]),
+        c.irecv(c.gate(1), 1u64, vec![0u8; 8]),
+    ];
+    b.isend(b.gate(2), 1, b"from b".to_vec())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (index, got) = wait_any(&mut recvs).unwrap();
+    assert_eq!((index, got.unwrap().data.as_slice()), (1, &b"from b"[..]));
+    assert_eq!(recvs.len(), 1);
+    a.isend(a.gate(2), 1, b"from a".to_vec())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (index, got) = wait_any(&mut recvs).unwrap();
+    assert_eq!((index, got.unwrap().data.as_slice()), (0, &b"from a"[..]));
+}
+
+#[test]
+fn dropped_requests_still_complete() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    drop(c.irecv(c.gate(0), 1u64, vec![0u8; 8]));
+    drop(a.isend(a.gate(2), 1, b"ignored".to_vec()).unwrap());
+    a.isend(a.gate(2), 2, b"kept".to_vec())
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = c.irecv(c.gate(0), 2u64, vec![0u8; 8]).wait().unwrap();
+    assert_eq!(got.data, b"kept");
+}
+
+#[test]
+fn sending_to_an_unlinked_rank_is_an_error() {
+    let cluster = three_ranks();
+    let a = cluster.node(0);
+    assert!(matches!(
+        a.isend(a.gate(9), 1, vec![1]),
+        Err(Error::Usage(navette::UsageError::NoRail(9)))
+    ));
+}

@@ -47,7 +47,7 @@
 pub mod driver;
 mod error;
 mod memtable;
-mod message;
+pub mod message;
 mod node;
 mod p2p;
 pub mod sim;

@@ -329,6 +329,9 @@ impl<'a> Unpacking<'_, 'a> {
         let mut lent: Vec<Registration<'a>> = Vec::new();
         let cheaper = std::mem::take(&mut self.cheaper);
         let end = node.with_state(|s| {
+            if self.core.matched.is_none() {
+                s.detach(key);
+            }
             for (req, dest) in cheaper {
                 let (range, registration) = node.lend_mut(s, dest);
                 lent.push(registration);
@@ -337,9 +340,6 @@ impl<'a> Unpacking<'_, 'a> {
             }
             let end = s.engine.recv_end(key)?;
             s.watch(end, None);
-            if self.core.matched.is_none() {
-                s.detach(key);
-            }
             Ok::<_, Error>(end)
         });
         self.core.open = false;

@@ -5,14 +5,18 @@
 //! cluster: due packets are delivered to their node's engine, idle rails get
 //! their next packet, and when nothing else can happen virtual time jumps to
 //! the next event. Driven from one thread, a run is fully deterministic for
-//! a given seed.
+//! a given seed. Driven from several threads (one per rank, as blocking
+//! calls need), outcomes are the same but virtual times may differ between
+//! runs: time jumps to the next event whenever a waiting thread finds
+//! nothing to do, even if another thread is about to submit work.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use navette_core::{EngineConfig, RailCaps, RailId, Rank};
-use navette_sim::{LinkId, LinkSpec, NodeId, SimEvent, SimNetwork};
+use navette_sim::NodeId;
+pub use navette_sim::{LinkId, LinkSpec, LinkStats, SimEvent, SimNetwork};
 use parking_lot::Mutex;
 
 use crate::driver::Driver;

@@ -1,0 +1,340 @@
+//! `navette info config`: every tunable, its default and what it does.
+//!
+//! Defaults are read from the `Default` impls (and from the sim builder's
+//! documented settings), never restated here. Each struct is destructured
+//! field by field, so a field added to one of them stops this module from
+//! compiling until it is described.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use navette::sim::Topology;
+use navette::{EngineConfig, NodeConfig, RailCaps};
+use navette_sim::LinkSpec;
+use navette_wire::Limits;
+
+/// One tunable: where it lives, its name, its default and a line of help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tunable {
+    /// The struct or builder holding it.
+    pub section: &'static str,
+    /// The field or method name.
+    pub name: &'static str,
+    /// The default, written for people.
+    pub default: String,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+fn tunable(
+    section: &'static str,
+    name: &'static str,
+    default: impl Into<String>,
+    help: &'static str,
+) -> Tunable {
+    Tunable {
+        section,
+        name,
+        default: default.into(),
+        help,
+    }
+}
+
+/// Every tunable, by section.
+pub fn tunables() -> Vec<Tunable> {
+    let mut all = engine_config();
+    all.extend(rail_caps("RailCaps", RailCaps::default()));
+    all.extend(node_config("NodeConfig", NodeConfig::default()));
+    all.extend(sim_builder());
+    all
+}
+
+fn engine_config() -> Vec<Tunable> {
+    let section = "EngineConfig";
+    let EngineConfig {
+        rank,
+        limits,
+        max_buffered_bytes,
+        max_reorder_chunks,
+        strategy,
+    } = EngineConfig::default();
+    let Limits {
+        max_body_len,
+        max_chunks,
+        max_eager_len,
+        max_fragment_len,
+        max_message_len,
+    } = limits;
+    vec![
+        tunable(
+            section,
+            "rank",
+            rank.to_string(),
+            "this process's rank (set per node by the session)",
+        ),
+        tunable(
+            section,
+            "limits.max_body_len",
+            bytes(u64::from(max_body_len)),
+            "largest packet body accepted from a peer (header excluded)",
+        ),
+        tunable(
+            section,
+            "limits.max_chunks",
+            max_chunks.to_string(),
+            "largest number of chunks in one packet from a peer",
+        ),
+        tunable(
+            section,
+            "limits.max_eager_len",
+            bytes(u64::from(max_eager_len)),
+            "largest data payload of one eager chunk from a peer",
+        ),
+        tunable(
+            section,
+            "limits.max_fragment_len",
+            bytes(u64::from(max_fragment_len)),
+            "largest data payload of one rendezvous data chunk from a peer",
+        ),
+        tunable(
+            section,
+            "limits.max_message_len",
+            bytes(max_message_len),
+            "largest total length a peer's rendezvous request may announce",
+        ),
+        tunable(
+            section,
+            "max_buffered_bytes",
+            bytes(max_buffered_bytes as u64),
+            "most unexpected eager and out-of-order bytes held from peers; more closes the rail",
+        ),
+        tunable(
+            section,
+            "max_reorder_chunks",
+            max_reorder_chunks.to_string(),
+            "most out-of-order sequenced chunks held per gate",
+        ),
+        tunable(
+            section,
+            "strategy",
+            strategy.name(),
+            "strategy of channels that name none",
+        ),
+    ]
+}
+
+fn rail_caps(section: &'static str, caps: RailCaps) -> Vec<Tunable> {
+    let RailCaps {
+        rdv_threshold,
+        max_fragment,
+        max_packet,
+        latency,
+        bandwidth,
+    } = caps;
+    vec![
+        tunable(
+            section,
+            "rdv_threshold",
+            bytes(rdv_threshold as u64),
+            "pieces of this size or more go by rendezvous, smaller ones eagerly (0: all by rendezvous)",
+        ),
+        tunable(
+            section,
+            "max_fragment",
+            bytes(max_fragment as u64),
+            "largest rendezvous data chunk in one packet",
+        ),
+        tunable(
+            section,
+            "max_packet",
+            bytes(max_packet as u64),
+            "largest packet body the driver accepts",
+        ),
+        tunable(
+            section,
+            "latency",
+            duration(latency),
+            "one-way latency of a small packet (read by strategies)",
+        ),
+        tunable(
+            section,
+            "bandwidth",
+            rate(bandwidth),
+            "bandwidth in bytes per second, 0 if unknown (read by strategies)",
+        ),
+    ]
+}
+
+fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
+    let NodeConfig {
+        wait_timeout,
+        spin_rounds,
+        yield_rounds,
+    } = config;
+    vec![
+        tunable(
+            section,
+            "wait_timeout",
+            wait_timeout.map_or("none (wait forever)".to_owned(), duration),
+            "a wait with no progress for this long fails as Stalled",
+        ),
+        tunable(
+            section,
+            "spin_rounds",
+            spin_rounds.to_string(),
+            "idle progress rounds spent spinning before yielding the CPU",
+        ),
+        tunable(
+            section,
+            "yield_rounds",
+            yield_rounds.to_string(),
+            "idle rounds spent yielding before sleeping between rounds",
+        ),
+    ]
+}
+
+/// The settings `SimCluster::builder` starts from where they differ from
+/// the `Default` impls above. The builder has no accessors, so they are
+/// restated here; a test checks them against the builder's `Debug` output.
+pub const SIM_MAX_FRAGMENT: usize = 256 << 10;
+/// See [`SIM_MAX_FRAGMENT`].
+pub const SIM_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// See [`SIM_MAX_FRAGMENT`].
+pub const SIM_SEED: u64 = 0;
+/// See [`SIM_MAX_FRAGMENT`].
+pub const SIM_TOPOLOGY: Topology = Topology::FullMesh;
+
+fn sim_builder() -> Vec<Tunable> {
+    let section = "SimClusterBuilder";
+    let LinkSpec {
+        latency,
+        bandwidth,
+        jitter,
+    } = LinkSpec::default();
+    let RailCaps { rdv_threshold, .. } = RailCaps::default();
+    vec![
+        tunable(
+            section,
+            "seed",
+            SIM_SEED.to_string(),
+            "seed of the network's randomness (jitter)",
+        ),
+        tunable(
+            section,
+            "topology",
+            format!("{SIM_TOPOLOGY:?}"),
+            "which pairs of ranks are linked (FullMesh or Ring)",
+        ),
+        tunable(
+            section,
+            "link.latency",
+            duration(latency),
+            "propagation delay added to every packet (also the rails' RailCaps::latency)",
+        ),
+        tunable(
+            section,
+            "link.bandwidth",
+            rate(bandwidth),
+            "serialization rate in bytes per second, 0 infinite (also the rails' RailCaps::bandwidth)",
+        ),
+        tunable(
+            section,
+            "link.jitter",
+            duration(jitter),
+            "upper bound of a uniform random extra delay per packet",
+        ),
+        tunable(
+            section,
+            "rails",
+            "1 (the link above)",
+            "one rail per link spec for every linked pair (multi-rail)",
+        ),
+        tunable(
+            section,
+            "rdv_threshold",
+            bytes(rdv_threshold as u64),
+            "RailCaps::rdv_threshold of every sim rail",
+        ),
+        tunable(
+            section,
+            "max_fragment",
+            bytes(SIM_MAX_FRAGMENT as u64),
+            "RailCaps::max_fragment of every sim rail",
+        ),
+        tunable(
+            section,
+            "node_config.wait_timeout",
+            duration(SIM_WAIT_TIMEOUT),
+            "NodeConfig::wait_timeout of every sim node",
+        ),
+    ]
+}
+
+/// A byte count with its binary short form: `16384 (16 KiB)`.
+fn bytes(n: u64) -> String {
+    let short = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")]
+        .into_iter()
+        .find(|&(shift, _)| n != 0 && n % (1u64 << shift) == 0)
+        .map(|(shift, unit)| format!(" ({} {unit})", n >> shift));
+    format!("{n}{}", short.unwrap_or_default())
+}
+
+fn duration(d: Duration) -> String {
+    format!("{d:?}")
+}
+
+fn rate(bytes_per_s: u64) -> String {
+    match bytes_per_s {
+        0 => "0".to_owned(),
+        b => format!("{b} B/s ({} GB/s)", b as f64 / 1e9),
+    }
+}
+
+/// The table printed by `navette info config`.
+pub fn config_table() -> String {
+    let all = tunables();
+    let width = |f: fn(&Tunable) -> usize| all.iter().map(f).max().unwrap_or(0);
+    let (name_w, default_w) = (width(|t| t.name.len()), width(|t| t.default.len()));
+    let mut out = String::new();
+    let mut section = "";
+    for t in &all {
+        if t.section != section {
+            section = t.section;
+            let _ = writeln!(out, "{}[{section}]", if out.is_empty() { "" } else { "\n" });
+        }
+        let _ = writeln!(
+            out,
+            "  {:name_w$}  {:default_w$}  {}",
+            t.name, t.default, t.help
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use navette::sim::SimCluster;
+
+    use super::*;
+
+    #[test]
+    fn sim_builder_settings_match_the_builder() {
+        let debug = format!("{:?}", SimCluster::builder(2));
+        for expected in [
+            format!("max_fragment: {SIM_MAX_FRAGMENT},"),
+            format!("wait_timeout: Some({SIM_WAIT_TIMEOUT:?})"),
+            format!("seed: {SIM_SEED},"),
+            format!("topology: {SIM_TOPOLOGY:?},"),
+            format!("rails: [{:?}]", LinkSpec::default()),
+        ] {
+            assert!(debug.contains(&expected), "{expected} not in {debug}");
+        }
+    }
+
+    #[test]
+    fn bytes_are_readable() {
+        assert_eq!(bytes(16384), "16384 (16 KiB)");
+        assert_eq!(bytes(1000), "1000");
+        assert_eq!(bytes(0), "0");
+    }
+}

@@ -1,0 +1,161 @@
+//! The `navette` command line tool.
+//!
+//! - `navette demo`: ping-pong and RPC-shaped messages between two ranks of
+//!   a simulated cluster, timed in virtual time, every byte checked; see
+//!   [`demo`].
+//! - `navette info config`: every tunable with its default and help; see
+//!   [`info`].
+//!
+//! The logic lives here so that tests can call it; `main.rs` only parses
+//! the arguments and reports errors.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod demo;
+pub mod info;
+pub mod json;
+pub mod sizes;
+mod verify;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::demo::{DemoConfig, DemoError};
+use crate::json::BenchDocument;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "navette",
+    version,
+    about = "Navette: a communication engine for distributed runtimes"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum Command {
+    /// Ping-pong and RPC messages between 2 ranks over the simulated network,
+    /// timed in virtual time (no real network), every byte verified.
+    Demo(DemoArgs),
+    /// Print reference information.
+    Info {
+        /// What to print.
+        #[command(subcommand)]
+        topic: InfoTopic,
+    },
+}
+
+/// Arguments of `navette demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
+    #[arg(long, default_value = demo::DEFAULT_SIZES)]
+    pub sizes: sizes::SizeList,
+    /// Timed round trips per size [default: 20, or 5 from 1 MiB on].
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Seed of the simulated network.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// One-way link latency in microseconds.
+    #[arg(long, default_value_t = default_latency_us(), allow_negative_numbers = true)]
+    pub latency_us: f64,
+    /// Link bandwidth in GB/s (10^9 bytes per second); 0 is infinite.
+    #[arg(long, default_value_t = default_bandwidth_gbps(), allow_negative_numbers = true)]
+    pub bandwidth_gbps: f64,
+    /// Also write the results as a benchmark output JSON document.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn default_latency_us() -> f64 {
+    navette_sim::LinkSpec::DEFAULT_LATENCY.as_secs_f64() * 1e6
+}
+
+fn default_bandwidth_gbps() -> f64 {
+    navette_sim::LinkSpec::DEFAULT_BANDWIDTH as f64 / 1e9
+}
+
+/// Topics of `navette info`.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum InfoTopic {
+    /// Every tunable with its default value and a line of help.
+    Config,
+}
+
+/// What can make a command fail.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The demo failed.
+    #[error(transparent)]
+    Demo(#[from] DemoError),
+    /// Writing the JSON document failed.
+    #[error("cannot write {path}: {source}")]
+    WriteJson {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing to the output failed.
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Runs `cli`, writing what it prints to `out`.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    match cli.command {
+        Command::Demo(args) => run_demo(args, out),
+        Command::Info {
+            topic: InfoTopic::Config,
+        } => Ok(out.write_all(info::config_table().as_bytes())?),
+    }
+}
+
+fn run_demo(args: DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let config = DemoConfig::new(
+        args.sizes.0,
+        args.iterations,
+        args.seed,
+        args.latency_us,
+        args.bandwidth_gbps,
+    )?;
+    out.write_all(demo::header(&config).as_bytes())?;
+    out.flush()?;
+    let mut write_error = None;
+    let report = demo::run(&config, |result| {
+        let line = format!("{}\n", demo::row(result));
+        if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+            write_error.get_or_insert(e);
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    writeln!(
+        out,
+        "\nAll {} sizes verified byte for byte.",
+        report.results.len()
+    )?;
+    if let Some(path) = args.json {
+        BenchDocument::new(report.runs())
+            .write(&path)
+            .map_err(|source| CliError::WriteJson {
+                path: path.clone(),
+                source,
+            })?;
+        writeln!(out, "Wrote {}", path.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The `navette` command: size parsing, the demo's figures and JSON, and
+//! the compiled binary. Figures are simulated virtual time, never real time.
+
+use std::process::Command;
+use std::time::Duration;
+
+use clap::Parser;
+use navette_cli::demo::{self, DemoConfig, DemoError, Pattern, TABLE_HEADER};
+use navette_cli::json::BenchDocument;
+use navette_cli::sizes::{SizeError, parse_sizes};
+use navette_cli::{Cli, CliError};
+use serde_json::Value;
+
+fn small_config() -> DemoConfig {
+    DemoConfig::new(vec![0, 8, 64 << 10], Some(2), 7, 1.0, 10.0).expect("valid flags")
+}
+
+#[test]
+fn sizes_parse_with_binary_suffixes() {
+    assert_eq!(parse_sizes("0,8,1K,16M"), Ok(vec![0, 8, 1024, 16 << 20]));
+    assert_eq!(parse_sizes("64k, 2G"), Ok(vec![64 << 10, 2 << 30]));
+    assert!(matches!(
+        parse_sizes("abc"),
+        Err(SizeError::NotANumber { item }) if item == "abc"
+    ));
+    assert!(matches!(
+        parse_sizes("8,,1K"),
+        Err(SizeError::EmptyItem { position: 2 })
+    ));
+    assert!(matches!(
+        parse_sizes("4X"),
+        Err(SizeError::BadSuffix { .. })
+    ));
+    assert_eq!(parse_sizes(""), Err(SizeError::Empty));
+}
+
+#[test]
+fn demo_rows_follow_the_link_model() {
+    let config = small_config();
+    let report = demo::run(&config, |_| {}).expect("the demo runs");
+    let sizes: Vec<usize> = report.results.iter().map(|r| r.size).collect();
+    assert_eq!(sizes, [0, 8, 64 << 10]);
+    for r in &report.results {
+        assert_eq!(r.iterations, 2);
+        // 1 µs + size / 10 GB/s, rounded up to the nanosecond.
+        let wire = Duration::from_nanos((r.size as u64).div_ceil(10));
+        assert_eq!(r.floor, Duration::from_micros(1) + wire);
+        assert!(r.pingpong >= r.floor, "{r:?}");
+        assert!(r.rpc >= r.floor, "{r:?}");
+        assert!(r.ratio() >= 1.0);
+    }
+    let table = report.table();
+    assert!(table.contains(TABLE_HEADER));
+    assert!(table.contains("SIMULATED virtual time"));
+    assert!(table.contains("seed 7"));
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| *l != TABLE_HEADER)
+        .skip(2)
+        .collect();
+    assert_eq!(rows.len(), 3);
+    for (row, size) in rows.iter().zip(["0", "8", "64K"]) {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 7, "{row}");
+        assert_eq!(cells[..2], [size, "2"]);
+        assert!(cells[2..].iter().all(|c| c.parse::<f64>().is_ok()), "{row}");
+    }
+}
+
+#[test]
+fn link_flags_set_the_floor() {
+    let config = DemoConfig::new(vec![1000], Some(1), 0, 5.0, 1.0).expect("valid flags");
+    assert_eq!(config.floor(1000), Duration::from_micros(6));
+    let report = demo::run(&config, |_| {}).expect("the demo runs");
+    assert!(report.results[0].pingpong >= Duration::from_micros(6));
+}
+
+#[test]
+fn virtual_time_is_the_same_on_every_run() {
+    let first = demo::run(&small_config(), |_| {}).expect("the demo runs");
+    let second = demo::run(&small_config(), |_| {}).expect("the demo runs");
+    assert_eq!(first.results, second.results);
+}
+
+#[test]
+fn json_document_has_every_field() {
+    let report = demo::run(&small_config(), |_| {}).expect("the demo runs");
+    let doc: Value =
+        serde_json::from_str(&BenchDocument::new(report.runs()).to_json()).expect("valid JSON");
+    assert_eq!(doc["navette_version"], env!("CARGO_PKG_VERSION"));
+    assert!(doc["host"].as_str().is_some_and(|h| !h.is_empty()));
+    let date = doc["date"].as_str().expect("a date");
+    assert_eq!(
+        (date.len(), &date[10..11], &date[19..]),
+        (20, "T", "Z"),
+        "{date}"
+    );
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 3 * 4);
+    for run in runs {
+        assert!(["pingpong", "rpc"].contains(&run["pattern"].as_str().expect("pattern")));
+        assert_eq!(run["transport"], "sim");
+        assert!(["navette", "model"].contains(&run["impl"].as_str().expect("impl")));
+        assert!(run["size"].as_u64().is_some());
+        assert!(
+            run["latency_us"].as_f64().is_some_and(|l| l >= 1.0),
+            "{run}"
+        );
+        assert!(run["bandwidth_mbps"].as_f64().is_some_and(|b| b >= 0.0));
+    }
+    let rpc_64k = runs
+        .iter()
+        .find(|r| {
+            r["pattern"] == Pattern::Rpc.name() && r["impl"] == "navette" && r["size"] == 65536
+        })
+        .expect("a navette rpc row for 64K");
+    assert!(rpc_64k["bandwidth_mbps"].as_f64().is_some_and(|b| b > 0.0));
+}
+
+#[test]
+fn bad_flags_are_errors() {
+    let config = |lat, bw, iters| DemoConfig::new(vec![8], iters, 0, lat, bw);
+    assert!(matches!(
+        config(0.0, 10.0, None),
+        Err(DemoError::BadLatency(_))
+    ));
+    assert!(matches!(
+        config(f64::NAN, 10.0, None),
+        Err(DemoError::BadLatency(_))
+    ));
+    assert!(matches!(
+        config(1.0, -1.0, None),
+        Err(DemoError::BadBandwidth(_))
+    ));
+    assert!(matches!(
+        config(1.0, 10.0, Some(0)),
+        Err(DemoError::NoIterations)
+    ));
+    assert!(config(1.0, 0.0, None).is_ok(), "0 GB/s is an infinite link");
+    let cli = Cli::parse_from(["navette", "demo", "--sizes", "8", "--latency-us", "-3"]);
+    assert!(matches!(
+        navette_cli::run(cli, &mut Vec::new()),
+        Err(CliError::Demo(DemoError::BadLatency(_)))
+    ));
+    assert!(Cli::try_parse_from(["navette", "demo", "--sizes", "abc"]).is_err());
+}
+
+#[test]
+fn info_config_prints_the_defaults() {
+    let mut out = Vec::new();
+    navette_cli::run(Cli::parse_from(["navette", "info", "config"]), &mut out).expect("runs");
+    let text = String::from_utf8(out).expect("UTF-8");
+    for section in [
+        "[EngineConfig]",
+        "[RailCaps]",
+        "[NodeConfig]",
+        "[SimClusterBuilder]",
+    ] {
+        assert!(text.contains(section), "{section} missing");
+    }
+    let threshold = navette::RailCaps::default().rdv_threshold.to_string();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("rdv_threshold"))
+        .expect("an rdv_threshold line");
+    assert!(line.contains(&threshold), "{line}");
+}
+
+fn navette_bin(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_navette"))
+        .args(args)
+        .output()
+        .expect("the binary starts")
+}
+
+#[test]
+fn binary_runs_the_demo() {
+    let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-demo.json");
+    let json_arg = json.to_str().expect("a UTF-8 path");
+    let out = navette_bin(&[
+        "demo",
+        "--sizes",
+        "8,64K",
+        "--iterations",
+        "3",
+        "--json",
+        json_arg,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(TABLE_HEADER), "{stdout}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file"))
+        .expect("JSON");
+    assert_eq!(doc["runs"].as_array().map(Vec::len), Some(2 * 4));
+}
+
+#[test]
+fn binary_refuses_bad_sizes() {
+    let out = navette_bin(&["demo", "--sizes", "8,abc"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"abc\" is not a size"));
+}

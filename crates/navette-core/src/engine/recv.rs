@@ -238,15 +238,21 @@ impl Engine {
         key
     }
 
-    /// Posts the next piece of message `key`. With a destination the data
-    /// lands there; without one the piece is deferred until
-    /// [`Self::recv_fill`].
+    /// Posts the next piece of message `key`. With a destination (whose
+    /// length must be `spec.len`) the data lands there; without one the
+    /// piece is deferred until [`Self::recv_fill`].
     pub fn recv_piece(
         &mut self,
         key: ReqId,
         spec: RecvPiece,
         mem: &mut dyn Memory,
     ) -> Result<ReqId, UsageError> {
+        if let Some(dest) = spec.dest.filter(|d| d.len != spec.len) {
+            return Err(UsageError::WrongLength {
+                declared: spec.len,
+                got: dest.len,
+            });
+        }
         let req = self.new_req();
         let msg = match self.recv_msgs.get_mut(&key) {
             Some(m) if m.end.is_none() => m,
@@ -434,16 +440,18 @@ impl Engine {
             self.start_incoming(gate, msg, tag);
         }
         let last = piece.flags.last();
+        let g = &self.gates[gate.0];
+        if matches!(g.incoming.get(&msg), Some(Incoming::Unmatched { .. })) {
+            // Counted before it is kept, so that a refused piece is not kept.
+            self.hold_bytes(piece.held())?;
+        }
         let g = &mut self.gates[gate.0];
         match g.incoming.get_mut(&msg).expect("started or known") {
             Incoming::Unmatched {
                 arrived, last_seen, ..
             } => {
-                let owned = piece.to_owned();
                 *last_seen |= last;
-                let held = owned.held();
-                arrived.push_back(owned);
-                self.hold_bytes(held)?;
+                arrived.push_back(piece.to_owned());
             }
             Incoming::Matched(key) => {
                 let key = *key;
@@ -532,8 +540,10 @@ impl Engine {
             let posted = msg.posted.pop_front().expect("not empty");
             self.consume(key, posted, piece, mem);
         } else {
-            msg.arrived.push_back(piece.to_owned());
+            // Counted before it is kept, so that a refused piece is not kept.
             self.hold_bytes(piece.held())?;
+            let msg = self.recv_msgs.get_mut(&key).expect("looked up above");
+            msg.arrived.push_back(piece.to_owned());
         }
         self.pair(key, mem);
         Ok(())
@@ -745,6 +755,9 @@ impl Engine {
             };
             self.recv_msgs.remove(&key);
             self.complete(end, Ok(status));
+        } else if msg.arrived.front().is_some_and(|p| p.flags.aborted()) {
+            // The sender gave up right after the pieces unpacked so far.
+            self.fail_msg(key, RequestError::Aborted);
         } else if !msg.arrived.is_empty() {
             let err = RequestError::PieceCountMismatch {
                 sent: format!("more than {}", msg.paired),

@@ -1,0 +1,333 @@
+//! Unpacks that do not mirror the packs, aborted sends and abandoned
+//! receives: each fails with its typed error, rendezvous senders are told
+//! instead of left waiting, and the gate goes on working.
+
+mod common;
+
+use common::{Net, Piece, Posted, caps, from, pieces};
+use navette_core::{ReceiveMode, RequestError, SendMode, TagMatch};
+
+const C: SendMode = SendMode::Cheaper;
+const CR: ReceiveMode = ReceiveMode::Cheaper;
+
+/// Sends and receives one more message on the gate, checking it arrives.
+fn gate_still_works(net: &mut Net, tag: u64) {
+    let msg = pieces(&[5, 3000, 7], 100 + tag);
+    let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+    let sent = net.send(0, 1, tag, &msg);
+    net.run();
+    net.check_received(1, 0, tag, &r, &msg);
+    for req in sent {
+        net.ok(0, req);
+    }
+    assert_eq!(net.engines[1].buffered_bytes(), 0, "nothing left buffered");
+}
+
+/// Receives `msg`'s first pieces as sent, then one unpack of `len` bytes
+/// with the given modes; returns (sender's requests, the bad unpack, end).
+fn mismatched(
+    threshold: usize,
+    posted_first: bool,
+    msg: &[Piece],
+    len: usize,
+    send: SendMode,
+    recv: ReceiveMode,
+) -> (Net, Vec<navette_core::ReqId>, Posted, navette_core::ReqId) {
+    let mut net = Net::new(2, 1, caps(threshold, 1000));
+    let mut sent = Vec::new();
+    if !posted_first {
+        sent = net.send(0, 1, 1, msg);
+        net.run();
+    }
+    let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+    let first = net.unpack(1, key, msg[0].data.len(), msg[0].send, msg[0].recv, false);
+    let bad = net.unpack(1, key, len, send, recv, false);
+    let end = net.recv_end(1, key);
+    if posted_first {
+        sent = net.send(0, 1, 1, msg);
+    }
+    net.run();
+    assert_eq!(
+        net.read(1, first.dest),
+        msg[0].data,
+        "the good piece landed"
+    );
+    (net, sent, bad, end)
+}
+
+#[test]
+fn size_mismatch() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            let msg = pieces(&[10, 2000], 1);
+            let (mut net, sent, bad, end) = mismatched(threshold, posted_first, &msg, 1999, C, CR);
+            let expected = RequestError::SizeMismatch {
+                piece: 1,
+                sent: 2000,
+                posted: 1999,
+            };
+            assert_eq!(net.err(1, bad.req), expected);
+            assert_eq!(net.err(1, end), expected);
+            // 2000 bytes go by rendezvous: the sender is told.
+            assert_eq!(net.err(0, sent[1]), RequestError::RejectedByReceiver);
+            gate_still_works(&mut net, 2);
+        }
+    }
+}
+
+#[test]
+fn size_mismatch_on_eager_piece_completes_sender() {
+    let msg = pieces(&[10, 20], 1);
+    let (mut net, sent, bad, end) = mismatched(64, true, &msg, 21, C, CR);
+    assert!(matches!(
+        net.err(1, bad.req),
+        RequestError::SizeMismatch { piece: 1, .. }
+    ));
+    net.err(1, end);
+    // Eager data has left the sender's memory: its request succeeded.
+    net.ok(0, sent[1]);
+    gate_still_works(&mut net, 2);
+}
+
+#[test]
+fn mode_mismatch() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            let msg = vec![
+                Piece::new(10, 1),
+                Piece::new(2000, 2).modes(SendMode::Later, ReceiveMode::Express),
+            ];
+            let (mut net, sent, bad, end) =
+                mismatched(threshold, posted_first, &msg, 2000, SendMode::Safer, CR);
+            let expected = RequestError::ModeMismatch {
+                piece: 1,
+                sent_send: SendMode::Later,
+                sent_recv: ReceiveMode::Express,
+                posted_send: SendMode::Safer,
+                posted_recv: ReceiveMode::Cheaper,
+            };
+            assert_eq!(net.err(1, bad.req), expected);
+            assert_eq!(net.err(1, end), expected);
+            assert_eq!(net.err(0, sent[1]), RequestError::RejectedByReceiver);
+            gate_still_works(&mut net, 2);
+        }
+    }
+}
+
+/// The receiver unpacks fewer pieces than were packed: the end fails and
+/// the rest of the message, rendezvous pieces included, is refused.
+#[test]
+fn receiver_unpacks_fewer() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            let mut net = Net::new(2, 1, caps(threshold, 1000));
+            let msg = pieces(&[10, 3000, 4000], 3);
+            let mut sent = Vec::new();
+            if !posted_first {
+                sent = net.send(0, 1, 1, &msg);
+                net.run();
+            }
+            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+            let only = net.unpack(1, key, 10, C, CR, false);
+            let end = net.recv_end(1, key);
+            if posted_first {
+                sent = net.send(0, 1, 1, &msg);
+            }
+            net.run();
+            assert_eq!(net.read(1, only.dest), msg[0].data);
+            assert!(
+                matches!(
+                    net.err(1, end),
+                    RequestError::PieceCountMismatch { unpacked: 1, .. }
+                ),
+                "{:?}",
+                net.outcome(1, end)
+            );
+            assert_eq!(net.err(0, sent[1]), RequestError::RejectedByReceiver);
+            assert_eq!(net.err(0, sent[2]), RequestError::RejectedByReceiver);
+            gate_still_works(&mut net, 2);
+        }
+    }
+}
+
+/// The receiver unpacks more pieces than were packed.
+#[test]
+fn receiver_unpacks_more() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            let mut net = Net::new(2, 1, caps(threshold, 1000));
+            let msg = pieces(&[10, 3000], 4);
+            let mut sent = Vec::new();
+            if !posted_first {
+                sent = net.send(0, 1, 1, &msg);
+                net.run();
+            }
+            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+            let a = net.unpack(1, key, 10, C, CR, false);
+            let b = net.unpack(1, key, 3000, C, CR, false);
+            let extra = net.unpack(1, key, 5, C, CR, false);
+            let end = net.recv_end(1, key);
+            if posted_first {
+                sent = net.send(0, 1, 1, &msg);
+            }
+            net.run();
+            assert_eq!(net.read(1, a.dest), msg[0].data);
+            assert_eq!(net.read(1, b.dest), msg[1].data);
+            let expected = RequestError::PieceCountMismatch {
+                sent: "2".into(),
+                unpacked: 3,
+            };
+            assert_eq!(
+                net.err(1, extra.req),
+                RequestError::MessageFailed(Box::new(expected.clone()))
+            );
+            assert_eq!(net.err(1, end), expected);
+            for req in sent {
+                net.ok(0, req);
+            }
+            gate_still_works(&mut net, 2);
+        }
+    }
+}
+
+/// A tagged receive smaller than the message: Truncated, and a rendezvous
+/// sender is refused.
+#[test]
+fn truncated_tagged_receive() {
+    for (threshold, sender) in [(0, Err(RequestError::RejectedByReceiver)), (4096, Ok(()))] {
+        let mut net = Net::new(2, 1, caps(threshold, 1000));
+        let dest = net.alloc(1, vec![0; 100]);
+        let recv = net.engines[1].recv_tagged(
+            common::CH,
+            from(0),
+            TagMatch::exact(3),
+            dest,
+            &mut net.mems[1],
+        );
+        let src = net.alloc(0, vec![1; 200]);
+        let out = net.begin(0, 1, 3);
+        let sent = net.engines[0].send_tagged(out, src);
+        net.run();
+        assert!(matches!(
+            net.err(1, recv),
+            RequestError::Truncated {
+                sent: 200,
+                posted: 100
+            }
+        ));
+        assert_eq!(net.outcome(0, sent).unwrap().clone().map(|_| ()), sender);
+        gate_still_works(&mut net, 4);
+    }
+}
+
+/// A sender abandons its message after some pieces; the receiver's next
+/// unpack (or its end) fails with `Aborted`.
+#[test]
+fn send_abort() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            for unpack_next in [true, false] {
+                let mut net = Net::new(2, 1, caps(threshold, 1000));
+                let key = posted_first.then(|| net.recv_begin(1, from(0), TagMatch::exact(1)));
+                let mut out = net.begin(0, 1, 1);
+                let first = net.pack(0, &mut out, &Piece::new(2000, 1), false);
+                net.engines[0].send_abort(out);
+                net.run();
+                let key = key.unwrap_or_else(|| net.recv_begin(1, from(0), TagMatch::exact(1)));
+                let a = net.unpack(1, key, 2000, C, CR, false);
+                let next = unpack_next.then(|| net.unpack(1, key, 10, C, CR, false));
+                let end = net.recv_end(1, key);
+                net.run();
+                net.ok(0, first);
+                assert_eq!(net.read(1, a.dest), Piece::new(2000, 1).data);
+                if let Some(next) = next {
+                    assert_eq!(net.err(1, next.req), RequestError::Aborted);
+                }
+                assert_eq!(net.err(1, end), RequestError::Aborted);
+                gate_still_works(&mut net, 2);
+            }
+        }
+    }
+}
+
+/// Aborting before the first piece or after the last sends nothing.
+#[test]
+fn send_abort_without_effect() {
+    let mut net = Net::new(2, 1, caps(64, 1000));
+    let out = net.begin(0, 1, 1);
+    net.engines[0].send_abort(out);
+    assert!(!net.engines[0].has_pending(1));
+    let mut out = net.begin(0, 1, 1);
+    let p = Piece::new(3, 3);
+    net.pack(0, &mut out, &p, true);
+    net.engines[0].send_abort(out);
+    let r = net.recv(
+        1,
+        from(0),
+        TagMatch::exact(1),
+        std::slice::from_ref(&p),
+        false,
+    );
+    net.run();
+    net.check_received(1, 0, 1, &r, &[p]);
+}
+
+/// The receiver abandons a message halfway: the rest is dropped, the
+/// sender's rendezvous pieces are refused, later messages arrive.
+#[test]
+fn recv_abandon() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            let mut net = Net::new(2, 1, caps(threshold, 1000));
+            let msg = pieces(&[10, 3000, 20, 4000], 8);
+            let mut sent = Vec::new();
+            if !posted_first {
+                sent = net.send(0, 1, 1, &msg);
+                net.run();
+            }
+            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+            let a = net.unpack(1, key, 10, C, CR, false);
+            let deferred = net.unpack(1, key, 3000, C, CR, true);
+            if posted_first {
+                sent = net.send(0, 1, 1, &msg);
+            }
+            net.run();
+            assert_eq!(net.read(1, a.dest), msg[0].data);
+            net.engines[1].recv_abandon(key);
+            net.run();
+            assert_eq!(
+                net.err(1, deferred.req),
+                RequestError::MessageFailed(Box::new(RequestError::Cancelled))
+            );
+            assert!(net.engines[1].recv_end(key).is_err(), "the message is gone");
+            assert_eq!(net.err(0, sent[1]), RequestError::RejectedByReceiver);
+            assert_eq!(net.err(0, sent[3]), RequestError::RejectedByReceiver);
+            gate_still_works(&mut net, 2);
+        }
+    }
+}
+
+/// Abandoning a receive that never matched leaves the message for the next.
+#[test]
+fn recv_abandon_before_match() {
+    let mut net = Net::new(2, 1, caps(64, 1000));
+    let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+    net.engines[1].recv_abandon(key);
+    let msg = pieces(&[5, 500], 9);
+    net.send(0, 1, 1, &msg);
+    net.run();
+    assert!(net.pending(1, key));
+    let r = net.recv(1, from(0), TagMatch::exact(1), &msg, false);
+    net.run();
+    net.check_received(1, 0, 1, &r, &msg);
+}
+
+/// Unpacking on a message that already failed fails at once.
+#[test]
+fn unpack_after_failure() {
+    let msg = pieces(&[10, 20, 30], 1);
+    let (mut net, _, _, end) = mismatched(64, false, &msg, 21, C, CR);
+    net.err(1, end);
+    assert!(net.engines[1].recv_end(end).is_err());
+    gate_still_works(&mut net, 2);
+}

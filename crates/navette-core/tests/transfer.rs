@@ -1,0 +1,265 @@
+//! Eager and rendezvous transfers between engines, byte for byte: one-piece
+//! and multi-piece messages, receives posted before or after arrival,
+//! deferred destinations.
+
+mod common;
+
+use common::{CH, Net, Order, Piece, caps, from, pattern, pieces};
+use navette_core::{Rank, ReceiveMode, SendMode, Source, TagMatch};
+
+/// Sizes around the fragment size (1000) and the eager threshold (64).
+const SIZES: &[usize] = &[0, 1, 63, 64, 65, 999, 1000, 1001, 2500, 10_000];
+
+fn one_piece_each_size(threshold: usize, rails: usize, order: Order, posted_first: bool) {
+    let mut net = Net::new(2, rails, caps(threshold, 1000)).order(order);
+    for (i, &len) in SIZES.iter().enumerate() {
+        let tag = i as u64;
+        let msg = [Piece::new(len, tag)];
+        let received = if posted_first {
+            let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+            let sent = net.send(0, 1, tag, &msg);
+            net.run();
+            (r, sent)
+        } else {
+            let sent = net.send(0, 1, tag, &msg);
+            net.run();
+            (
+                net.recv(1, from(0), TagMatch::exact(tag), &msg, false),
+                sent,
+            )
+        };
+        net.run();
+        let (r, sent) = received;
+        net.check_received(1, 0, tag, &r, &msg);
+        assert_eq!(net.ok(0, sent[0]).len, len, "sender's status");
+    }
+    assert_eq!(net.engines[1].buffered_bytes(), 0);
+    assert!(!net.engines[0].has_pending(1));
+}
+
+#[test]
+fn eager_and_rendezvous_posted_first() {
+    one_piece_each_size(64, 1, Order::Fifo, true);
+}
+
+#[test]
+fn eager_and_rendezvous_unexpected() {
+    one_piece_each_size(64, 1, Order::Fifo, false);
+}
+
+#[test]
+fn everything_by_rendezvous_including_empty_pieces() {
+    one_piece_each_size(0, 1, Order::Fifo, true);
+    one_piece_each_size(0, 1, Order::Fifo, false);
+}
+
+#[test]
+fn two_rails_reversed_and_shuffled() {
+    for posted_first in [true, false] {
+        one_piece_each_size(64, 2, Order::Reverse, posted_first);
+        for seed in 0..8 {
+            one_piece_each_size(64, 2, Order::Seeded(seed), posted_first);
+        }
+    }
+}
+
+#[test]
+fn tagged_send_into_larger_buffer() {
+    let mut net = Net::new(2, 1, caps(64, 1000));
+    for len in [0, 10, 64, 3000] {
+        let data = pattern(len, 7);
+        let dest = net.alloc(1, vec![0; 4000]);
+        let recv =
+            net.engines[1].recv_tagged(CH, Source::Any, TagMatch::any(), dest, &mut net.mems[1]);
+        let src = net.alloc(0, data.clone());
+        let out = net.begin(0, 1, 5);
+        let sent = net.engines[0].send_tagged(out, src);
+        net.run();
+        let status = net.ok(1, recv);
+        assert_eq!((status.peer, status.tag, status.len), (0, 5, len));
+        assert_eq!(net.read(1, dest)[..len], data[..]);
+        assert_eq!(net.ok(0, sent).len, len);
+    }
+}
+
+fn multi_piece(threshold: usize, rails: usize, order: Order, posted_first: bool, deferred: bool) {
+    let mut net = Net::new(2, rails, caps(threshold, 1000)).order(order);
+    let msgs = [
+        pieces(&[8, 3000, 0, 70], 1),
+        pieces(&[0], 2),
+        pieces(&[2000, 2000, 1], 3),
+        vec![
+            Piece::new(16, 40).modes(SendMode::Safer, ReceiveMode::Express),
+            Piece::new(5000, 41).modes(SendMode::Later, ReceiveMode::Cheaper),
+        ],
+    ];
+    let mut received = Vec::new();
+    if posted_first {
+        for (tag, msg) in msgs.iter().enumerate() {
+            received.push(net.recv(1, from(0), TagMatch::exact(tag as u64), msg, deferred));
+        }
+    }
+    for (tag, msg) in msgs.iter().enumerate() {
+        net.send(0, 1, tag as u64, msg);
+    }
+    net.run();
+    if !posted_first {
+        for (tag, msg) in msgs.iter().enumerate() {
+            received.push(net.recv(1, from(0), TagMatch::exact(tag as u64), msg, deferred));
+        }
+        net.run();
+    }
+    for (tag, (r, msg)) in received.iter().zip(&msgs).enumerate() {
+        net.check_received(1, 0, tag as u64, r, msg);
+    }
+    assert_eq!(net.engines[1].buffered_bytes(), 0);
+}
+
+#[test]
+fn multi_piece_messages() {
+    for threshold in [0, 64] {
+        for posted_first in [true, false] {
+            for deferred in [false, true] {
+                multi_piece(threshold, 1, Order::Fifo, posted_first, deferred);
+                multi_piece(threshold, 2, Order::Reverse, posted_first, deferred);
+                multi_piece(threshold, 2, Order::Seeded(9), posted_first, deferred);
+            }
+        }
+    }
+}
+
+/// Pieces unpacked one at a time while the network runs between unpacks,
+/// with deferred pieces filled only after later pieces were posted.
+#[test]
+fn deferred_pieces_filled_late() {
+    for threshold in [0, 64] {
+        let mut net = Net::new(2, 1, caps(threshold, 1000));
+        let msg = pieces(&[10, 3000, 20, 0], 5);
+        let sent = net.send(0, 1, 9, &msg);
+        net.run();
+        let key = net.recv_begin(1, from(0), TagMatch::exact(9));
+        let header = net.unpack(1, key, 10, SendMode::Cheaper, ReceiveMode::Cheaper, false);
+        net.run();
+        assert_eq!(
+            net.read(1, header.dest),
+            msg[0].data,
+            "header arrives first"
+        );
+        let body = net.unpack(1, key, 3000, SendMode::Cheaper, ReceiveMode::Cheaper, true);
+        let trailer = net.unpack(1, key, 20, SendMode::Cheaper, ReceiveMode::Cheaper, true);
+        let empty = net.unpack(1, key, 0, SendMode::Cheaper, ReceiveMode::Cheaper, false);
+        let end = net.recv_end(1, key);
+        net.run();
+        assert!(net.pending(1, body.req) && net.pending(1, trailer.req) && net.pending(1, end));
+        net.fill(1, key, trailer);
+        net.run();
+        assert_eq!(net.read(1, trailer.dest), msg[2].data);
+        assert!(net.pending(1, end), "the body is still deferred");
+        net.fill(1, key, body);
+        net.run();
+        assert_eq!(net.read(1, body.dest), msg[1].data);
+        assert_eq!(net.ok(1, empty.req).len, 0);
+        assert_eq!(net.ok(1, end).len, 3030);
+        for req in sent {
+            net.ok(0, req);
+        }
+        assert_eq!(net.engines[1].buffered_bytes(), 0);
+    }
+}
+
+/// A deferred piece posted before its data arrived and filled before too.
+#[test]
+fn deferred_piece_filled_before_arrival() {
+    for threshold in [0, 64] {
+        let mut net = Net::new(2, 1, caps(threshold, 1000));
+        let msg = pieces(&[30, 2000], 6);
+        let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+        let a = net.unpack(1, key, 30, SendMode::Cheaper, ReceiveMode::Cheaper, true);
+        let b = net.unpack(1, key, 2000, SendMode::Cheaper, ReceiveMode::Cheaper, true);
+        net.fill(1, key, b);
+        net.fill(1, key, a);
+        let end = net.recv_end(1, key);
+        net.send(0, 1, 1, &msg);
+        net.run();
+        assert_eq!(net.read(1, a.dest), msg[0].data);
+        assert_eq!(net.read(1, b.dest), msg[1].data);
+        assert_eq!(net.ok(1, end).len, 2030);
+    }
+}
+
+/// Three nodes, each sending to both others, on two rails per pair.
+#[test]
+fn three_nodes_all_to_all() {
+    let mut net = Net::new(3, 2, caps(64, 500)).order(Order::Seeded(3));
+    let mut expect = Vec::new();
+    for a in 0..3 {
+        for b in 0..3 {
+            if a != b {
+                let msg = pieces(&[40, 1500], (a * 3 + b) as u64);
+                net.send(a, b, 0, &msg);
+                expect.push((a, b, msg));
+            }
+        }
+    }
+    net.run();
+    for (a, b, msg) in &expect {
+        let r = net.recv(*b, from(*a), TagMatch::exact(0), msg, false);
+        net.run();
+        net.check_received(*b, *a, 0, &r, msg);
+    }
+    let _: Rank = net.engines[2].rank();
+}
+
+/// Two messages open at once on one gate, their pieces interleaved: each
+/// receive gets its own message's pieces, matched in first-piece order.
+#[test]
+fn interleaved_messages_on_one_gate() {
+    for threshold in [0, 64] {
+        let mut net = Net::new(2, 2, caps(threshold, 700)).order(Order::Seeded(threshold as u64));
+        let a = pieces(&[10, 2000, 30], 1);
+        let b = pieces(&[3000, 5], 2);
+        let mut out_a = net.begin(0, 1, 4);
+        let mut out_b = net.begin(0, 1, 4);
+        // b's first piece goes first: b is the first message with tag 4.
+        net.pack(0, &mut out_b, &b[0], false);
+        net.pack(0, &mut out_a, &a[0], false);
+        net.pack(0, &mut out_a, &a[1], false);
+        net.pack(0, &mut out_b, &b[1], true);
+        net.pack(0, &mut out_a, &a[2], true);
+        let rb = net.recv(1, from(0), TagMatch::exact(4), &b, false);
+        let ra = net.recv(1, from(0), TagMatch::exact(4), &a, true);
+        net.run();
+        net.check_received(1, 0, 4, &rb, &b);
+        net.check_received(1, 0, 4, &ra, &a);
+    }
+}
+
+/// A destination whose length differs from the declared one is refused.
+#[test]
+fn unpack_destination_of_wrong_length() {
+    let mut net = Net::new(2, 1, caps(0, 1000));
+    let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+    let dest = net.alloc(1, vec![0; 100]);
+    let spec = navette_core::RecvPiece {
+        dest: Some(dest),
+        len: 200,
+        send: SendMode::Cheaper,
+        recv: ReceiveMode::Cheaper,
+        exact: true,
+    };
+    assert_eq!(
+        net.engines[1].recv_piece(key, spec, &mut net.mems[1]),
+        Err(navette_core::UsageError::WrongLength {
+            declared: 200,
+            got: 100
+        })
+    );
+    // The message is still open and receives normally.
+    let msg = pieces(&[200], 1);
+    let posted = net.unpack(1, key, 200, SendMode::Cheaper, ReceiveMode::Cheaper, false);
+    let end = net.recv_end(1, key);
+    net.send(0, 1, 1, &msg);
+    net.run();
+    assert_eq!(net.read(1, posted.dest), msg[0].data);
+    assert_eq!(net.ok(1, end).len, 200);
+}

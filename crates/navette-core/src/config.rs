@@ -15,7 +15,8 @@ pub struct EngineConfig {
     /// Bounds applied when decoding packets from peers.
     pub limits: Limits,
     /// Most bytes of unexpected eager data and out-of-order chunks held from
-    /// peers; a packet that would exceed it closes its rail.
+    /// peers, each kept piece also costing [`crate::PIECE_COST`]; a packet
+    /// that would exceed it closes its rail.
     pub max_buffered_bytes: usize,
     /// Most out-of-order sequenced chunks held per gate.
     pub max_reorder_chunks: usize,

@@ -5,7 +5,7 @@ mod common;
 
 use common::{CH, Net, Piece, caps, from, pieces};
 use navette_core::{
-    EngineConfig, ProtocolError, RailId, ReceiveMode, SendMode, TagMatch, Violation,
+    EngineConfig, PIECE_COST, ProtocolError, RailId, ReceiveMode, SendMode, TagMatch, Violation,
 };
 use navette_wire::{
     Chunk, ClearToSend, CtsFlags, Eager, EagerHeader, Packet, PieceFlags, RdvData, RdvDataHeader,
@@ -278,7 +278,7 @@ fn buffered_bytes_bounded() {
             }
         )]
     ));
-    assert_eq!(net.engines[1].buffered_bytes(), 600);
+    assert_eq!(net.engines[1].buffered_bytes(), 600 + PIECE_COST);
     net.errors.clear();
     let r = net.recv(
         1,
@@ -312,7 +312,7 @@ fn buffered_bytes_bounded_for_matched_messages() {
     net.send(0, 1, 1, &msg);
     net.run_allowing_errors();
     assert_eq!(net.errors.len(), 1);
-    assert_eq!(net.engines[1].buffered_bytes(), 600);
+    assert_eq!(net.engines[1].buffered_bytes(), 600 + PIECE_COST);
     net.errors.clear();
     let a = net.unpack(1, key, 600, SendMode::Cheaper, ReceiveMode::Cheaper, false);
     assert_eq!(net.read(1, a.dest), msg[0].data);
@@ -343,7 +343,7 @@ fn reorder_chunks_bounded() {
     );
     assert_eq!(
         net.engines[1].buffered_bytes(),
-        20,
+        20 + 2 * PIECE_COST,
         "only accepted chunks are held"
     );
     others_unaffected(&mut net);

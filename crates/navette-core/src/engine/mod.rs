@@ -17,7 +17,10 @@
 //! no clock, socket or thread. User memory is reached only through
 //! [`Memory`], by handle.
 
+mod incoming;
+mod piece;
 mod recv;
+mod rendezvous;
 mod send;
 
 use std::collections::{HashMap, VecDeque};
@@ -35,11 +38,14 @@ use crate::{
     RequestError, Status, Window,
 };
 
+pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use send::{OutMsg, PieceSpec};
 
-use recv::{Incoming, RecvMsg, SeqPiece};
-use send::RdvSend;
+use incoming::Incoming;
+use piece::SeqPiece;
+use recv::RecvMsg;
+use rendezvous::{RdvRecv, RdvSend};
 
 /// A completion: the request and its outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +73,7 @@ pub struct Engine {
     recv_msgs: HashMap<ReqId, RecvMsg>,
     deferred: HashMap<ReqId, recv::DeferredPiece>,
     rdv_sends: HashMap<u32, RdvSend>,
-    rdv_recvs: HashMap<u32, recv::RdvRecv>,
+    rdv_recvs: HashMap<u32, RdvRecv>,
     buffered: usize,
     next_req: u64,
     next_transfer: u32,

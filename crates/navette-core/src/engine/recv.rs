@@ -9,148 +9,38 @@
 
 use std::collections::VecDeque;
 
-use navette_wire::{ClearToSend, CtsFlags, Eager, PieceFlags, RdvDataHeader, RdvRequest};
+use navette_wire::{ClearToSend, CtsFlags, PieceFlags};
 use navette_wire::{ReceiveMode, SendMode};
 
+use super::incoming::Incoming;
+use super::piece::{Body, Piece};
 use super::{Engine, GateId};
-use crate::error::{UsageError, Violation};
+use crate::error::UsageError;
 use crate::memory::{self, Memory};
-use crate::reorder::Arrival;
 use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Source, Status, TagMatch};
 
-/// A sequenced piece as it arrived; `D` is borrowed or owned data.
-#[derive(Clone, Debug)]
-pub(crate) struct SeqPiece<D> {
-    seq: u32,
-    msg: u32,
-    tag: u64,
-    piece: Piece<D>,
-}
-
-/// A piece's flags and body.
-#[derive(Clone, Debug)]
-pub(crate) struct Piece<D> {
-    flags: PieceFlags,
-    body: Body<D>,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) enum Body<D> {
-    Eager(D),
-    Rdv { send_id: u32, len: u64 },
-}
-
-impl<'a> SeqPiece<&'a [u8]> {
-    pub(crate) fn eager(e: &Eager<'a>) -> Self {
-        let h = e.header;
-        Self {
-            seq: h.seq,
-            msg: h.msg,
-            tag: h.tag,
-            piece: Piece {
-                flags: h.flags,
-                body: Body::Eager(e.data),
-            },
-        }
-    }
-
-    pub(crate) fn rdv(r: &RdvRequest) -> Self {
-        Self {
-            seq: r.seq,
-            msg: r.msg,
-            tag: r.tag,
-            piece: Piece {
-                flags: r.flags,
-                body: Body::Rdv {
-                    send_id: r.send_id,
-                    len: r.total_len,
-                },
-            },
-        }
-    }
-}
-
-impl<D: AsRef<[u8]>> Piece<D> {
-    fn borrow(&self) -> Piece<&[u8]> {
-        Piece {
-            flags: self.flags,
-            body: match &self.body {
-                Body::Eager(d) => Body::Eager(d.as_ref()),
-                Body::Rdv { send_id, len } => Body::Rdv {
-                    send_id: *send_id,
-                    len: *len,
-                },
-            },
-        }
-    }
-
-    fn to_owned(&self) -> Piece<Vec<u8>> {
-        Piece {
-            flags: self.flags,
-            body: match &self.body {
-                Body::Eager(d) => Body::Eager(d.as_ref().to_vec()),
-                Body::Rdv { send_id, len } => Body::Rdv {
-                    send_id: *send_id,
-                    len: *len,
-                },
-            },
-        }
-    }
-
-    /// Length of the piece.
-    fn len(&self) -> u64 {
-        match &self.body {
-            Body::Eager(d) => d.as_ref().len() as u64,
-            Body::Rdv { len, .. } => *len,
-        }
-    }
-
-    /// Bytes this piece holds in engine memory.
-    fn held(&self) -> usize {
-        match &self.body {
-            Body::Eager(d) => d.as_ref().len(),
-            Body::Rdv { .. } => 0,
-        }
-    }
-}
-
-/// A message known on a gate, by message number.
-#[derive(Debug)]
-pub(crate) enum Incoming {
-    /// No receive matched it yet: its pieces wait here.
-    Unmatched {
-        tag: u64,
-        arrived: VecDeque<Piece<Vec<u8>>>,
-        last_seen: bool,
-    },
-    /// Bound to a receive message.
-    Matched(ReqId),
-    /// Its receiver failed or left: later pieces are dropped.
-    Discarding,
-}
-
 #[derive(Clone, Copy, Debug)]
-struct Bound {
-    gate: GateId,
-    peer: Rank,
-    tag: u64,
+pub(super) struct Bound {
+    pub(super) gate: GateId,
+    pub(super) peer: Rank,
+    pub(super) tag: u64,
 }
 
 /// A receive message: from `recv_begin` to `recv_end`.
 #[derive(Debug)]
 pub(crate) struct RecvMsg {
-    channel: ChannelId,
-    source: Source,
-    tag: TagMatch,
-    bound: Option<Bound>,
-    arrived: VecDeque<Piece<Vec<u8>>>,
-    posted: VecDeque<PostedPiece>,
-    paired: u32,
-    last_paired: bool,
-    outstanding: usize,
-    total: usize,
-    end: Option<ReqId>,
-    failed: Option<RequestError>,
+    pub(super) channel: ChannelId,
+    pub(super) source: Source,
+    pub(super) tag: TagMatch,
+    pub(super) bound: Option<Bound>,
+    pub(super) arrived: VecDeque<Piece<Vec<u8>>>,
+    pub(super) posted: VecDeque<PostedPiece>,
+    pub(super) paired: u32,
+    pub(super) last_paired: bool,
+    pub(super) outstanding: usize,
+    pub(super) total: usize,
+    pub(super) end: Option<ReqId>,
+    pub(super) failed: Option<RequestError>,
 }
 
 /// One piece the receiver unpacks.
@@ -170,31 +60,19 @@ pub struct RecvPiece {
 }
 
 #[derive(Debug)]
-struct PostedPiece {
-    req: ReqId,
-    spec: RecvPiece,
+pub(super) struct PostedPiece {
+    pub(super) req: ReqId,
+    pub(super) spec: RecvPiece,
 }
 
 /// A paired piece waiting for its destination.
 #[derive(Debug)]
 pub(crate) struct DeferredPiece {
-    key: ReqId,
-    gate: GateId,
-    status: Status,
-    declared: usize,
-    body: Body<Vec<u8>>,
-}
-
-/// A rendezvous transfer on the receiver: clear-to-send sent, data landing.
-#[derive(Debug)]
-pub(crate) struct RdvRecv {
-    peer: Rank,
-    channel: u16,
-    key: ReqId,
-    req: ReqId,
-    dest: MemRef,
-    received: u64,
-    status: Status,
+    pub(super) key: ReqId,
+    pub(super) gate: GateId,
+    pub(super) status: Status,
+    pub(super) declared: usize,
+    pub(super) piece: Piece<Vec<u8>>,
 }
 
 impl Engine {
@@ -285,9 +163,9 @@ impl Engine {
                     got: dest.len,
                 });
             }
-            match d.body {
+            self.release_bytes(d.piece.held());
+            match d.piece.body {
                 Body::Eager(data) => {
-                    self.release_bytes(data.len());
                     memory::write(mem, dest, 0, &data);
                     self.complete(req, Ok(d.status));
                     self.piece_done(d.key);
@@ -374,183 +252,8 @@ impl Engine {
         self.recv_end(key).expect("a message just begun can end")
     }
 
-    /// The first unexpected message matching `source` and `tag`, without
-    /// receiving it: sender, tag and length of its first piece.
-    pub fn probe(&self, channel: ChannelId, source: Source, tag: TagMatch) -> Option<Status> {
-        let ch = self.channels.get(&channel)?;
-        ch.unexpected.iter().find_map(|&(g, msg)| {
-            let gate = &self.gates[g.0];
-            match gate.incoming.get(&msg) {
-                Some(Incoming::Unmatched {
-                    tag: t, arrived, ..
-                }) if source.accepts(gate.peer) && tag.matches(*t) => Some(Status {
-                    peer: gate.peer,
-                    tag: *t,
-                    len: arrived.front().map_or(0, |p| p.len() as usize),
-                }),
-                _ => None,
-            }
-        })
-    }
-
-    pub(super) fn on_sequenced(
-        &mut self,
-        gate: GateId,
-        piece: SeqPiece<&[u8]>,
-        mem: &mut dyn Memory,
-    ) -> Result<(), Violation> {
-        let max = self.config.max_reorder_chunks;
-        match self.gates[gate.0].reorder.arrive(piece.seq, max)? {
-            Arrival::Ahead => {
-                self.hold_bytes(piece.piece.held())?;
-                let owned = SeqPiece {
-                    seq: piece.seq,
-                    msg: piece.msg,
-                    tag: piece.tag,
-                    piece: piece.piece.to_owned(),
-                };
-                self.gates[gate.0].reorder.hold(piece.seq, owned);
-                Ok(())
-            }
-            Arrival::InOrder => {
-                self.on_piece(gate, piece.msg, piece.tag, piece.piece, mem)?;
-                while let Some(next) = self.gates[gate.0].reorder.pop_ready() {
-                    self.release_bytes(next.piece.held());
-                    self.on_piece(gate, next.msg, next.tag, next.piece.borrow(), mem)?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn on_piece(
-        &mut self,
-        gate: GateId,
-        msg: u32,
-        tag: u64,
-        piece: Piece<&[u8]>,
-        mem: &mut dyn Memory,
-    ) -> Result<(), Violation> {
-        let first = piece.flags.first();
-        let known = self.gates[gate.0].incoming.contains_key(&msg);
-        if first == known {
-            return Err(Violation::PieceOutOfPlace { msg, first });
-        }
-        if first {
-            self.start_incoming(gate, msg, tag);
-        }
-        let last = piece.flags.last();
-        let g = &self.gates[gate.0];
-        if matches!(g.incoming.get(&msg), Some(Incoming::Unmatched { .. })) {
-            // Counted before it is kept, so that a refused piece is not kept.
-            self.hold_bytes(piece.held())?;
-        }
-        let g = &mut self.gates[gate.0];
-        match g.incoming.get_mut(&msg).expect("started or known") {
-            Incoming::Unmatched {
-                arrived, last_seen, ..
-            } => {
-                *last_seen |= last;
-                arrived.push_back(piece.to_owned());
-            }
-            Incoming::Matched(key) => {
-                let key = *key;
-                if last {
-                    g.incoming.remove(&msg);
-                }
-                self.arrive_matched(key, piece, mem)?;
-            }
-            Incoming::Discarding => {
-                if last {
-                    g.incoming.remove(&msg);
-                }
-                self.reject(gate, &piece);
-            }
-        }
-        Ok(())
-    }
-
-    /// A first piece: bind it to the first matching posted receive, or
-    /// queue it as unexpected.
-    fn start_incoming(&mut self, gate: GateId, msg: u32, tag: u64) {
-        let (channel, peer) = (self.gates[gate.0].channel, self.gates[gate.0].peer);
-        self.gates[gate.0].incoming.insert(
-            msg,
-            Incoming::Unmatched {
-                tag,
-                arrived: VecDeque::new(),
-                last_seen: false,
-            },
-        );
-        self.channel(channel);
-        let recv_msgs = &self.recv_msgs;
-        let ch = self.channels.get_mut(&channel).expect("created above");
-        let found = ch.posted.iter().position(|k| {
-            let m = &recv_msgs[k];
-            m.source.accepts(peer) && m.tag.matches(tag)
-        });
-        match found {
-            Some(i) => {
-                let key = ch.posted.remove(i).expect("position is in range");
-                self.bind(key, gate, msg);
-            }
-            None => ch.unexpected.push_back((gate, msg)),
-        }
-    }
-
-    /// Binds receive `key` to the unmatched message `msg` of `gate`.
-    fn bind(&mut self, key: ReqId, gate: GateId, msg: u32) {
-        let g = &mut self.gates[gate.0];
-        let Some(Incoming::Unmatched {
-            tag,
-            arrived,
-            last_seen,
-        }) = g.incoming.remove(&msg)
-        else {
-            unreachable!("only unmatched messages are bound");
-        };
-        if !last_seen {
-            g.incoming.insert(msg, Incoming::Matched(key));
-        }
-        let peer = g.peer;
-        let m = self
-            .recv_msgs
-            .get_mut(&key)
-            .expect("binding a live receive");
-        m.bound = Some(Bound { gate, peer, tag });
-        m.arrived = arrived;
-        self.complete(key, Ok(Status { peer, tag, len: 0 }));
-    }
-
-    fn arrive_matched(
-        &mut self,
-        key: ReqId,
-        piece: Piece<&[u8]>,
-        mem: &mut dyn Memory,
-    ) -> Result<(), Violation> {
-        let Some(msg) = self.recv_msgs.get_mut(&key) else {
-            return Ok(());
-        };
-        if msg.failed.is_some() {
-            let gate = msg.bound.expect("a matched message is bound").gate;
-            self.reject(gate, &piece);
-            return Ok(());
-        }
-        if msg.arrived.is_empty() && !msg.posted.is_empty() && !msg.last_paired {
-            let posted = msg.posted.pop_front().expect("not empty");
-            self.consume(key, posted, piece, mem);
-        } else {
-            // Counted before it is kept, so that a refused piece is not kept.
-            self.hold_bytes(piece.held())?;
-            let msg = self.recv_msgs.get_mut(&key).expect("looked up above");
-            msg.arrived.push_back(piece.to_owned());
-        }
-        self.pair(key, mem);
-        Ok(())
-    }
-
     /// Pairs posted pieces with arrived ones, in order, then checks the end.
-    fn pair(&mut self, key: ReqId, mem: &mut dyn Memory) {
+    pub(super) fn pair(&mut self, key: ReqId, mem: &mut dyn Memory) {
         loop {
             let Some(msg) = self.recv_msgs.get_mut(&key) else {
                 return;
@@ -577,7 +280,7 @@ impl Engine {
     }
 
     /// Checks one pairing and moves the data (or defers it).
-    fn consume(
+    pub(super) fn consume(
         &mut self,
         key: ReqId,
         posted: PostedPiece,
@@ -610,6 +313,7 @@ impl Engine {
             tag: bound.tag,
             len,
         };
+        let flags = piece.flags;
         match (posted.spec.dest, piece.body) {
             (Some(dest), Body::Eager(data)) => {
                 memory::write(mem, dest, 0, data);
@@ -628,115 +332,30 @@ impl Engine {
             }
             (None, body) => {
                 msg.outstanding += 1;
-                let body = match body {
-                    Body::Eager(data) => {
-                        // Held until recv_fill; counted like unexpected data.
-                        self.buffered += data.len();
-                        Body::Eager(data.to_vec())
-                    }
-                    Body::Rdv { send_id, len } => Body::Rdv { send_id, len },
-                };
+                let piece = Piece { flags, body }.to_owned();
+                // Held until recv_fill; counted like unexpected data (the
+                // limit was checked when it arrived or was released).
+                self.buffered += piece.held();
                 let deferred = DeferredPiece {
                     key,
                     gate: bound.gate,
                     status,
                     declared: posted.spec.len,
-                    body,
+                    piece,
                 };
                 self.deferred.insert(posted.req, deferred);
             }
         }
     }
 
-    fn start_rdv_recv(
-        &mut self,
-        gate: GateId,
-        key: ReqId,
-        req: ReqId,
-        dest: MemRef,
-        send_id: u32,
-        status: Status,
-    ) {
-        let recv_id = self.new_transfer();
-        let g = &mut self.gates[gate.0];
-        let channel = g.channel.0;
-        g.window.push(Pending::ClearToSend(ClearToSend {
-            channel,
-            flags: CtsFlags::ACCEPT,
-            send_id,
-            recv_id,
-            offset: 0,
-            len: dest.len as u64,
-        }));
-        if dest.len == 0 {
-            self.complete(req, Ok(status));
-            self.piece_done(key);
-            return;
-        }
-        let peer = g.peer;
-        self.rdv_recvs.insert(
-            recv_id,
-            RdvRecv {
-                peer,
-                channel,
-                key,
-                req,
-                dest,
-                received: 0,
-                status,
-            },
-        );
-    }
-
-    pub(super) fn on_rdv_data(
-        &mut self,
-        peer: Rank,
-        header: RdvDataHeader,
-        data: &[u8],
-        mem: &mut dyn Memory,
-    ) -> Result<(), Violation> {
-        let Some(r) = self.rdv_recvs.get_mut(&header.recv_id) else {
-            return Err(Violation::UnknownDestination(header.recv_id));
-        };
-        if r.peer != peer || r.channel != header.channel {
-            return Err(Violation::UnknownDestination(header.recv_id));
-        }
-        let total = r.dest.len as u64;
-        let len = u64::from(header.len);
-        let fits = header
-            .offset
-            .checked_add(len)
-            .is_some_and(|end| end <= total);
-        if !fits || r.received + len > total {
-            return Err(Violation::OutOfBounds {
-                offset: header.offset,
-                len,
-                total,
-            });
-        }
-        // A destination whose owner cancelled no longer resolves: dropped.
-        memory::write(mem, r.dest, header.offset as usize, data);
-        r.received += len;
-        if r.received == total {
-            let r = self
-                .rdv_recvs
-                .remove(&header.recv_id)
-                .expect("looked up above");
-            self.complete(r.req, Ok(r.status));
-            self.piece_done(r.key);
-            self.check_end(r.key);
-        }
-        Ok(())
-    }
-
-    fn piece_done(&mut self, key: ReqId) {
+    pub(super) fn piece_done(&mut self, key: ReqId) {
         if let Some(msg) = self.recv_msgs.get_mut(&key) {
             msg.outstanding -= 1;
         }
     }
 
     /// Completes the end request once everything posted has landed.
-    fn check_end(&mut self, key: ReqId) {
+    pub(super) fn check_end(&mut self, key: ReqId) {
         let Some(msg) = self.recv_msgs.get(&key) else {
             return;
         };
@@ -769,7 +388,7 @@ impl Engine {
 
     /// Fails message `key`: its posted and deferred pieces fail, its
     /// rendezvous requests are refused, the rest of it will be dropped.
-    fn fail_msg(&mut self, key: ReqId, err: RequestError) {
+    pub(super) fn fail_msg(&mut self, key: ReqId, err: RequestError) {
         let Some(msg) = self.recv_msgs.get_mut(&key) else {
             return;
         };
@@ -793,12 +412,8 @@ impl Engine {
         deferred.sort_unstable();
         for req in deferred {
             let d = self.deferred.remove(&req).expect("collected above");
-            let piece = Piece {
-                flags: PieceFlags::ABORT,
-                body: d.body,
-            };
-            self.release_bytes(piece.held());
-            self.reject(d.gate, &piece.borrow());
+            self.release_bytes(d.piece.held());
+            self.reject(d.gate, &d.piece.borrow());
             self.complete(req, wrapped());
         }
         if let Some(bound) = bound {
@@ -823,7 +438,7 @@ impl Engine {
 
     /// Refuses a rendezvous piece so its sender does not wait; eager data is
     /// simply dropped.
-    fn reject(&mut self, gate: GateId, piece: &Piece<&[u8]>) {
+    pub(super) fn reject(&mut self, gate: GateId, piece: &Piece<&[u8]>) {
         if let Body::Rdv { send_id, .. } = piece.body {
             let g = &mut self.gates[gate.0];
             let channel = g.channel.0;

@@ -1,10 +1,11 @@
 //! The send side: pieces into the window, rendezvous from request to done.
 
-use navette_wire::{ClearToSend, EagerHeader, PieceFlags, RdvRequest, ReceiveMode, SendMode};
+use navette_wire::{EagerHeader, PieceFlags, RdvRequest, ReceiveMode, SendMode};
 
+use super::rendezvous::RdvSend;
 use super::{Engine, GateId};
-use crate::error::{UsageError, Violation};
-use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, RequestError, Status};
+use crate::error::UsageError;
+use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, Status};
 
 /// A message being sent: created by [`Engine::send_begin`], fed to
 /// [`Engine::send_piece`].
@@ -41,18 +42,6 @@ pub struct PieceSpec {
     pub recv: ReceiveMode,
     /// Whether this is the message's last piece.
     pub last: bool,
-}
-
-/// A rendezvous transfer on the sender, from request to completion.
-#[derive(Debug)]
-pub(crate) struct RdvSend {
-    peer: Rank,
-    channel: u16,
-    data: MemRef,
-    req: ReqId,
-    status: Status,
-    requested: u64,
-    sent: u64,
 }
 
 impl Engine {
@@ -183,69 +172,5 @@ impl Engine {
             data: MemRef::whole(MemHandle(u64::MAX), 0),
             done: None,
         });
-    }
-
-    pub(super) fn on_clear_to_send(
-        &mut self,
-        peer: Rank,
-        cts: ClearToSend,
-    ) -> Result<(), Violation> {
-        let Some(rdv) = self.rdv_sends.get_mut(&cts.send_id) else {
-            return Err(Violation::UnknownTransfer(cts.send_id));
-        };
-        if rdv.peer != peer || rdv.channel != cts.channel {
-            return Err(Violation::UnknownTransfer(cts.send_id));
-        }
-        if cts.flags.rejected() {
-            let rdv = self
-                .rdv_sends
-                .remove(&cts.send_id)
-                .expect("looked up above");
-            self.complete(rdv.req, Err(RequestError::RejectedByReceiver));
-            return Ok(());
-        }
-        let total = rdv.data.len as u64;
-        let in_bounds = cts
-            .offset
-            .checked_add(cts.len)
-            .is_some_and(|end| end <= total && rdv.requested + cts.len <= total);
-        if !in_bounds {
-            return Err(Violation::OutOfBounds {
-                offset: cts.offset,
-                len: cts.len,
-                total,
-            });
-        }
-        rdv.requested += cts.len;
-        if total == 0 {
-            let rdv = self
-                .rdv_sends
-                .remove(&cts.send_id)
-                .expect("looked up above");
-            self.complete(rdv.req, Ok(rdv.status));
-            return Ok(());
-        }
-        let data = rdv.data.slice(cts.offset as usize, cts.len as usize);
-        let chunk = Pending::RdvData {
-            channel: cts.channel,
-            recv_id: cts.recv_id,
-            send_id: cts.send_id,
-            offset: cts.offset,
-            data,
-        };
-        let gate = self.gate(super::ChannelId(cts.channel), peer);
-        self.gates[gate.0].window.push(chunk);
-        Ok(())
-    }
-
-    pub(super) fn on_rdv_sent(&mut self, send_id: u32, len: usize) {
-        let Some(rdv) = self.rdv_sends.get_mut(&send_id) else {
-            return;
-        };
-        rdv.sent += len as u64;
-        if rdv.sent >= rdv.data.len as u64 {
-            let rdv = self.rdv_sends.remove(&send_id).expect("looked up above");
-            self.complete(rdv.req, Ok(rdv.status));
-        }
     }
 }

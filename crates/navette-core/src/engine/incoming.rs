@@ -1,0 +1,205 @@
+//! Arrival of sequenced pieces: per-gate ordering, then matching of a
+//! message's first piece against posted receives (else the unexpected
+//! queue), then handing later pieces to their receive message.
+
+use std::collections::VecDeque;
+
+use super::piece::{Piece, SeqPiece};
+use super::recv::Bound;
+use super::{Engine, GateId};
+use crate::error::Violation;
+use crate::memory::Memory;
+use crate::reorder::Arrival;
+use crate::{ChannelId, ReqId, Source, Status, TagMatch};
+
+/// A message known on a gate, by message number.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// No receive matched it yet: its pieces wait here.
+    Unmatched {
+        tag: u64,
+        arrived: VecDeque<Piece<Vec<u8>>>,
+        last_seen: bool,
+    },
+    /// Bound to a receive message.
+    Matched(ReqId),
+    /// Its receiver failed or left: later pieces are dropped.
+    Discarding,
+}
+
+impl Engine {
+    /// The first unexpected message matching `source` and `tag`, without
+    /// receiving it: sender, tag and length of its first piece.
+    pub fn probe(&self, channel: ChannelId, source: Source, tag: TagMatch) -> Option<Status> {
+        let ch = self.channels.get(&channel)?;
+        ch.unexpected.iter().find_map(|&(g, msg)| {
+            let gate = &self.gates[g.0];
+            match gate.incoming.get(&msg) {
+                Some(Incoming::Unmatched {
+                    tag: t, arrived, ..
+                }) if source.accepts(gate.peer) && tag.matches(*t) => Some(Status {
+                    peer: gate.peer,
+                    tag: *t,
+                    len: arrived.front().map_or(0, |p| p.len() as usize),
+                }),
+                _ => None,
+            }
+        })
+    }
+
+    pub(super) fn on_sequenced(
+        &mut self,
+        gate: GateId,
+        piece: SeqPiece<&[u8]>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), Violation> {
+        let max = self.config.max_reorder_chunks;
+        match self.gates[gate.0].reorder.arrive(piece.seq, max)? {
+            Arrival::Ahead => {
+                self.hold_bytes(piece.piece.held())?;
+                let owned = SeqPiece {
+                    seq: piece.seq,
+                    msg: piece.msg,
+                    tag: piece.tag,
+                    piece: piece.piece.to_owned(),
+                };
+                self.gates[gate.0].reorder.hold(piece.seq, owned);
+                Ok(())
+            }
+            Arrival::InOrder => {
+                self.on_piece(gate, piece.msg, piece.tag, piece.piece, mem)?;
+                while let Some(next) = self.gates[gate.0].reorder.pop_ready() {
+                    self.release_bytes(next.piece.held());
+                    self.on_piece(gate, next.msg, next.tag, next.piece.borrow(), mem)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn on_piece(
+        &mut self,
+        gate: GateId,
+        msg: u32,
+        tag: u64,
+        piece: Piece<&[u8]>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), Violation> {
+        let first = piece.flags.first();
+        let known = self.gates[gate.0].incoming.contains_key(&msg);
+        if first == known {
+            return Err(Violation::PieceOutOfPlace { msg, first });
+        }
+        if first {
+            self.start_incoming(gate, msg, tag);
+        }
+        let last = piece.flags.last();
+        let g = &self.gates[gate.0];
+        if matches!(g.incoming.get(&msg), Some(Incoming::Unmatched { .. })) {
+            // Counted before it is kept, so that a refused piece is not kept.
+            self.hold_bytes(piece.held())?;
+        }
+        let g = &mut self.gates[gate.0];
+        match g.incoming.get_mut(&msg).expect("started or known") {
+            Incoming::Unmatched {
+                arrived, last_seen, ..
+            } => {
+                *last_seen |= last;
+                arrived.push_back(piece.to_owned());
+            }
+            Incoming::Matched(key) => {
+                let key = *key;
+                if last {
+                    g.incoming.remove(&msg);
+                }
+                self.arrive_matched(key, piece, mem)?;
+            }
+            Incoming::Discarding => {
+                if last {
+                    g.incoming.remove(&msg);
+                }
+                self.reject(gate, &piece);
+            }
+        }
+        Ok(())
+    }
+
+    /// A first piece: bind it to the first matching posted receive, or
+    /// queue it as unexpected.
+    pub(super) fn start_incoming(&mut self, gate: GateId, msg: u32, tag: u64) {
+        let (channel, peer) = (self.gates[gate.0].channel, self.gates[gate.0].peer);
+        self.gates[gate.0].incoming.insert(
+            msg,
+            Incoming::Unmatched {
+                tag,
+                arrived: VecDeque::new(),
+                last_seen: false,
+            },
+        );
+        self.channel(channel);
+        let recv_msgs = &self.recv_msgs;
+        let ch = self.channels.get_mut(&channel).expect("created above");
+        let found = ch.posted.iter().position(|k| {
+            let m = &recv_msgs[k];
+            m.source.accepts(peer) && m.tag.matches(tag)
+        });
+        match found {
+            Some(i) => {
+                let key = ch.posted.remove(i).expect("position is in range");
+                self.bind(key, gate, msg);
+            }
+            None => ch.unexpected.push_back((gate, msg)),
+        }
+    }
+
+    /// Binds receive `key` to the unmatched message `msg` of `gate`.
+    pub(super) fn bind(&mut self, key: ReqId, gate: GateId, msg: u32) {
+        let g = &mut self.gates[gate.0];
+        let Some(Incoming::Unmatched {
+            tag,
+            arrived,
+            last_seen,
+        }) = g.incoming.remove(&msg)
+        else {
+            unreachable!("only unmatched messages are bound");
+        };
+        if !last_seen {
+            g.incoming.insert(msg, Incoming::Matched(key));
+        }
+        let peer = g.peer;
+        let m = self
+            .recv_msgs
+            .get_mut(&key)
+            .expect("binding a live receive");
+        m.bound = Some(Bound { gate, peer, tag });
+        m.arrived = arrived;
+        self.complete(key, Ok(Status { peer, tag, len: 0 }));
+    }
+
+    pub(super) fn arrive_matched(
+        &mut self,
+        key: ReqId,
+        piece: Piece<&[u8]>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), Violation> {
+        let Some(msg) = self.recv_msgs.get_mut(&key) else {
+            return Ok(());
+        };
+        if msg.failed.is_some() {
+            let gate = msg.bound.expect("a matched message is bound").gate;
+            self.reject(gate, &piece);
+            return Ok(());
+        }
+        if msg.arrived.is_empty() && !msg.posted.is_empty() && !msg.last_paired {
+            let posted = msg.posted.pop_front().expect("not empty");
+            self.consume(key, posted, piece, mem);
+        } else {
+            // Counted before it is kept, so that a refused piece is not kept.
+            self.hold_bytes(piece.held())?;
+            let msg = self.recv_msgs.get_mut(&key).expect("looked up above");
+            msg.arrived.push_back(piece.to_owned());
+        }
+        self.pair(key, mem);
+        Ok(())
+    }
+}

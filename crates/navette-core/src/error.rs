@@ -135,14 +135,21 @@ pub enum RequestError {
     /// The request was cancelled by its owner.
     #[error("cancelled")]
     Cancelled,
+    /// A rail to the peer closed (cut, refused, or the peer broke the
+    /// protocol); rails carry no retransmission, so the peer is gone.
+    #[error("rank {peer} is unreachable: its rail closed")]
+    PeerUnreachable {
+        /// The peer.
+        peer: Rank,
+    },
 }
 
 /// A misuse of the engine's API by its caller.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
-    /// No rail leads to the rank.
-    #[error("no rail to rank {0}")]
+    /// No open rail leads to the rank.
+    #[error("no open rail to rank {0}")]
     NoRail(Rank),
     /// The request is not a pending receive message.
     #[error("{0} is not an open receive message")]

@@ -55,6 +55,11 @@ impl<T> ReorderBuffer<T> {
         self.waiting.insert(seq, chunk);
     }
 
+    /// Removes every chunk held (the peer is gone).
+    pub(crate) fn take_all(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.waiting).into_values().collect()
+    }
+
     /// The next chunk if it is now in order.
     pub(crate) fn pop_ready(&mut self) -> Option<T> {
         let chunk = self.waiting.remove(&self.expected)?;

@@ -206,7 +206,16 @@ impl SimCluster {
             .collect()
     }
 
-    /// Runs `f` on the network (to cut or restore a link, read statistics…).
+    /// Cuts a link: packets in flight on it are lost and the engines at both
+    /// ends are told, as a connection reset would tell them; every request
+    /// that needs the peer on the other side then fails.
+    pub fn cut(&self, link: LinkId) {
+        self.world.state.lock().close_link(link);
+    }
+
+    /// Runs `f` on the network (to read statistics, inject packets…). A
+    /// link cut here, unlike with [`Self::cut`], is noticed by the engines
+    /// only when they next send on it.
     pub fn with_network<R>(&self, f: impl FnOnce(&mut SimNetwork) -> R) -> R {
         f(&mut self.world.state.lock().net)
     }
@@ -286,13 +295,11 @@ impl World {
                     else {
                         continue;
                     };
-                    let mut port = core.port();
-                    if let Err(err) = port.handle_packet(now, rail, &bytes) {
-                        tracing::warn!(rank = to, ?link, %err, "closing rail");
-                        port.close_rail(rail);
-                        drop(port);
+                    let result = core.port().handle_packet(now, rail, &bytes);
+                    if let Err(err) = result {
+                        tracing::warn!(rank = to, %link, %err, "closing rail");
                         self.faults.push(format!("rank {to}: {err}"));
-                        let _ = self.net.cut(link);
+                        self.close_link(link);
                     }
                 }
                 SimEvent::SendDone { node, link } => {
@@ -339,6 +346,24 @@ impl World {
             }
         }
         any
+    }
+
+    /// Cuts `link` and tells the engines at both ends, as a connection
+    /// reset would.
+    fn close_link(&mut self, link: LinkId) {
+        let _ = self.net.cut(link);
+        let mut ends: Vec<(NodeId, RailId)> = self
+            .rails
+            .iter()
+            .filter(|((_, l), _)| *l == link)
+            .map(|(&(node, _), &rail)| (node, rail))
+            .collect();
+        ends.sort_unstable();
+        for (node, rail) in ends {
+            if let Some(core) = self.core(node) {
+                core.port().close_rail(rail);
+            }
+        }
     }
 
     fn core(&self, rank: NodeId) -> Option<Arc<NodeCore>> {

@@ -17,6 +17,7 @@
 //! no clock, socket or thread. User memory is reached only through
 //! [`Memory`], by handle.
 
+mod failure;
 mod incoming;
 mod piece;
 mod recv;
@@ -176,13 +177,22 @@ impl Engine {
         id
     }
 
-    /// Marks a rail closed: it gets no more packets. Its in-flight packet is
-    /// forgotten.
+    /// Reports that a rail is gone (cut, reset, or closed after a protocol
+    /// error). Packets may have been lost on it and rails do not
+    /// retransmit, so the whole peer is failed: see [`Self::fail_peer`].
     pub fn close_rail(&mut self, rail: RailId) {
-        if let Some(r) = self.rails.get_mut(rail.0 as usize) {
-            r.closed = true;
-            r.in_flight = None;
+        if let Some(r) = self.rails.get(rail.0 as usize) {
+            if !r.closed {
+                self.fail_peer(r.peer);
+            }
         }
+    }
+
+    /// Whether some rail to `peer` is open.
+    pub fn is_reachable(&self, peer: Rank) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|p| p.rails.iter().any(|r| !self.rails[r.0 as usize].closed))
     }
 
     /// The peer and capabilities of a rail.
@@ -201,7 +211,8 @@ impl Engine {
     }
 
     /// Feeds a packet received on `rail`. An error means the peer broke the
-    /// protocol: close the rail. Chunks before the faulty one were applied.
+    /// protocol: close the rail ([`Self::close_rail`]). Chunks before the
+    /// faulty one were applied. Packets on a closed rail are ignored.
     pub fn handle_packet(
         &mut self,
         now: Duration,
@@ -211,6 +222,7 @@ impl Engine {
     ) -> Result<(), ProtocolError> {
         self.handle_tick(now);
         let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) if r.closed => return Ok(()),
             Some(r) => r.peer,
             None => return Err(ProtocolError::UnknownRail(rail)),
         };

@@ -86,6 +86,11 @@ impl<D: AsRef<[u8]>> Piece<D> {
         }
     }
 
+    /// Whether the piece's data is still at the sender (rendezvous).
+    pub(super) fn is_rdv(&self) -> bool {
+        matches!(self.body, Body::Rdv { .. })
+    }
+
     /// Length of the piece.
     pub(super) fn len(&self) -> u64 {
         match &self.body {

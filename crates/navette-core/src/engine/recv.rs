@@ -113,6 +113,12 @@ impl Engine {
             }
             None => ch.posted.push_back(key),
         }
+        if let Source::Rank(peer) = source {
+            if found.is_none() && self.peers.contains_key(&peer) && !self.is_reachable(peer) {
+                self.channel(channel).posted.retain(|&k| k != key);
+                self.fail_msg(key, RequestError::PeerUnreachable { peer });
+            }
+        }
         key
     }
 

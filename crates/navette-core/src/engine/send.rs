@@ -5,7 +5,7 @@ use navette_wire::{EagerHeader, PieceFlags, RdvRequest, ReceiveMode, SendMode};
 use super::rendezvous::RdvSend;
 use super::{Engine, GateId};
 use crate::error::UsageError;
-use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, Status};
+use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, RequestError, Status};
 
 /// A message being sent: created by [`Engine::send_begin`], fed to
 /// [`Engine::send_piece`].
@@ -52,7 +52,7 @@ impl Engine {
         peer: Rank,
         tag: u64,
     ) -> Result<OutMsg, UsageError> {
-        if !self.peers.contains_key(&peer) {
+        if !self.is_reachable(peer) {
             return Err(UsageError::NoRail(peer));
         }
         let gate = self.gate(channel, peer);
@@ -104,6 +104,11 @@ impl Engine {
             tag: out.tag,
             len: piece.data.len,
         };
+        if !self.is_reachable(out.peer) {
+            let peer = out.peer;
+            self.complete(req, Err(RequestError::PeerUnreachable { peer }));
+            return req;
+        }
         let gate = &mut self.gates[out.gate.0];
         let seq = gate.next_seq;
         gate.next_seq = gate.next_seq.wrapping_add(1);

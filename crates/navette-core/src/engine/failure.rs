@@ -1,0 +1,136 @@
+//! Losing a peer: every request that depends on it fails, nothing waits.
+
+use super::incoming::Incoming;
+use super::piece::Piece;
+use super::{Engine, GateId};
+use crate::plan::SendProgress;
+use crate::{Pending, Rank, ReqId, RequestError, Source};
+
+impl Engine {
+    /// Fails `peer`: its rails close, and every request that needs it fails
+    /// with [`RequestError::PeerUnreachable`]: sends waiting in its windows
+    /// or in flight, rendezvous in either direction, receive messages bound
+    /// to it, and posted receives that only it could match. Complete
+    /// unexpected messages from it stay receivable; partial ones are dropped.
+    /// Later sends to it are refused.
+    pub fn fail_peer(&mut self, peer: Rank) {
+        let err = RequestError::PeerUnreachable { peer };
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let (rails, gates) = (p.rails.clone(), p.gates.clone());
+        for rail in rails {
+            let r = &mut self.rails[rail.0 as usize];
+            r.closed = true;
+            for item in r.in_flight.take().into_iter().flatten() {
+                if let SendProgress::Piece { req, .. } = item {
+                    self.complete(req, Err(err.clone()));
+                }
+            }
+        }
+        self.fail_windows(&gates, &err);
+        self.fail_rendezvous(peer, &err);
+        self.fail_receives(peer, &gates, &err);
+        self.drop_partial_unexpected(&gates);
+        // Failing receives may have queued refusals for the dead peer.
+        for gate in &gates {
+            while self.gates[gate.0].window.pop_front().is_some() {}
+        }
+    }
+
+    fn fail_windows(&mut self, gates: &[GateId], err: &RequestError) {
+        for gate in gates {
+            while let Some(chunk) = self.gates[gate.0].window.pop_front() {
+                if let Pending::Eager {
+                    done: Some((req, _)),
+                    ..
+                } = chunk
+                {
+                    self.complete(req, Err(err.clone()));
+                }
+            }
+        }
+    }
+
+    fn fail_rendezvous(&mut self, peer: Rank, err: &RequestError) {
+        let mut sends: Vec<u32> = self
+            .rdv_sends
+            .iter()
+            .filter(|(_, r)| r.peer == peer)
+            .map(|(&id, _)| id)
+            .collect();
+        sends.sort_unstable();
+        for id in sends {
+            let rdv = self.rdv_sends.remove(&id).expect("collected above");
+            self.complete(rdv.req, Err(err.clone()));
+        }
+        let mut recvs: Vec<u32> = self
+            .rdv_recvs
+            .iter()
+            .filter(|(_, r)| r.peer == peer)
+            .map(|(&id, _)| id)
+            .collect();
+        recvs.sort_unstable();
+        for id in recvs {
+            let rdv = self.rdv_recvs.remove(&id).expect("collected above");
+            self.complete(rdv.req, Err(err.clone()));
+            self.piece_done(rdv.key);
+        }
+    }
+
+    fn fail_receives(&mut self, peer: Rank, gates: &[GateId], err: &RequestError) {
+        let mut keys: Vec<ReqId> = self
+            .recv_msgs
+            .iter()
+            .filter(|(_, m)| match m.bound {
+                Some(bound) => bound.peer == peer,
+                None => m.source == Source::Rank(peer),
+            })
+            .map(|(&key, _)| key)
+            .collect();
+        keys.sort_unstable();
+        for key in keys {
+            let channel = self.recv_msgs[&key].channel;
+            if let Some(ch) = self.channels.get_mut(&channel) {
+                ch.posted.retain(|&k| k != key);
+            }
+            self.fail_msg(key, err.clone());
+        }
+        for gate in gates {
+            self.gates[gate.0]
+                .incoming
+                .retain(|_, i| matches!(i, Incoming::Unmatched { .. }));
+        }
+    }
+
+    /// Unexpected messages that cannot complete any more (a piece never came,
+    /// or a rendezvous piece that the dead peer would have to send) are
+    /// dropped, and so are chunks waiting for a missing sequence number.
+    fn drop_partial_unexpected(&mut self, gates: &[GateId]) {
+        let mut released = 0;
+        for gate in gates {
+            let g = &mut self.gates[gate.0];
+            released += g
+                .reorder
+                .take_all()
+                .iter()
+                .map(|p| p.piece.held())
+                .sum::<usize>();
+            g.incoming.retain(|_, i| match i {
+                Incoming::Unmatched {
+                    arrived, last_seen, ..
+                } if !*last_seen || arrived.iter().any(Piece::is_rdv) => {
+                    released += arrived.iter().map(Piece::held).sum::<usize>();
+                    false
+                }
+                _ => true,
+            });
+        }
+        self.release_bytes(released);
+        let gates_state = &self.gates;
+        for ch in self.channels.values_mut() {
+            ch.unexpected
+                .retain(|(g, msg)| gates_state[g.0].incoming.contains_key(msg));
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! A cut link or a misbehaving peer turns pending requests into typed
+//! errors; other gates carry on.
+
+mod common;
+
+use common::{check, cluster, pattern};
+use navette::sim::SimCluster;
+use navette::{Error, ReceiveMode, RequestError, SendMode, UsageError};
+
+fn unreachable(peer: u32) -> RequestError {
+    RequestError::PeerUnreachable { peer }
+}
+
+fn request_error<T: std::fmt::Debug>(result: navette::Result<T>) -> RequestError {
+    match result {
+        Err(Error::Request(err)) => err,
+        other => panic!("expected a request error, got {other:?}"),
+    }
+}
+
+fn three_ranks() -> SimCluster {
+    cluster(3).rdv_threshold(4096).build()
+}
+
+#[test]
+fn cutting_a_link_fails_what_depends_on_it_and_nothing_else() {
+    let cluster = three_ranks();
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    // In progress between 0 and 1: a rendezvous send whose receive is posted,
+    // a receive waiting for a message never sent, an unexpected eager message.
+    let big_recv = b.irecv(b.gate(0), 1u64, vec![0u8; 1 << 20]);
+    let big_send = a.isend(a.gate(1), 1, pattern(1 << 20, 1)).unwrap();
+    let never = b.irecv(b.gate(0), 2u64, vec![0u8; 8]);
+    let from_b = a.irecv(a.gate(1), 3u64, vec![0u8; 8]);
+    // Let the transfer start, then cut the only link between 0 and 1.
+    for _ in 0..5 {
+        a.progress().unwrap();
+    }
+    let link = cluster.links_between(0, 1)[0];
+    cluster.cut(link);
+    assert_eq!(request_error(big_send.wait()), unreachable(1));
+    assert_eq!(request_error(big_recv.wait()), unreachable(0));
+    assert_eq!(request_error(never.wait()), unreachable(0));
+    assert_eq!(request_error(from_b.wait()), unreachable(1));
+    // Later calls towards the lost peer fail at once.
+    assert!(matches!(
+        a.isend(a.gate(1), 4, vec![1]),
+        Err(Error::Usage(UsageError::NoRail(1)))
+    ));
+    assert_eq!(
+        request_error(b.irecv(b.gate(0), 5u64, vec![0u8; 8]).wait()),
+        unreachable(0)
+    );
+    // Rank 2 still talks to both.
+    for peer in [a, b] {
+        let rank = peer.rank();
+        let send = peer
+            .isend(peer.gate(2), 9, pattern(10_000, rank.into()))
+            .unwrap();
+        let got = c
+            .irecv(c.gate(rank), 9u64, vec![0u8; 10_000])
+            .wait()
+            .unwrap();
+        check(&got.data, 10_000, rank.into());
+        send.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_blocked_madeleine_exchange_ends_with_an_error() {
+    let cluster = three_ranks();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let link = cluster.links_between(0, 1)[0];
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            let mut msg = b.begin_unpacking(b.gate(0), 7u64)?;
+            let mut head = [0u8; 8];
+            msg.unpack_express(&mut head, SendMode::Safer)?;
+            // The second piece never comes: the link is cut first.
+            msg.unpack_express(&mut head, SendMode::Safer)?;
+            msg.end_unpacking()
+        });
+        let head = [1u8; 8];
+        let mut msg = a.begin_packing(a.gate(1), 7).unwrap();
+        msg.pack_safer(&head, ReceiveMode::Express).unwrap();
+        msg.pack_safer(&head, ReceiveMode::Express).unwrap();
+        // The first piece leaves at the second pack; let it arrive.
+        while !first_piece_delivered(&cluster, link) {
+            a.progress().unwrap();
+        }
+        cluster.cut(link);
+        assert_eq!(request_error(msg.end_packing()), unreachable(1));
+        let err = request_error(receiver.join().unwrap());
+        let root = match err {
+            RequestError::MessageFailed(inner) => *inner,
+            other => other,
+        };
+        assert_eq!(root, unreachable(0));
+    });
+}
+
+fn first_piece_delivered(cluster: &SimCluster, link: navette::sim::LinkId) -> bool {
+    cluster.with_network(|net| net.stats(link).map(|s| s.a_to_b.packets_delivered > 0)) == Ok(true)
+}
+
+#[test]
+fn a_peer_that_breaks_the_protocol_is_cut_off() {
+    let cluster = three_ranks();
+    let (b, c) = (cluster.node(1), cluster.node(2));
+    let waiting = b.irecv(b.gate(0), 1u64, vec![0u8; 8]);
+    // Rank 0 "sends" garbage on its rail to rank 1.
+    let link = cluster.links_between(0, 1)[0];
+    cluster.with_network(|net| net.send(0, link, b"not a navette packet".to_vec()).unwrap());
+    assert_eq!(request_error(waiting.wait()), unreachable(0));
+    let faults = cluster.faults();
+    assert_eq!(faults.len(), 1);
+    assert!(faults[0].contains("bad magic"), "{faults:?}");
+    // Rank 1 and rank 2 are unaffected.
+    let send = c.isend(c.gate(1), 2, b"fine".to_vec()).unwrap();
+    assert_eq!(
+        b.irecv(b.gate(2), 2u64, vec![0u8; 4]).wait().unwrap().data,
+        b"fine"
+    );
+    send.wait().unwrap();
+}

@@ -22,7 +22,7 @@
 
 use std::cell::Cell;
 
-use navette_core::{OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
+use navette_core::{MemRef, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
 
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
@@ -155,15 +155,7 @@ impl<'a> Packing<'_, 'a> {
                 let out = core.out.as_mut().expect("an open message has its OutMsg");
                 let req = core.node.with_state(|s| {
                     let range = s.mem.insert_owned(buf);
-                    let spec = PieceSpec {
-                        data: range,
-                        send: piece.send,
-                        recv: piece.recv,
-                        last,
-                    };
-                    let req = s.engine.send_piece(out, spec);
-                    s.watch(req, Some(range.handle));
-                    req
+                    submit(s, out, range, (piece.send, piece.recv), last, true)
                 });
                 core.submitted.push(req);
             }
@@ -190,15 +182,9 @@ impl<'a> Packing<'_, 'a> {
                     OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
-                let spec = PieceSpec {
-                    data: range,
-                    send: piece.send,
-                    recv: piece.recv,
-                    last,
-                };
-                let req = s.engine.send_piece(out, spec);
-                s.watch(req, owned.then_some(range.handle));
-                core.submitted.push(req);
+                let modes = (piece.send, piece.recv);
+                core.submitted
+                    .push(submit(s, out, range, modes, last, owned));
             }
         });
         core.out = None;
@@ -209,10 +195,31 @@ impl<'a> Packing<'_, 'a> {
     }
 }
 
+/// Hands one piece to the engine and tracks its request; an `owned` range
+/// is freed when the request completes.
+fn submit(
+    s: &mut State,
+    out: &mut OutMsg,
+    data: MemRef,
+    (send, recv): (SendMode, ReceiveMode),
+    last: bool,
+    owned: bool,
+) -> ReqId {
+    let spec = PieceSpec {
+        data,
+        send,
+        recv,
+        last,
+    };
+    let req = s.engine.send_piece(out, spec);
+    s.watch(req, owned.then_some(data.handle));
+    req
+}
+
 fn lend<'a>(
     lent: &mut Vec<Registration<'a>>,
-    (range, registration): (navette_core::MemRef, Registration<'a>),
-) -> (navette_core::MemRef, bool) {
+    (range, registration): (MemRef, Registration<'a>),
+) -> (MemRef, bool) {
     lent.push(registration);
     (range, false)
 }

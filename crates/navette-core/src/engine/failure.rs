@@ -2,9 +2,9 @@
 
 use super::incoming::Incoming;
 use super::piece::Piece;
-use super::{Engine, GateId};
+use super::{Engine, GateId, sorted_keys};
 use crate::plan::SendProgress;
-use crate::{Pending, Rank, ReqId, RequestError, Source};
+use crate::{Pending, Rank, RequestError, Source};
 
 impl Engine {
     /// Fails `peer`: its rails close, and every request that needs it fails
@@ -53,25 +53,11 @@ impl Engine {
     }
 
     fn fail_rendezvous(&mut self, peer: Rank, err: &RequestError) {
-        let mut sends: Vec<u32> = self
-            .rdv_sends
-            .iter()
-            .filter(|(_, r)| r.peer == peer)
-            .map(|(&id, _)| id)
-            .collect();
-        sends.sort_unstable();
-        for id in sends {
+        for id in sorted_keys(&self.rdv_sends, |r| r.peer == peer) {
             let rdv = self.rdv_sends.remove(&id).expect("collected above");
             self.complete(rdv.req, Err(err.clone()));
         }
-        let mut recvs: Vec<u32> = self
-            .rdv_recvs
-            .iter()
-            .filter(|(_, r)| r.peer == peer)
-            .map(|(&id, _)| id)
-            .collect();
-        recvs.sort_unstable();
-        for id in recvs {
+        for id in sorted_keys(&self.rdv_recvs, |r| r.peer == peer) {
             let rdv = self.rdv_recvs.remove(&id).expect("collected above");
             self.complete(rdv.req, Err(err.clone()));
             self.piece_done(rdv.key);
@@ -79,16 +65,10 @@ impl Engine {
     }
 
     fn fail_receives(&mut self, peer: Rank, gates: &[GateId], err: &RequestError) {
-        let mut keys: Vec<ReqId> = self
-            .recv_msgs
-            .iter()
-            .filter(|(_, m)| match m.bound {
-                Some(bound) => bound.peer == peer,
-                None => m.source == Source::Rank(peer),
-            })
-            .map(|(&key, _)| key)
-            .collect();
-        keys.sort_unstable();
+        let keys = sorted_keys(&self.recv_msgs, |m| match m.bound {
+            Some(bound) => bound.peer == peer,
+            None => m.source == Source::Rank(peer),
+        });
         for key in keys {
             let channel = self.recv_msgs[&key].channel;
             if let Some(ch) = self.channels.get_mut(&channel) {

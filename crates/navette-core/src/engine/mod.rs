@@ -57,6 +57,18 @@ pub struct Event {
     pub outcome: Result<Status, RequestError>,
 }
 
+/// The keys of `map` whose values satisfy `keep`, sorted: a deterministic
+/// order for acting on a hash map's entries.
+fn sorted_keys<K: Copy + Ord, V>(map: &HashMap<K, V>, keep: impl Fn(&V) -> bool) -> Vec<K> {
+    let mut keys: Vec<K> = map
+        .iter()
+        .filter(|(_, v)| keep(v))
+        .map(|(&k, _)| k)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 /// Index of a gate in the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct GateId(usize);

@@ -14,7 +14,7 @@ use navette_wire::{ReceiveMode, SendMode};
 
 use super::incoming::Incoming;
 use super::piece::{Body, Piece};
-use super::{Engine, GateId};
+use super::{Engine, GateId, sorted_keys};
 use crate::error::UsageError;
 use crate::memory::{self, Memory};
 use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Source, Status, TagMatch};
@@ -409,14 +409,7 @@ impl Engine {
         for p in posted {
             self.complete(p.req, wrapped());
         }
-        let mut deferred: Vec<ReqId> = self
-            .deferred
-            .iter()
-            .filter(|(_, d)| d.key == key)
-            .map(|(&req, _)| req)
-            .collect();
-        deferred.sort_unstable();
-        for req in deferred {
+        for req in sorted_keys(&self.deferred, |d| d.key == key) {
             let d = self.deferred.remove(&req).expect("collected above");
             self.release_bytes(d.piece.held());
             self.reject(d.gate, &d.piece.borrow());

@@ -170,6 +170,7 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
         wait_timeout,
         spin_rounds,
         yield_rounds,
+        block_for,
     } = config;
     vec![
         tunable(
@@ -188,7 +189,13 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
             section,
             "yield_rounds",
             yield_rounds.to_string(),
-            "idle rounds spent yielding before sleeping between rounds",
+            "idle rounds spent yielding before blocking in the driver",
+        ),
+        tunable(
+            section,
+            "block_for",
+            duration(block_for),
+            "longest a waiting thread blocks in the driver at a time",
         ),
     ]
 }

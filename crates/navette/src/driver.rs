@@ -21,6 +21,19 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// One round of progress on behalf of `node`'s waiting thread: receive,
     /// hand idle rails their next packet. Returns whether anything happened.
     fn progress(&self, node: &NodeCore) -> Result<bool>;
+
+    /// Blocks the calling thread until the driver may have progress to make
+    /// (data arrived, a socket became writable, [`Driver::wake`] was called)
+    /// or `timeout` passed. Called by waiting threads once spinning found
+    /// nothing to do. The default sleeps for at most 50 µs.
+    fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {
+        let _ = node;
+        std::thread::sleep(timeout.min(Duration::from_micros(50)));
+        Ok(())
+    }
+
+    /// Wakes threads blocked in [`Driver::wait`]: work was submitted.
+    fn wake(&self) {}
 }
 
 /// A driver's locked access to a node's engine and memory.

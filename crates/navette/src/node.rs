@@ -28,8 +28,10 @@ pub struct NodeConfig {
     pub wait_timeout: Option<Duration>,
     /// Idle progress rounds spent spinning before yielding the CPU.
     pub spin_rounds: u32,
-    /// Idle rounds spent yielding before sleeping between rounds.
+    /// Idle rounds spent yielding before blocking in the driver.
     pub yield_rounds: u32,
+    /// Longest a waiting thread blocks in the driver at a time.
+    pub block_for: Duration,
 }
 
 impl Default for NodeConfig {
@@ -38,6 +40,7 @@ impl Default for NodeConfig {
             wait_timeout: None,
             spin_rounds: 64,
             yield_rounds: 256,
+            block_for: Duration::from_millis(1),
         }
     }
 }
@@ -265,6 +268,7 @@ impl Node {
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let out = f(&mut self.core.lock());
         self.core.mark_dirty();
+        self.core.driver.wake();
         out
     }
 
@@ -303,7 +307,7 @@ impl Node {
                 continue;
             }
             idle = idle.saturating_add(1);
-            self.back_off(idle);
+            self.back_off(idle)?;
             if let Some(limit) = self.core.config.wait_timeout {
                 let waited = last_progress.elapsed();
                 if waited > limit {
@@ -316,17 +320,18 @@ impl Node {
         }
     }
 
-    /// Spins, then yields, then sleeps briefly: oversubscribed runs must not
-    /// burn a core another rank needs.
-    fn back_off(&self, idle: u32) {
+    /// Spins, then yields, then blocks in the driver: oversubscribed runs
+    /// must not burn a core another rank needs.
+    fn back_off(&self, idle: u32) -> Result<()> {
         let config = &self.core.config;
         if idle <= config.spin_rounds {
             std::hint::spin_loop();
         } else if idle <= config.spin_rounds + config.yield_rounds {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(50));
+            self.core.driver.wait(&self.core, config.block_for)?;
         }
+        Ok(())
     }
 
     /// Waits for one request and takes its outcome and buffer.

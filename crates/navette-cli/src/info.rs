@@ -171,6 +171,7 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
         spin_rounds,
         yield_rounds,
         block_for,
+        report_after,
     } = config;
     vec![
         tunable(
@@ -196,6 +197,12 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
             "block_for",
             duration(block_for),
             "longest a waiting thread blocks in the driver at a time",
+        ),
+        tunable(
+            section,
+            "report_after",
+            duration(report_after),
+            "a wait with no progress this long logs what the node waits for",
         ),
     ]
 }

@@ -38,7 +38,10 @@ pub mod strategy;
 mod window;
 
 pub use config::{EngineConfig, RailCaps};
-pub use engine::{Engine, Event, OutMsg, PIECE_COST, PieceSpec, RecvPiece};
+pub use engine::{
+    Engine, Event, OutMsg, PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport,
+    RecvPiece, Report,
+};
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};
 pub use memory::{Memory, VecMemory};

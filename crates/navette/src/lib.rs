@@ -55,8 +55,8 @@ pub mod sim;
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};
 pub use navette_core::{
-    ChannelId, EngineConfig, Limits, RailCaps, Rank, ReceiveMode, SendMode, Source, Status,
-    StrategyKind, TagMatch,
+    ChannelId, EngineConfig, Limits, PendingRequest, PendingState, RailCaps, RailReport, Rank,
+    ReceiveMode, Report, SendMode, Source, Status, StrategyKind, TagMatch,
 };
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};

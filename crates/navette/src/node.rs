@@ -32,6 +32,9 @@ pub struct NodeConfig {
     pub yield_rounds: u32,
     /// Longest a waiting thread blocks in the driver at a time.
     pub block_for: Duration,
+    /// A wait that sees no progress for this long logs what the node waits
+    /// for ([`Node::report`]), and again after each further period.
+    pub report_after: Duration,
 }
 
 impl Default for NodeConfig {
@@ -41,6 +44,7 @@ impl Default for NodeConfig {
             spin_rounds: 64,
             yield_rounds: 256,
             block_for: Duration::from_millis(1),
+            report_after: Duration::from_secs(30),
         }
     }
 }
@@ -208,6 +212,11 @@ impl NodeCore {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock()
     }
+
+    /// See [`Node::report`].
+    pub fn report(&self) -> navette_core::Report {
+        self.state.lock().engine.report()
+    }
 }
 
 /// This process's endpoint. Cheap to clone; `Send + Sync`: many threads may
@@ -272,6 +281,12 @@ impl Node {
         out
     }
 
+    /// What this node waits for: pending requests with their peer, tag,
+    /// size, protocol state and age, and the state of every rail.
+    pub fn report(&self) -> navette_core::Report {
+        self.core.report()
+    }
+
     /// Makes one round of progress; returns whether anything happened.
     pub fn progress(&self) -> Result<bool> {
         self.core.driver.progress(&self.core)
@@ -293,6 +308,7 @@ impl Node {
     ) -> Result<R> {
         let mut idle: u32 = 0;
         let mut last_progress = Instant::now();
+        let mut next_report = self.core.config.report_after;
         loop {
             {
                 let mut state = self.core.lock();
@@ -304,12 +320,21 @@ impl Node {
             if self.progress()? {
                 idle = 0;
                 last_progress = Instant::now();
+                next_report = self.core.config.report_after;
                 continue;
             }
             idle = idle.saturating_add(1);
             self.back_off(idle)?;
+            let waited = last_progress.elapsed();
+            if waited >= next_report {
+                next_report += self.core.config.report_after;
+                tracing::warn!(
+                    "no progress for {waited:.1?} while waiting for {}\n{}",
+                    what(),
+                    self.report()
+                );
+            }
             if let Some(limit) = self.core.config.wait_timeout {
-                let waited = last_progress.elapsed();
                 if waited > limit {
                     return Err(Error::Stalled {
                         waited,

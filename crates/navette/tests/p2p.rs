@@ -214,3 +214,39 @@ fn sending_to_an_unlinked_rank_is_an_error() {
         Err(Error::Usage(navette::UsageError::NoRail(9)))
     ));
 }
+
+#[test]
+fn the_report_says_what_is_pending() {
+    use navette::PendingState;
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    let recv = c.irecv(c.gate(0), 77u64, vec![0u8; 8]);
+    let send = a.isend(a.gate(2), 5, pattern(10_000, 5)).unwrap();
+    cluster.run_until_idle();
+    let report = c.report();
+    assert_eq!(report.requests.len(), 1, "{report}");
+    assert!(matches!(
+        report.requests[0].state,
+        PendingState::AwaitingMatch {
+            source: Some(0),
+            ..
+        }
+    ));
+    let report = a.report();
+    let pending = &report.requests[0];
+    assert_eq!(
+        (pending.peer, pending.tag, pending.len),
+        (Some(2), Some(5), 10_000)
+    );
+    assert_eq!(pending.state, PendingState::AwaitingClearToSend);
+    assert!(
+        report.to_string().contains("waiting for clear-to-send"),
+        "{report}"
+    );
+    assert_eq!(report.rails.len(), 2);
+    drop(recv);
+    let got = c.irecv(c.gate(0), 5u64, vec![0u8; 10_000]).wait().unwrap();
+    check(&got.data, 10_000, 5);
+    send.wait().unwrap();
+    assert!(a.report().requests.is_empty());
+}

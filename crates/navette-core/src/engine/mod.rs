@@ -22,6 +22,7 @@ mod incoming;
 mod piece;
 mod recv;
 mod rendezvous;
+mod report;
 mod send;
 
 use std::collections::{HashMap, VecDeque};
@@ -35,12 +36,13 @@ use crate::plan::SendProgress;
 use crate::reorder::ReorderBuffer;
 use crate::strategy::Strategy;
 use crate::{
-    ChannelId, EngineConfig, Memory, PacketBuilder, PacketPlan, RailCaps, RailId, Rank, ReqId,
-    RequestError, Status, Window,
+    ChannelId, EngineConfig, Memory, PacketBuilder, PacketPlan, Pending, RailCaps, RailId, Rank,
+    ReqId, RequestError, Status, Window,
 };
 
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
+pub use report::{PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};
 
 use incoming::Incoming;
@@ -88,6 +90,7 @@ pub struct Engine {
     rdv_sends: HashMap<u32, RdvSend>,
     rdv_recvs: HashMap<u32, RdvRecv>,
     buffered: usize,
+    born: HashMap<ReqId, Duration>,
     next_req: u64,
     next_transfer: u32,
     events: VecDeque<Event>,
@@ -143,6 +146,7 @@ impl Engine {
             rdv_sends: HashMap::new(),
             rdv_recvs: HashMap::new(),
             buffered: 0,
+            born: HashMap::new(),
             next_req: 1,
             next_transfer: 1,
             events: VecDeque::new(),
@@ -339,13 +343,27 @@ impl Engine {
     }
 
     fn complete(&mut self, req: ReqId, outcome: Result<Status, RequestError>) {
+        self.born.remove(&req);
         self.events.push_back(Event { req, outcome });
     }
 
     fn new_req(&mut self) -> ReqId {
         let id = ReqId(self.next_req);
         self.next_req += 1;
+        self.born.insert(id, self.now);
         id
+    }
+
+    /// Whether every send accepted so far has completed (or failed): what
+    /// `finalize` waits for.
+    pub fn sends_flushed(&self) -> bool {
+        self.rdv_sends.is_empty()
+            && self.rails.iter().all(|r| r.in_flight.is_none())
+            && self.gates.iter().all(|g| {
+                g.window
+                    .iter()
+                    .all(|c| !matches!(c, Pending::Eager { done: Some(_), .. }))
+            })
     }
 
     fn new_transfer(&mut self) -> u32 {

@@ -137,11 +137,11 @@ impl Engine {
                 got: dest.len,
             });
         }
+        if self.recv_msgs.get(&key).is_none_or(|m| m.end.is_some()) {
+            return Err(UsageError::NotAMessage(key));
+        }
         let req = self.new_req();
-        let msg = match self.recv_msgs.get_mut(&key) {
-            Some(m) if m.end.is_none() => m,
-            _ => return Err(UsageError::NotAMessage(key)),
-        };
+        let msg = self.recv_msgs.get_mut(&key).expect("checked above");
         if let Some(err) = &msg.failed {
             let err = RequestError::MessageFailed(Box::new(err.clone()));
             self.complete(req, Err(err));
@@ -206,11 +206,11 @@ impl Engine {
     /// piece has landed, with the total length, or fails if the sender
     /// packed another number of pieces.
     pub fn recv_end(&mut self, key: ReqId) -> Result<ReqId, UsageError> {
+        if self.recv_msgs.get(&key).is_none_or(|m| m.end.is_some()) {
+            return Err(UsageError::NotAMessage(key));
+        }
         let end = self.new_req();
-        let msg = match self.recv_msgs.get_mut(&key) {
-            Some(m) if m.end.is_none() => m,
-            _ => return Err(UsageError::NotAMessage(key)),
-        };
+        let msg = self.recv_msgs.get_mut(&key).expect("checked above");
         if let Some(err) = msg.failed.clone() {
             self.recv_msgs.remove(&key);
             self.complete(end, Err(err));

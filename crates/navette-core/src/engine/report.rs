@@ -1,0 +1,284 @@
+//! What the engine is waiting for: a report of pending requests and rails,
+//! for stall diagnostics (logged after a long wait, on demand, on SIGUSR1).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::Engine;
+use crate::plan::SendProgress;
+use crate::{ChannelId, Pending, RailId, Rank, ReqId, TagMatch};
+
+/// Where a pending request stands in its protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PendingState {
+    /// An eager send waiting in its gate's window for a rail.
+    Queued,
+    /// An eager send in a packet the driver has not finished sending.
+    OnTheWire,
+    /// A rendezvous send waiting for the receiver's clear-to-send.
+    AwaitingClearToSend,
+    /// A rendezvous send streaming its data.
+    Sending {
+        /// Bytes sent so far.
+        sent: u64,
+    },
+    /// A receive waiting for a matching message.
+    AwaitingMatch {
+        /// Accepted sender (`None`: any).
+        source: Option<Rank>,
+        /// Accepted tags.
+        tag: TagMatch,
+    },
+    /// A matched receive message waiting for pieces or their data.
+    Unpacking {
+        /// Pieces posted and not yet arrived.
+        posted: usize,
+        /// Pieces arrived whose data is still landing.
+        outstanding: usize,
+    },
+    /// A paired piece waiting for its destination (`end_unpacking`).
+    AwaitingDestination,
+    /// Rendezvous data landing in the destination.
+    Landing {
+        /// Bytes received so far.
+        received: u64,
+    },
+}
+
+/// One pending request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingRequest {
+    /// The request.
+    pub req: ReqId,
+    /// The peer, once known.
+    pub peer: Option<Rank>,
+    /// The channel, when known.
+    pub channel: Option<ChannelId>,
+    /// The message tag, once known.
+    pub tag: Option<u64>,
+    /// Bytes the request moves.
+    pub len: usize,
+    /// Where it stands.
+    pub state: PendingState,
+    /// Time since it was submitted, when known.
+    pub age: Option<Duration>,
+}
+
+/// The state of one rail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RailReport {
+    /// The rail.
+    pub rail: RailId,
+    /// Its peer.
+    pub peer: Rank,
+    /// Closed after a failure.
+    pub closed: bool,
+    /// A packet is being sent on it.
+    pub busy: bool,
+    /// Chunks waiting in the windows of its peer.
+    pub waiting_chunks: usize,
+}
+
+/// Everything the engine waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// This engine's rank.
+    pub rank: Rank,
+    /// The engine's time.
+    pub now: Duration,
+    /// Pending requests, oldest first.
+    pub requests: Vec<PendingRequest>,
+    /// Every rail.
+    pub rails: Vec<RailReport>,
+    /// Bytes of peer data held (unexpected, out of order).
+    pub buffered_bytes: usize,
+}
+
+impl Engine {
+    /// What the engine waits for, for diagnostics.
+    pub fn report(&self) -> Report {
+        let mut requests = Vec::new();
+        let age = |req: &ReqId| self.born.get(req).map(|&t| self.now.saturating_sub(t));
+        let mut push = |req: ReqId, peer, channel, tag, len, state| {
+            requests.push(PendingRequest {
+                req,
+                peer,
+                channel,
+                tag,
+                len,
+                state,
+                age: age(&req),
+            });
+        };
+        for gate in &self.gates {
+            for chunk in gate.window.iter() {
+                if let Pending::Eager {
+                    done: Some((req, status)),
+                    ..
+                } = chunk
+                {
+                    let (peer, tag) = (Some(status.peer), Some(status.tag));
+                    push(
+                        *req,
+                        peer,
+                        Some(gate.channel),
+                        tag,
+                        status.len,
+                        PendingState::Queued,
+                    );
+                }
+            }
+        }
+        for rail in &self.rails {
+            for item in rail.in_flight.iter().flatten() {
+                if let SendProgress::Piece { req, status } = item {
+                    let (peer, tag) = (Some(status.peer), Some(status.tag));
+                    push(*req, peer, None, tag, status.len, PendingState::OnTheWire);
+                }
+            }
+        }
+        for rdv in self.rdv_sends.values() {
+            let state = if rdv.requested == 0 {
+                PendingState::AwaitingClearToSend
+            } else {
+                PendingState::Sending { sent: rdv.sent }
+            };
+            let (peer, tag) = (Some(rdv.peer), Some(rdv.status.tag));
+            let channel = Some(ChannelId(rdv.channel));
+            push(rdv.req, peer, channel, tag, rdv.data.len, state);
+        }
+        for (&key, msg) in &self.recv_msgs {
+            let (peer, tag, state) = match msg.bound {
+                None => (
+                    None,
+                    None,
+                    PendingState::AwaitingMatch {
+                        source: match msg.source {
+                            crate::Source::Any => None,
+                            crate::Source::Rank(r) => Some(r),
+                        },
+                        tag: msg.tag,
+                    },
+                ),
+                Some(bound) => (
+                    Some(bound.peer),
+                    Some(bound.tag),
+                    PendingState::Unpacking {
+                        posted: msg.posted.len(),
+                        outstanding: msg.outstanding,
+                    },
+                ),
+            };
+            let req = msg.end.unwrap_or(key);
+            push(req, peer, Some(msg.channel), tag, msg.total, state);
+        }
+        for (&req, d) in &self.deferred {
+            let (peer, tag) = (Some(d.status.peer), Some(d.status.tag));
+            push(
+                req,
+                peer,
+                None,
+                tag,
+                d.declared,
+                PendingState::AwaitingDestination,
+            );
+        }
+        for r in self.rdv_recvs.values() {
+            let state = PendingState::Landing {
+                received: r.received,
+            };
+            let (peer, tag) = (Some(r.peer), Some(r.status.tag));
+            push(
+                r.req,
+                peer,
+                Some(ChannelId(r.channel)),
+                tag,
+                r.dest.len,
+                state,
+            );
+        }
+        requests.sort_by_key(|r| (std::cmp::Reverse(r.age), r.req));
+        let rails = self
+            .rails
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RailReport {
+                rail: RailId(i as u32),
+                peer: r.peer,
+                closed: r.closed,
+                busy: r.in_flight.is_some(),
+                waiting_chunks: self.peers.get(&r.peer).map_or(0, |p| {
+                    p.gates.iter().map(|g| self.gates[g.0].window.len()).sum()
+                }),
+            })
+            .collect();
+        Report {
+            rank: self.config.rank,
+            now: self.now,
+            requests,
+            rails,
+            buffered_bytes: self.buffered,
+        }
+    }
+}
+
+impl fmt::Display for PendingState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Queued => write!(f, "queued in the window"),
+            Self::OnTheWire => write!(f, "on the wire"),
+            Self::AwaitingClearToSend => write!(f, "rendezvous: waiting for clear-to-send"),
+            Self::Sending { sent } => write!(f, "rendezvous: {sent} bytes sent"),
+            Self::AwaitingMatch { source, tag } => match source {
+                Some(r) => write!(f, "waiting for a message from rank {r}, tag {tag:?}"),
+                None => write!(f, "waiting for a message from any rank, tag {tag:?}"),
+            },
+            Self::Unpacking {
+                posted,
+                outstanding,
+            } => write!(
+                f,
+                "unpacking: {posted} pieces not arrived, {outstanding} landing"
+            ),
+            Self::AwaitingDestination => write!(f, "waiting for its destination"),
+            Self::Landing { received } => write!(f, "rendezvous: {received} bytes landed"),
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "rank {}: {} pending requests, {} bytes buffered (engine time {:?})",
+            self.rank,
+            self.requests.len(),
+            self.buffered_bytes,
+            self.now
+        )?;
+        for r in &self.requests {
+            let peer = r.peer.map_or("-".to_owned(), |p| p.to_string());
+            let tag = r.tag.map_or("-".to_owned(), |t| t.to_string());
+            let age = r.age.map_or("-".to_owned(), |a| format!("{a:.1?}"));
+            writeln!(
+                f,
+                "  {} peer {peer} tag {tag} {} bytes, age {age}: {}",
+                r.req, r.len, r.state
+            )?;
+        }
+        for r in &self.rails {
+            let state = match (r.closed, r.busy) {
+                (true, _) => "closed",
+                (false, true) => "sending",
+                (false, false) => "idle",
+            };
+            writeln!(
+                f,
+                "  rail {} to rank {}: {state}, {} chunks waiting",
+                r.rail.0, r.peer, r.waiting_chunks
+            )?;
+        }
+        Ok(())
+    }
+}

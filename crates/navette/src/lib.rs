@@ -44,12 +44,14 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod diagnostics;
 pub mod driver;
 mod error;
 mod memtable;
 pub mod message;
 mod node;
 mod p2p;
+mod progress;
 pub mod sim;
 
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
@@ -60,3 +62,4 @@ pub use navette_core::{
 };
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};
+pub use progress::ProgressThread;

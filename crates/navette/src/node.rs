@@ -292,6 +292,18 @@ impl Node {
         self.core.driver.progress(&self.core)
     }
 
+    /// Blocks in the driver for at most the configured `block_for`.
+    pub(crate) fn block_in_driver(&self) -> Result<()> {
+        self.core
+            .driver
+            .wait(&self.core, self.core.config.block_for)
+    }
+
+    /// Wakes threads blocked in the driver.
+    pub(crate) fn wake_driver(&self) {
+        self.core.driver.wake();
+    }
+
     /// Whether `req` has completed, after one round of progress.
     pub(crate) fn test_id(&self, req: ReqId) -> Result<bool> {
         self.progress()?;

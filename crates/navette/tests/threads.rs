@@ -83,3 +83,21 @@ fn many_threads_share_any_source_receives() {
     });
     assert_eq!(total, 600);
 }
+
+#[test]
+fn a_progress_thread_runs_beside_application_threads_and_stops() {
+    let cluster = cluster(2).rdv_threshold(1024).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let progress = a.spawn_progress_thread().unwrap();
+    let sends: Vec<_> = (0..50u64)
+        .map(|i| a.isend(a.gate(1), i, pattern(3000, i)).unwrap())
+        .collect();
+    for i in 0..50u64 {
+        let got = b.irecv(b.gate(0), i, vec![0u8; 3000]).wait().unwrap();
+        check(&got.data, 3000, i);
+    }
+    for s in sends {
+        s.wait().unwrap();
+    }
+    progress.stop().unwrap();
+}

@@ -1,0 +1,423 @@
+//! `navette bench`: benchmarks as rank programs.
+//!
+//! Both ranks run the same code; rank 0 (the client) times and reports,
+//! rank 1 (the server) echoes or drains. With `--baseline raw-tcp`, each
+//! size is also measured over plain TCP sockets between the same two ranks,
+//! right after the Navette figure, and the table shows the ratio.
+
+pub mod raw_tcp;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use navette::{Node, wait_all};
+use navette_session::{Bootstrap, BootstrapError};
+
+use crate::json::BenchRun;
+use raw_tcp::RawTcp;
+
+const TAG: u64 = 0xbe_4c;
+
+/// Which side of the exchange a rank plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Rank 0: sends first, times, reports.
+    Client,
+    /// Rank 1: answers.
+    Server,
+}
+
+/// What is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pattern {
+    /// One-way latency and ping-pong bandwidth.
+    Pingpong,
+    /// Windowed streaming bandwidth.
+    Stream,
+}
+
+impl Pattern {
+    /// The name in the benchmark output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pingpong => "pingpong",
+            Self::Stream => "stream",
+        }
+    }
+}
+
+/// What a Navette figure is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Baseline {
+    /// Plain TCP, non-blocking, TCP_NODELAY, busy polling.
+    RawTcp,
+}
+
+/// Settings of one benchmark run.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The pattern.
+    pub pattern: Pattern,
+    /// Message sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Timed iterations per size; `None` picks by size.
+    pub iterations: Option<u32>,
+    /// Messages in flight per iteration of `stream`.
+    pub window: usize,
+    /// The comparison, if any.
+    pub baseline: Option<Baseline>,
+    /// The transport's name in the output (the driver in use).
+    pub transport: String,
+}
+
+/// Why a benchmark failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// Navette failed.
+    #[error(transparent)]
+    Navette(#[from] navette::Error),
+    /// The bootstrap failed.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// The baseline's sockets failed.
+    #[error("raw TCP baseline: {0}")]
+    Io(#[from] std::io::Error),
+    /// Setting up failed.
+    #[error("{0}")]
+    Setup(String),
+    /// A received message was not the one sent.
+    #[error("{pattern} {implementation} size {size}: received data differs from what was sent")]
+    Corrupt {
+        /// The pattern.
+        pattern: &'static str,
+        /// navette or the baseline.
+        implementation: &'static str,
+        /// The size.
+        size: usize,
+    },
+}
+
+/// One size's figures: Navette's, and the baseline's if asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeFigures {
+    /// Message size.
+    pub size: usize,
+    /// Timed iterations.
+    pub iterations: u32,
+    /// Navette.
+    pub navette: Figure,
+    /// The baseline, measured right after.
+    pub baseline: Option<Figure>,
+}
+
+/// A measurement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figure {
+    /// One-way time per message, in microseconds.
+    pub latency_us: f64,
+    /// 10^6 bytes per second.
+    pub bandwidth_mbps: f64,
+}
+
+impl Figure {
+    fn from_one_way(size: usize, one_way: Duration) -> Self {
+        let secs = one_way.as_secs_f64();
+        Self {
+            latency_us: secs * 1e6,
+            bandwidth_mbps: if secs > 0.0 {
+                size as f64 / secs / 1e6
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// Default iteration count: many for small messages, few for large ones,
+/// so that each size takes a fraction of a second.
+pub fn default_iterations(size: usize) -> u32 {
+    let budget = 256usize << 20;
+    (budget / size.max(1)).clamp(8, 20_000) as u32
+}
+
+/// The bytes sent at `size`: a pattern the receiver can check.
+fn payload(size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i.wrapping_mul(31) ^ size) as u8)
+        .collect()
+}
+
+/// Runs the benchmark on this rank; rank 0 gets a row per size through
+/// `on_size` as it completes. Only ranks 0 and 1 take part.
+pub fn run_rank(
+    node: &Node,
+    bootstrap: &dyn Bootstrap,
+    config: &BenchConfig,
+    mut on_size: impl FnMut(&SizeFigures),
+) -> Result<Vec<SizeFigures>, BenchError> {
+    let role = match node.rank() {
+        0 => Role::Client,
+        1 => Role::Server,
+        _ => return Ok(Vec::new()),
+    };
+    let mut raw = match config.baseline {
+        Some(Baseline::RawTcp) => Some(RawTcp::connect(bootstrap, role)?),
+        None => None,
+    };
+    let mut results = Vec::new();
+    for &size in &config.sizes {
+        let iterations = config
+            .iterations
+            .unwrap_or_else(|| default_iterations(size));
+        let navette = match config.pattern {
+            Pattern::Pingpong => navette_pingpong(node, role, size, iterations)?,
+            Pattern::Stream => navette_stream(node, role, size, iterations, config.window)?,
+        };
+        let baseline = match raw.as_mut() {
+            Some(raw) => Some(match config.pattern {
+                Pattern::Pingpong => raw_pingpong(raw, role, size, iterations)?,
+                Pattern::Stream => raw_stream(raw, role, size, iterations, config.window)?,
+            }),
+            None => None,
+        };
+        let figures = SizeFigures {
+            size,
+            iterations,
+            navette,
+            baseline,
+        };
+        if role == Role::Client {
+            on_size(&figures);
+            results.push(figures);
+        }
+    }
+    Ok(results)
+}
+
+fn warmup(iterations: u32) -> u32 {
+    (iterations / 10).clamp(2, 100)
+}
+
+fn check(got: &[u8], size: usize, implementation: &'static str) -> Result<(), BenchError> {
+    if got == payload(size).as_slice() {
+        Ok(())
+    } else {
+        Err(BenchError::Corrupt {
+            pattern: "pingpong",
+            implementation,
+            size,
+        })
+    }
+}
+
+fn navette_pingpong(
+    node: &Node,
+    role: Role,
+    size: usize,
+    iterations: u32,
+) -> Result<Figure, BenchError> {
+    let peer = node.gate(if role == Role::Client { 1 } else { 0 });
+    let mut buf = payload(size);
+    let round = |buf: &mut Vec<u8>| -> navette::Result<()> {
+        if role == Role::Client {
+            node.send(peer, TAG, buf)?;
+            node.recv(peer, TAG, buf)?;
+        } else {
+            node.recv(peer, TAG, buf)?;
+            node.send(peer, TAG, buf)?;
+        }
+        Ok(())
+    };
+    for _ in 0..warmup(iterations) {
+        round(&mut buf)?;
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        round(&mut buf)?;
+    }
+    let elapsed = start.elapsed();
+    check(&buf, size, "navette")?;
+    Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
+}
+
+fn raw_pingpong(
+    raw: &mut RawTcp,
+    role: Role,
+    size: usize,
+    iterations: u32,
+) -> Result<Figure, BenchError> {
+    let mut buf = payload(size);
+    let mut round = |buf: &mut Vec<u8>| -> std::io::Result<()> {
+        if role == Role::Client {
+            raw.send(buf)?;
+            raw.recv(buf)
+        } else {
+            raw.recv(buf)?;
+            raw.send(buf)
+        }
+    };
+    for _ in 0..warmup(iterations) {
+        round(&mut buf)?;
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        round(&mut buf)?;
+    }
+    let elapsed = start.elapsed();
+    check(&buf, size, "raw-tcp")?;
+    Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
+}
+
+fn navette_stream(
+    node: &Node,
+    role: Role,
+    size: usize,
+    iterations: u32,
+    window: usize,
+) -> Result<Figure, BenchError> {
+    let peer = node.gate(if role == Role::Client { 1 } else { 0 });
+    let data = Bytes::from(payload(size));
+    let mut buffers: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
+    let mut ack = [0u8; 1];
+    let mut series = |count: u32| -> Result<(), BenchError> {
+        for _ in 0..count {
+            if role == Role::Client {
+                let sends: navette::Result<Vec<_>> = (0..window)
+                    .map(|_| node.isend(peer, TAG, data.clone()))
+                    .collect();
+                for outcome in wait_all(sends?) {
+                    outcome?;
+                }
+            } else {
+                let recvs = buffers
+                    .drain(..)
+                    .map(|b| node.irecv(peer, TAG, b))
+                    .collect();
+                for outcome in wait_all(recvs) {
+                    buffers.push(outcome?.data);
+                }
+            }
+        }
+        if role == Role::Client {
+            node.recv(peer, TAG + 1, &mut ack)?;
+        } else {
+            node.send(peer, TAG + 1, &ack)?;
+        }
+        Ok(())
+    };
+    series(warmup(iterations))?;
+    let start = Instant::now();
+    series(iterations)?;
+    let elapsed = start.elapsed();
+    if role == Role::Server && buffers.iter().any(|b| b.as_slice() != &data[..]) {
+        return Err(BenchError::Corrupt {
+            pattern: "stream",
+            implementation: "navette",
+            size,
+        });
+    }
+    let messages = iterations * window as u32;
+    Ok(Figure::from_one_way(size, elapsed / messages.max(1)))
+}
+
+fn raw_stream(
+    raw: &mut RawTcp,
+    role: Role,
+    size: usize,
+    iterations: u32,
+    window: usize,
+) -> Result<Figure, BenchError> {
+    let data = payload(size);
+    let mut buf = vec![0u8; size];
+    let mut ack = [0u8; 1];
+    let mut series = |count: u32| -> std::io::Result<()> {
+        for _ in 0..count as usize * window {
+            if role == Role::Client {
+                raw.send(&data)?;
+            } else {
+                raw.recv(&mut buf)?;
+            }
+        }
+        if role == Role::Client {
+            raw.recv(&mut ack)
+        } else {
+            raw.send(&ack)
+        }
+    };
+    series(warmup(iterations))?;
+    let start = Instant::now();
+    series(iterations)?;
+    let elapsed = start.elapsed();
+    if role == Role::Server && buf != data {
+        return Err(BenchError::Corrupt {
+            pattern: "stream",
+            implementation: "raw-tcp",
+            size,
+        });
+    }
+    let messages = iterations * window as u32;
+    Ok(Figure::from_one_way(size, elapsed / messages.max(1)))
+}
+
+/// The table header.
+pub fn table_header(config: &BenchConfig) -> String {
+    let baseline = match config.baseline {
+        Some(Baseline::RawTcp) => "   raw-tcp µs  raw MB/s   lat ratio  bw ratio",
+        None => "",
+    };
+    format!(
+        "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s; ratios are navette / raw)\n\
+         {:>9} {:>7} {:>12} {:>10}{baseline}\n",
+        config.pattern.name(),
+        config.transport,
+        "size",
+        "iters",
+        "navette µs",
+        "MB/s"
+    )
+}
+
+/// One table row.
+pub fn table_row(f: &SizeFigures) -> String {
+    let mut row = format!(
+        "{:>9} {:>7} {:>12.3} {:>10.1}",
+        crate::sizes::ShortSize(f.size),
+        f.iterations,
+        f.navette.latency_us,
+        f.navette.bandwidth_mbps
+    );
+    if let Some(b) = f.baseline {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        row.push_str(&format!(
+            " {:>12.3} {:>9.1} {:>11.3} {:>9.3}",
+            b.latency_us,
+            b.bandwidth_mbps,
+            ratio(f.navette.latency_us, b.latency_us),
+            ratio(f.navette.bandwidth_mbps, b.bandwidth_mbps)
+        ));
+    }
+    row
+}
+
+/// The rows of the benchmark output document.
+pub fn runs(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRun> {
+    let mut runs = Vec::new();
+    for f in figures {
+        let mut push = |implementation: &str, figure: Figure| {
+            runs.push(BenchRun {
+                pattern: config.pattern.name().to_owned(),
+                transport: config.transport.clone(),
+                implementation: implementation.to_owned(),
+                size: f.size,
+                latency_us: figure.latency_us,
+                bandwidth_mbps: figure.bandwidth_mbps,
+            });
+        };
+        push("navette", f.navette);
+        if let Some(b) = f.baseline {
+            push("raw-tcp", b);
+        }
+    }
+    runs
+}

@@ -1,0 +1,74 @@
+//! The raw TCP baseline: the fastest plain TCP exchange we can write without
+//! Navette — non-blocking sockets, TCP_NODELAY, busy polling — run between
+//! the same two ranks as the Navette figures it is compared with.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use navette_session::Bootstrap;
+
+use super::{BenchError, Role};
+
+/// A connected pair of sockets' one end.
+#[derive(Debug)]
+pub struct RawTcp {
+    stream: TcpStream,
+}
+
+impl RawTcp {
+    /// Connects rank 0 to rank 1 through the bootstrap: rank 1 listens and
+    /// publishes its address, rank 0 dials it.
+    pub fn connect(bootstrap: &dyn Bootstrap, role: Role) -> Result<Self, BenchError> {
+        const KEY: &str = "bench-raw-tcp-addr";
+        let stream = match role {
+            Role::Server => {
+                let listener = TcpListener::bind("127.0.0.1:0")?;
+                let addr = listener.local_addr()?.to_string();
+                bootstrap.put(KEY, addr.as_bytes())?;
+                bootstrap.fence()?;
+                listener.accept()?.0
+            }
+            Role::Client => {
+                bootstrap.fence()?;
+                let addr = bootstrap.get(1, KEY)?;
+                let addr: SocketAddr = String::from_utf8_lossy(&addr)
+                    .parse()
+                    .map_err(|e| BenchError::Setup(format!("bad baseline address: {e}")))?;
+                TcpStream::connect(addr)?
+            }
+        };
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        Ok(Self { stream })
+    }
+
+    /// Sends all of `buf`, spinning on `WouldBlock`.
+    pub fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.stream.write(&buf[done..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills `buf`, spinning on `WouldBlock`.
+    pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.stream.read(&mut buf[done..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

@@ -5,6 +5,8 @@
 //!   [`demo`].
 //! - `navette info config`: every tunable with its default and help; see
 //!   [`info`].
+//! - `navette run -n N -- prog args…`: start `N` local ranks with the
+//!   embedded launcher and exit with the job's code; see [`run`](mod@run).
 //!
 //! The logic lives here so that tests can call it; `main.rs` only parses
 //! the arguments and reports errors.
@@ -15,6 +17,7 @@ pub mod bench;
 pub mod demo;
 pub mod info;
 pub mod json;
+pub mod run;
 pub mod sizes;
 mod verify;
 
@@ -46,6 +49,9 @@ pub enum Command {
     /// Ping-pong and RPC messages between 2 ranks over the simulated network,
     /// timed in virtual time (no real network), every byte verified.
     Demo(DemoArgs),
+    /// Start N ranks of a program on this host, serve them the bootstrap,
+    /// forward their output, and exit with the job's code.
+    Run(run::RunArgs),
     /// Print reference information.
     Info {
         /// What to print.
@@ -118,6 +124,7 @@ pub enum CliError {
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Demo(args) => run_demo(args, out),
+        Command::Run(args) => run::run(args),
         Command::Info {
             topic: InfoTopic::Config,
         } => Ok(out.write_all(info::config_table().as_bytes())?),

@@ -6,6 +6,15 @@
 //! put — plus the job's identity (rank, size, job id, job key). The
 //! embedded launcher (`navette run`) serves them over a Unix socket; PMIx
 //! (under `mpirun` or Slurm) will serve the same operations later.
+//!
+//! - [`from_env`]: the bootstrap this process was started with — a
+//!   [`LauncherClient`] under `navette run`, a [`Singleton`] when started
+//!   alone, an [`BootstrapError::Unsupported`] error under a launcher
+//!   Navette cannot talk to yet (Slurm, Open MPI, MPICH, PMIx).
+//! - [`launcher`]: starting the ranks of a job on this host, serving them
+//!   a [`BootstrapServer`], forwarding their output, and failing fast.
+//! - [`protocol`]: the bootstrap wire protocol over the Unix socket.
+//! - [`local::LocalBootstrap`]: ranks that are threads of one process.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -62,6 +71,16 @@ pub enum BootstrapError {
         /// The key.
         key: String,
     },
+    /// The server refused this process.
+    #[error("the launcher refused this process: {0}")]
+    Refused(String),
+    /// A message could not be encoded or decoded (a key or value too long,
+    /// a malformed reply).
+    #[error("bootstrap protocol: {0}")]
+    Protocol(#[from] protocol::ProtocolError),
+    /// The operating system's random source failed.
+    #[error("cannot draw a random job key: {0}")]
+    Random(String),
     /// An I/O error talking to the server.
     #[error("bootstrap I/O: {0}")]
     Io(#[from] std::io::Error),
@@ -86,4 +105,32 @@ pub trait Bootstrap: Send + Sync + fmt::Debug {
     fn get(&self, rank: u32, key: &str) -> Result<Vec<u8>, BootstrapError>;
 }
 
+/// The bootstrap this process was started with, from its environment.
+///
+/// Under `navette run` (the `NAVETTE_*` variables of [`env`](mod@env) are set),
+/// connects to the launcher's bootstrap server. Under a launcher Navette
+/// cannot talk to yet (Slurm's `srun`, Open MPI's `mpirun`, an MPICH/Hydra
+/// PMI or a PMIx server starting several processes), fails with
+/// [`BootstrapError::Unsupported`] rather than running each process as a
+/// lone singleton. Started alone, a [`Singleton`]: rank 0 of 1. See
+/// [`detect::from_vars`] for the exact rules.
+pub fn from_env() -> Result<Box<dyn Bootstrap>, BootstrapError> {
+    let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    match detect::from_vars(var)? {
+        detect::Detected::Launcher(env) => Ok(Box::new(LauncherClient::connect(&env)?)),
+        detect::Detected::Singleton => Ok(Box::new(Singleton::new()?)),
+    }
+}
+
+mod client;
+pub mod detect;
+pub mod launcher;
 pub mod local;
+pub mod protocol;
+mod secret;
+pub mod server;
+mod singleton;
+
+pub use client::LauncherClient;
+pub use server::{BootstrapServer, REGISTRATION_WINDOW};
+pub use singleton::Singleton;

@@ -1,17 +1,27 @@
 //! A bootstrap for ranks that are threads of one process (tests, examples).
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Barrier, Mutex};
 
 use crate::{Bootstrap, BootstrapError, JOB_KEY_LEN};
 
-#[derive(Debug)]
 struct Shared {
     size: u32,
     job_id: u64,
     job_key: [u8; JOB_KEY_LEN],
     values: Mutex<HashMap<(u32, String), Vec<u8>>>,
     barrier: Barrier,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("size", &self.size)
+            .field("job_id", &self.job_id)
+            .field("job_key", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 /// One rank's handle on an in-process bootstrap; [`LocalBootstrap::job`]

@@ -34,6 +34,14 @@ pub trait Driver: Send + Sync + fmt::Debug {
 
     /// Wakes threads blocked in [`Driver::wait`]: work was submitted.
     fn wake(&self) {}
+
+    /// Ends the session for `node`, once every send it accepted has
+    /// completed: typically waits for the other ranks (while still serving
+    /// them), then closes connections. The default does nothing.
+    fn finalize(&self, node: &NodeCore) -> Result<()> {
+        let _ = node;
+        Ok(())
+    }
 }
 
 /// A driver's locked access to a node's engine and memory.

@@ -25,6 +25,9 @@ pub enum Error {
         /// What was awaited.
         what: String,
     },
+    /// The bootstrap (launcher or PMIx) failed.
+    #[error(transparent)]
+    Bootstrap(#[from] navette_session::BootstrapError),
     /// The driver failed.
     #[error("driver {driver}: {message}")]
     Driver {

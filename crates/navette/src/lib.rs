@@ -52,7 +52,9 @@ pub mod message;
 mod node;
 mod p2p;
 mod progress;
+mod runtime;
 pub mod sim;
+pub mod tcp;
 
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};
@@ -63,3 +65,4 @@ pub use navette_core::{
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};
 pub use progress::ProgressThread;
+pub use runtime::{RuntimeConfig, init, init_tcp, init_with};

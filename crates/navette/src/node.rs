@@ -205,6 +205,11 @@ impl NodeCore {
         self.dirty.swap(false, Ordering::AcqRel)
     }
 
+    /// The driver that serves this node.
+    pub(crate) fn driver(&self) -> &Arc<dyn Driver> {
+        &self.driver
+    }
+
     pub(crate) fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::Release);
     }

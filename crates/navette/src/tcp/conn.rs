@@ -1,0 +1,308 @@
+//! One TCP connection and its states.
+//!
+//! ```text
+//!  dial ──► Connecting ──(writable, no socket error)──► Handshake
+//!  accept ─────────────────────────────────────────────► Handshake
+//!  Handshake: send Hello │ read Hello, check_peer, send Proof │ read Proof, verify
+//!            ──(both proofs exchanged)──► Established { peer }
+//!  any state ──(I/O error, EOF, bad handshake, bad frame)──► dropped
+//! ```
+//!
+//! A connection reads the handshake messages byte-exactly, so packets that
+//! follow the peer's proof in the same segment stay in the socket for the
+//! frame reader.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+
+use mio::net::TcpStream;
+use navette_core::Rank;
+use navette_session::JOB_KEY_LEN;
+use navette_wire::handshake::{HandshakeError, Hello, PROTOCOL_VERSION, Proof};
+
+use super::frame::FrameReader;
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub(super) enum ConnError {
+    /// The socket failed or the peer closed it.
+    Io(io::Error),
+    /// The peer closed the connection.
+    Eof,
+    /// The peer failed the handshake.
+    Handshake(HandshakeError),
+    /// The peer's identity is not acceptable.
+    Refused(String),
+}
+
+impl fmt::Display for ConnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Eof => f.write_str("connection closed by peer"),
+            Self::Handshake(e) => write!(f, "handshake: {e}"),
+            Self::Refused(why) => write!(f, "refused: {why}"),
+        }
+    }
+}
+
+impl From<io::Error> for ConnError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// What the handshake needs to know about this rank.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Identity<'a> {
+    pub(super) rank: Rank,
+    pub(super) size: u32,
+    pub(super) job_id: u64,
+    pub(super) job_key: &'a [u8; JOB_KEY_LEN],
+}
+
+/// Where a connection is in its life.
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Our outgoing connect has not completed yet.
+    Connecting,
+    /// Exchanging hellos and proofs.
+    Handshake(Box<Handshake>),
+    /// Authenticated: packets of `peer`'s rail flow.
+    Established {
+        /// The authenticated peer.
+        peer: Rank,
+    },
+}
+
+/// A connection.
+#[derive(Debug)]
+pub(super) struct Conn {
+    pub(super) stream: TcpStream,
+    pub(super) phase: Phase,
+    /// The peer we dialed, for outgoing connections.
+    pub(super) dialed: Option<Rank>,
+    /// Readiness seen by the poller and not yet consumed (edge-triggered:
+    /// cleared only by a `WouldBlock`).
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) frames: FrameReader,
+}
+
+impl Conn {
+    /// A connection we are dialing to `peer`.
+    pub(super) fn dialing(stream: TcpStream, peer: Rank) -> Self {
+        Self::new(stream, Phase::Connecting, Some(peer))
+    }
+
+    /// A connection we accepted; the handshake starts at once.
+    pub(super) fn accepted(stream: TcpStream, me: &Identity<'_>) -> Result<Self, ConnError> {
+        let hs = Handshake::new(me)?;
+        Ok(Self::new(stream, Phase::Handshake(Box::new(hs)), None))
+    }
+
+    fn new(stream: TcpStream, phase: Phase, dialed: Option<Rank>) -> Self {
+        Self {
+            stream,
+            phase,
+            dialed,
+            readable: true,
+            writable: true,
+            frames: FrameReader::new(),
+        }
+    }
+
+    /// The authenticated peer, once established.
+    pub(super) fn peer(&self) -> Option<Rank> {
+        match self.phase {
+            Phase::Established { peer } => Some(peer),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection is before `Established` and has readiness
+    /// to act on.
+    pub(super) fn setup_ready(&self) -> bool {
+        match &self.phase {
+            Phase::Connecting => self.writable,
+            Phase::Handshake(hs) => self.readable || (self.writable && hs.has_output()),
+            Phase::Established { .. } => false,
+        }
+    }
+
+    /// Moves a connection that is not established yet as far as it goes;
+    /// returns the peer when the handshake completes.
+    pub(super) fn advance_setup(&mut self, me: &Identity<'_>) -> Result<Option<Rank>, ConnError> {
+        if matches!(self.phase, Phase::Connecting) {
+            if let Some(err) = self.stream.take_error()? {
+                return Err(err.into());
+            }
+            match self.stream.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    self.writable = false;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.stream.set_nodelay(true)?;
+            self.phase = Phase::Handshake(Box::new(Handshake::new(me)?));
+        }
+        let Phase::Handshake(hs) = &mut self.phase else {
+            return Ok(None);
+        };
+        let done = hs.advance(
+            &mut self.stream,
+            &mut self.readable,
+            &mut self.writable,
+            me,
+            self.dialed,
+        )?;
+        if let Some(peer) = done {
+            self.phase = Phase::Established { peer };
+        }
+        Ok(done)
+    }
+}
+
+/// The handshake of one connection.
+#[derive(Debug)]
+pub(super) struct Handshake {
+    mine: Hello,
+    theirs: Option<Hello>,
+    out: Vec<u8>,
+    sent: usize,
+    input: [u8; Proof::LEN],
+    have: usize,
+    verified: bool,
+}
+
+impl Handshake {
+    fn new(me: &Identity<'_>) -> Result<Self, ConnError> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| ConnError::Io(io::Error::other(format!("no randomness: {e}"))))?;
+        let mine = Hello {
+            version: PROTOCOL_VERSION,
+            job_id: me.job_id,
+            rank: me.rank,
+            nonce,
+        };
+        let mut out = Vec::with_capacity(Hello::LEN + Proof::LEN);
+        mine.encode(&mut out);
+        Ok(Self {
+            mine,
+            theirs: None,
+            out,
+            sent: 0,
+            input: [0; Proof::LEN],
+            have: 0,
+            verified: false,
+        })
+    }
+
+    fn has_output(&self) -> bool {
+        self.sent < self.out.len()
+    }
+
+    /// Sends what is queued and reads what is expected, until the socket
+    /// would block or the handshake is over.
+    fn advance(
+        &mut self,
+        stream: &mut TcpStream,
+        readable: &mut bool,
+        writable: &mut bool,
+        me: &Identity<'_>,
+        dialed: Option<Rank>,
+    ) -> Result<Option<Rank>, ConnError> {
+        loop {
+            let mut moved = false;
+            while *writable && self.has_output() {
+                match stream.write(&self.out[self.sent..]) {
+                    Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+                    Ok(n) => {
+                        self.sent += n;
+                        moved = true;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => *writable = false,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self.verified {
+                if self.has_output() {
+                    return Ok(None);
+                }
+                let peer = self.theirs.expect("verified after the hello").rank;
+                return Ok(Some(peer));
+            }
+            let need = if self.theirs.is_none() {
+                Hello::LEN
+            } else {
+                Proof::LEN
+            };
+            if *readable && self.have < need {
+                match stream.read(&mut self.input[self.have..need]) {
+                    Ok(0) => return Err(ConnError::Eof),
+                    Ok(n) => {
+                        self.have += n;
+                        moved = true;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => moved = true,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => *readable = false,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self.have == need {
+                self.have = 0;
+                self.on_message(need, me, dialed)?;
+                moved = true;
+            }
+            if !moved {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Handles a whole hello or proof in `input[..len]`.
+    fn on_message(
+        &mut self,
+        len: usize,
+        me: &Identity<'_>,
+        dialed: Option<Rank>,
+    ) -> Result<(), ConnError> {
+        let bytes = &self.input[..len];
+        match self.theirs {
+            None => {
+                let theirs = Hello::decode(bytes).map_err(HandshakeError::from);
+                let theirs = theirs.map_err(ConnError::Handshake)?;
+                self.mine
+                    .check_peer(&theirs)
+                    .map_err(ConnError::Handshake)?;
+                if theirs.rank >= me.size {
+                    return Err(ConnError::Refused(format!(
+                        "peer claims rank {} in a job of {}",
+                        theirs.rank, me.size
+                    )));
+                }
+                if dialed.is_some_and(|want| want != theirs.rank) {
+                    return Err(ConnError::Refused(format!(
+                        "dialed rank {} but rank {} answered",
+                        dialed.unwrap_or_default(),
+                        theirs.rank
+                    )));
+                }
+                Proof::compute(me.job_key, &self.mine, &theirs).encode(&mut self.out);
+                self.theirs = Some(theirs);
+            }
+            Some(theirs) => {
+                let proof = Proof::decode(bytes).map_err(HandshakeError::from);
+                proof
+                    .and_then(|p| p.verify(me.job_key, &theirs, &self.mine))
+                    .map_err(ConnError::Handshake)?;
+                self.verified = true;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,285 @@
+//! Framing on a byte stream: packets in (by their 12-byte header), packets
+//! out (gathered from their plan with vectored writes, resumed after a
+//! partial write).
+//!
+//! Hot path: a read takes one `read` system call for as many small packets
+//! as the socket holds and allocates nothing once the buffer has grown to
+//! the largest packet seen; a write builds its `IoSlice`s on the stack and
+//! copies no user byte.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::ops::Range;
+
+use navette_core::memory::{self, Memory};
+use navette_core::{MissingMemory, PacketPlan, Segment};
+use navette_wire::{DecodeError, Limits, PacketHeader};
+
+/// Size of a connection's receive buffer when idle.
+const READ_BUF: usize = 64 << 10;
+/// A buffer grown above this (for a large packet) shrinks back once empty.
+const KEEP_BUF: usize = 4 << 20;
+/// Most segments handed to one vectored write.
+const MAX_SLICES: usize = 64;
+
+/// Cuts the incoming byte stream into packets.
+#[derive(Debug)]
+pub(super) struct FrameReader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl FrameReader {
+    pub(super) fn new() -> Self {
+        Self {
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The next whole packet already buffered, as a range of
+    /// [`Self::bytes`]. Makes room for the packet being received if it
+    /// does not fit. Fails if the header is invalid.
+    pub(super) fn next_frame(
+        &mut self,
+        limits: &Limits,
+    ) -> Result<Option<Range<usize>>, DecodeError> {
+        let have = self.end - self.start;
+        if have < PacketHeader::LEN {
+            self.make_room(PacketHeader::LEN);
+            return Ok(None);
+        }
+        let total = PacketHeader::decode(&self.buf[self.start..self.end], limits)?.total_len();
+        if have >= total {
+            let frame = self.start..self.start + total;
+            self.start += total;
+            return Ok(Some(frame));
+        }
+        self.make_room(total);
+        Ok(None)
+    }
+
+    /// The buffer that [`Self::next_frame`]'s ranges index.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Reads once from `stream`; `Ok(0)` is the end of the stream.
+    pub(super) fn fill(&mut self, stream: &mut impl Read) -> io::Result<usize> {
+        if self.end == self.buf.len() {
+            self.make_room(self.end - self.start + 1);
+        }
+        let n = stream.read(&mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Ensures that a packet of `total` bytes starting at `start` fits.
+    fn make_room(&mut self, total: usize) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            if self.buf.len() > KEEP_BUF && total <= READ_BUF {
+                self.buf = Vec::new();
+            }
+        }
+        if self.buf.len() - self.start >= total && self.buf.len() > self.end {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let want = total.max(READ_BUF);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+    }
+}
+
+/// How far a write went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    /// The whole packet is on the wire.
+    Done,
+    /// The socket is full; retry when it is writable.
+    Blocked,
+}
+
+/// Why a packet could not be written.
+#[derive(Debug)]
+pub(super) enum WriteError {
+    /// The socket failed.
+    Io(io::Error),
+    /// The plan refers to memory that is gone (a cancelled request);
+    /// `started` tells whether bytes of the packet already left.
+    Missing { err: MissingMemory, started: bool },
+}
+
+/// A packet being written: its plan and how many bytes left.
+#[derive(Debug)]
+pub(super) struct OutPacket {
+    plan: PacketPlan,
+    total: usize,
+    sent: usize,
+}
+
+impl OutPacket {
+    pub(super) fn new(plan: PacketPlan) -> Self {
+        let total = plan.len();
+        Self {
+            plan,
+            total,
+            sent: 0,
+        }
+    }
+
+    /// Writes as much of the packet as `stream` takes, straight from the
+    /// plan's buffer and from user memory.
+    pub(super) fn write(
+        &mut self,
+        stream: &mut impl Write,
+        mem: &dyn Memory,
+    ) -> Result<Written, WriteError> {
+        while self.sent < self.total {
+            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+            let count = self.slices(mem, &mut slices)?;
+            match stream.write_vectored(&slices[..count]) {
+                Ok(0) => return Err(WriteError::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Written::Blocked),
+                Err(e) => return Err(WriteError::Io(e)),
+            }
+        }
+        Ok(Written::Done)
+    }
+
+    /// Fills `slices` with the unsent part of the packet; returns how many.
+    fn slices<'m>(
+        &'m self,
+        mem: &'m dyn Memory,
+        slices: &mut [IoSlice<'m>],
+    ) -> Result<usize, WriteError> {
+        let mut skip = self.sent;
+        let mut count = 0;
+        for segment in &self.plan.segments {
+            let bytes = match segment {
+                Segment::Local(range) => &self.plan.bytes[range.clone()],
+                Segment::User(range) => memory::read(mem, *range).ok_or(WriteError::Missing {
+                    err: MissingMemory(*range),
+                    started: self.sent > 0,
+                })?,
+            };
+            if skip >= bytes.len() {
+                skip -= bytes.len();
+                continue;
+            }
+            slices[count] = IoSlice::new(&bytes[skip..]);
+            skip = 0;
+            count += 1;
+            if count == slices.len() {
+                break;
+            }
+        }
+        Ok(count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use navette_core::{MemRef, VecMemory};
+
+    /// A sink that takes at most `step` bytes per call.
+    struct Trickle {
+        out: Vec<u8>,
+        step: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.step);
+            self.out.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn packet(body: &[u8]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        PacketHeader {
+            chunk_count: 1,
+            body_len: body.len() as u32,
+        }
+        .encode(&mut bytes);
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn partial_writes_resume_where_they_stopped() {
+        let mut mem = VecMemory::new();
+        let user: MemRef = mem.insert((0..=255).collect());
+        let plan = PacketPlan {
+            bytes: b"headtail".to_vec(),
+            segments: vec![
+                Segment::Local(0..4),
+                Segment::User(user),
+                Segment::Local(4..8),
+            ],
+        };
+        let mut want = Vec::new();
+        plan.gather(&mem, &mut want).unwrap();
+        for step in [1, 3, 7, 300] {
+            let mut out = OutPacket::new(plan.clone());
+            let mut sink = Trickle {
+                out: Vec::new(),
+                step,
+            };
+            assert_eq!(out.write(&mut sink, &mem).unwrap(), Written::Done);
+            assert_eq!(sink.out, want, "step {step}");
+        }
+    }
+
+    #[test]
+    fn frames_are_cut_whatever_the_read_sizes() {
+        let packets: Vec<Vec<u8>> = [0usize, 1, 100, 70_000, 5]
+            .iter()
+            .map(|&n| packet(&vec![n as u8; n]))
+            .collect();
+        let stream: Vec<u8> = packets.concat();
+        for step in [1, 13, 4096, 1 << 20] {
+            let mut reader = FrameReader::new();
+            let mut src = stream.chunks(step);
+            let mut got = Vec::new();
+            loop {
+                while let Some(range) = reader.next_frame(&Limits::default()).unwrap() {
+                    got.push(reader.bytes()[range].to_vec());
+                }
+                let Some(mut piece) = src.next() else { break };
+                while !piece.is_empty() {
+                    let n = reader.fill(&mut piece).unwrap();
+                    assert!(n > 0);
+                    while let Some(range) = reader.next_frame(&Limits::default()).unwrap() {
+                        got.push(reader.bytes()[range].to_vec());
+                    }
+                }
+            }
+            assert_eq!(got, packets, "step {step}");
+        }
+    }
+
+    #[test]
+    fn a_bad_header_is_an_error() {
+        let mut reader = FrameReader::new();
+        let mut bytes: &[u8] = b"XXXXXXXXXXXXXXXX";
+        reader.fill(&mut bytes).unwrap();
+        assert!(reader.next_frame(&Limits::default()).is_err());
+    }
+}

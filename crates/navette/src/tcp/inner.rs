@@ -1,0 +1,568 @@
+//! The driver's I/O state, behind its lock: the poller, the listener, the
+//! connections and, per peer rank, the rail and the packet being written.
+//!
+//! Lock order: this state's lock (the driver's) is taken first, then the
+//! node's state lock through [`NodeCore::port`], for one packet or one
+//! pass at a time. User threads take only the node's lock, so no cycle.
+//!
+//! Per peer, packets of its rail are written on one connection (the first
+//! that completed its handshake) and read from every established one: when
+//! both ranks dial each other at once, each ends up with two connections,
+//! and the engine reorders what arrives by sequence number.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use navette_core::{RailId, Rank};
+use navette_session::{Bootstrap, JOB_KEY_LEN};
+use navette_wire::Limits;
+
+use super::conn::{Conn, ConnError, Identity};
+use super::frame::{OutPacket, WriteError, Written};
+use super::{ADDR_KEY, TcpStats};
+use crate::node::NodeCore;
+
+pub(super) const LISTENER: Token = Token(0);
+pub(super) const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+/// Packets delivered from one connection per round, so one busy peer does
+/// not starve the others.
+const READ_BUDGET: usize = 64;
+
+/// One peer rank as the driver sees it.
+#[derive(Debug)]
+struct PeerSlot {
+    rail: RailId,
+    /// The connection packets are written on.
+    send_conn: Option<Token>,
+    /// Our outgoing connection, until it is established.
+    dialing: Option<Token>,
+    /// The packet being written (or waiting for a connection).
+    out: Option<OutPacket>,
+    /// The rail was closed: nothing more goes to this peer.
+    closed: bool,
+}
+
+/// Everything behind the driver's lock.
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) poll: Poll,
+    events: Events,
+    listener: Option<TcpListener>,
+    listener_ready: bool,
+    conns: HashMap<Token, Conn>,
+    next_token: usize,
+    peers: Vec<Option<PeerSlot>>,
+    bootstrap: Arc<dyn Bootstrap>,
+    rank: Rank,
+    size: u32,
+    job_id: u64,
+    job_key: [u8; JOB_KEY_LEN],
+    limits: Limits,
+    start: Instant,
+    pub(super) eager_connect: bool,
+    pub(super) max_handshakes: usize,
+    /// Set when the session is finalizing: connections closing then are
+    /// expected, not worth a warning.
+    pub(super) finalizing: bool,
+    pub(super) closed: bool,
+    pub(super) stats: TcpStats,
+}
+
+impl Inner {
+    pub(super) fn new(
+        poll: Poll,
+        listener: TcpListener,
+        bootstrap: Arc<dyn Bootstrap>,
+    ) -> io::Result<Self> {
+        let mut listener = listener;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Self {
+            poll,
+            events: Events::with_capacity(256),
+            listener: Some(listener),
+            listener_ready: true,
+            conns: HashMap::new(),
+            next_token: FIRST_CONN,
+            peers: Vec::new(),
+            rank: bootstrap.rank(),
+            size: bootstrap.size(),
+            job_id: bootstrap.job_id(),
+            job_key: *bootstrap.job_key(),
+            bootstrap,
+            limits: Limits::default(),
+            start: Instant::now(),
+            eager_connect: false,
+            max_handshakes: 1024,
+            finalizing: false,
+            closed: false,
+            stats: TcpStats::default(),
+        })
+    }
+
+    /// Declares one rail per peer rank; no socket is opened.
+    pub(super) fn attach(&mut self, node: &NodeCore, caps: navette_core::RailCaps) {
+        self.limits = node.lock().engine.config().limits;
+        let mut port = node.port();
+        self.peers = (0..self.size)
+            .map(|peer| {
+                (peer != self.rank).then(|| PeerSlot {
+                    rail: port.add_rail(peer, caps),
+                    send_conn: None,
+                    dialing: None,
+                    out: None,
+                    closed: false,
+                })
+            })
+            .collect();
+    }
+
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn identity(&self) -> Identity<'_> {
+        Identity {
+            rank: self.rank,
+            size: self.size,
+            job_id: self.job_id,
+            job_key: &self.job_key,
+        }
+    }
+
+    /// Connections established, counting both of a simultaneous pair.
+    pub(super) fn established(&self) -> usize {
+        self.conns.values().filter(|c| c.peer().is_some()).count()
+    }
+
+    /// Polls for readiness (at most `timeout`) and records it.
+    pub(super) fn poll_events(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        for event in &self.events {
+            match event.token() {
+                LISTENER => self.listener_ready = true,
+                WAKER => {}
+                token => {
+                    if let Some(conn) = self.conns.get_mut(&token) {
+                        conn.readable |= event.is_readable() || event.is_read_closed();
+                        conn.writable |= event.is_writable() || event.is_write_closed();
+                        conn.readable |= event.is_error();
+                        conn.writable |= event.is_error();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether recorded readiness leaves work for `progress`.
+    pub(super) fn has_ready_work(&self) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.listener_ready
+            || self
+                .conns
+                .values()
+                .any(|c| c.setup_ready() || (c.peer().is_some() && c.readable) || self.can_write(c))
+    }
+
+    fn can_write(&self, conn: &Conn) -> bool {
+        let Some(peer) = conn.peer() else {
+            return false;
+        };
+        conn.writable && self.slot(peer).is_some_and(|s| s.out.is_some())
+    }
+
+    fn slot(&self, peer: Rank) -> Option<&PeerSlot> {
+        self.peers.get(peer as usize)?.as_ref()
+    }
+
+    fn slot_mut(&mut self, peer: Rank) -> Option<&mut PeerSlot> {
+        self.peers.get_mut(peer as usize)?.as_mut()
+    }
+
+    /// One round of I/O: accept, handshakes, reads, then writes.
+    pub(super) fn progress(&mut self, node: &NodeCore) -> io::Result<bool> {
+        if self.closed {
+            return Ok(false);
+        }
+        self.poll_events(Some(Duration::ZERO))?;
+        let mut any = self.accept()?;
+        any |= self.advance_setups(node);
+        any |= self.read_all(node);
+        any |= self.transmit(node);
+        Ok(any)
+    }
+
+    fn accept(&mut self) -> io::Result<bool> {
+        if !self.listener_ready {
+            return Ok(false);
+        }
+        let mut any = false;
+        loop {
+            let Some(listener) = self.listener.as_ref() else {
+                return Ok(any);
+            };
+            let (stream, addr) = match listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.listener_ready = false;
+                    return Ok(any);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors, aborted connection…: not fatal.
+                    tracing::warn!(rank = self.rank, %e, "tcp: accept failed");
+                    self.listener_ready = false;
+                    return Ok(any);
+                }
+            };
+            any = true;
+            let pending = self.conns.values().filter(|c| c.peer().is_none()).count();
+            if pending >= self.max_handshakes {
+                tracing::warn!(rank = self.rank, %addr, "tcp: too many handshakes, refusing");
+                self.stats.refused += 1;
+                continue;
+            }
+            self.add_accepted(stream, addr);
+        }
+    }
+
+    fn add_accepted(&mut self, stream: TcpStream, addr: SocketAddr) {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
+            return;
+        }
+        match Conn::accepted(stream, &self.identity()) {
+            Ok(conn) => {
+                if let Err(e) = self.insert(conn) {
+                    tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
+                }
+            }
+            Err(e) => tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection"),
+        }
+    }
+
+    fn insert(&mut self, mut conn: Conn) -> io::Result<Token> {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        self.poll.registry().register(
+            &mut conn.stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.conns.insert(token, conn);
+        Ok(token)
+    }
+
+    /// Opens a connection to `peer` (its address from the bootstrap).
+    pub(super) fn dial(&mut self, node: &NodeCore, peer: Rank) {
+        let result = self
+            .peer_addr(peer)
+            .and_then(|addr| TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}")))
+            .and_then(|stream| {
+                self.insert(Conn::dialing(stream, peer))
+                    .map_err(|e| e.to_string())
+            });
+        match result {
+            Ok(token) => {
+                self.stats.dialed += 1;
+                if let Some(slot) = self.slot_mut(peer) {
+                    slot.dialing = Some(token);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(rank = self.rank, peer, "tcp: cannot reach peer: {e}");
+                self.fail_peer(node, peer);
+            }
+        }
+    }
+
+    fn peer_addr(&self, peer: Rank) -> Result<SocketAddr, String> {
+        let raw = self
+            .bootstrap
+            .get(peer, ADDR_KEY)
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8(raw).map_err(|_| format!("{ADDR_KEY} is not UTF-8"))?;
+        text.parse()
+            .map_err(|e| format!("{ADDR_KEY} {text:?} of rank {peer}: {e}"))
+    }
+
+    /// Dials every higher rank (eager connection at start-up).
+    pub(super) fn dial_higher(&mut self, node: &NodeCore) {
+        for peer in self.rank + 1..self.size {
+            self.dial(node, peer);
+        }
+    }
+
+    fn advance_setups(&mut self, node: &NodeCore) -> bool {
+        let ready: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.setup_ready())
+            .map(|(&t, _)| t)
+            .collect();
+        let any = !ready.is_empty();
+        for token in ready {
+            let me = Identity {
+                rank: self.rank,
+                size: self.size,
+                job_id: self.job_id,
+                job_key: &self.job_key,
+            };
+            let conn = self.conns.get_mut(&token).expect("listed above");
+            match conn.advance_setup(&me) {
+                Ok(None) => {}
+                Ok(Some(peer)) => self.on_established(token, peer),
+                Err(e) => self.on_setup_failed(node, token, &e),
+            }
+        }
+        any
+    }
+
+    fn on_established(&mut self, token: Token, peer: Rank) {
+        self.stats.established_total += 1;
+        let Some(slot) = self.slot_mut(peer) else {
+            return;
+        };
+        if slot.dialing == Some(token) {
+            slot.dialing = None;
+        }
+        if slot.send_conn.is_none() && !slot.closed {
+            slot.send_conn = Some(token);
+        }
+        tracing::debug!(rank = self.rank, peer, "tcp: connection established");
+    }
+
+    fn on_setup_failed(&mut self, node: &NodeCore, token: Token, err: &ConnError) {
+        let conn = self
+            .conns
+            .remove(&token)
+            .expect("failing connection exists");
+        match conn.dialed {
+            Some(peer) => {
+                tracing::warn!(rank = self.rank, peer, %err, "tcp: connection to peer failed");
+                self.fail_peer(node, peer);
+            }
+            None => {
+                let addr = conn.stream.peer_addr().ok();
+                tracing::warn!(rank = self.rank, ?addr, %err, "tcp: refused connection");
+                self.stats.refused += 1;
+            }
+        }
+    }
+
+    /// Closes the peer's rail: the engine fails what needs the peer.
+    fn fail_peer(&mut self, node: &NodeCore, peer: Rank) {
+        let Some(slot) = self.slot_mut(peer) else {
+            return;
+        };
+        if slot.closed {
+            return;
+        }
+        slot.closed = true;
+        slot.out = None;
+        slot.send_conn = None;
+        slot.dialing = None;
+        let rail = slot.rail;
+        node.port().close_rail(rail);
+    }
+
+    /// Drops an established connection after an error; its peer's rail
+    /// closes.
+    fn drop_conn(&mut self, node: &NodeCore, token: Token, err: &ConnError) {
+        let Some(conn) = self.conns.remove(&token) else {
+            return;
+        };
+        let Some(peer) = conn.peer() else {
+            return;
+        };
+        if self.finalizing || matches!(err, ConnError::Eof) {
+            tracing::debug!(rank = self.rank, peer, %err, "tcp: connection closed");
+        } else {
+            tracing::warn!(rank = self.rank, peer, %err, "tcp: closing connection");
+        }
+        self.fail_peer(node, peer);
+    }
+
+    fn read_all(&mut self, node: &NodeCore) -> bool {
+        let ready: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.readable && c.peer().is_some())
+            .map(|(&t, _)| t)
+            .collect();
+        let mut any = false;
+        for token in ready {
+            match self.read_conn(node, token) {
+                Ok(n) => any |= n > 0,
+                Err(e) => {
+                    any = true;
+                    self.drop_conn(node, token, &e);
+                }
+            }
+        }
+        any
+    }
+
+    /// Reads packets from one connection and feeds them to the engine.
+    fn read_conn(&mut self, node: &NodeCore, token: Token) -> Result<usize, ConnError> {
+        let now = self.now();
+        let limits = self.limits;
+        let conn = self.conns.get_mut(&token).expect("listed by read_all");
+        let peer = conn.peer().expect("listed by read_all");
+        let rail = match self.peers.get(peer as usize) {
+            Some(Some(slot)) => slot.rail,
+            _ => return Err(ConnError::Refused(format!("no rail to rank {peer}"))),
+        };
+        let mut delivered = 0;
+        loop {
+            while let Some(frame) = conn
+                .frames
+                .next_frame(&limits)
+                .map_err(|e| ConnError::Refused(format!("bad packet header: {e}")))?
+            {
+                let bytes = &conn.frames.bytes()[frame];
+                node.port()
+                    .handle_packet(now, rail, bytes)
+                    .map_err(|e| ConnError::Refused(e.to_string()))?;
+                delivered += 1;
+                if delivered == READ_BUDGET {
+                    return Ok(delivered);
+                }
+            }
+            match conn.frames.fill(&mut conn.stream) {
+                Ok(0) => return Err(ConnError::Eof),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.readable = false;
+                    return Ok(delivered);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Hands idle rails their next packet and writes what the sockets take.
+    fn transmit(&mut self, node: &NodeCore) -> bool {
+        let mut any = false;
+        // A completed packet frees its rail: look again, a few times.
+        for _ in 0..4 {
+            let polled = node.take_dirty() && self.poll_rails(node);
+            let (wrote, completed) = self.write_all(node);
+            any |= polled || wrote;
+            if !completed {
+                break;
+            }
+        }
+        any
+    }
+
+    /// Asks the engine for a packet on every idle rail; dials peers that
+    /// have one and no connection yet. Returns whether it dialed.
+    fn poll_rails(&mut self, node: &NodeCore) -> bool {
+        let now = self.now();
+        let mut to_dial = Vec::new();
+        {
+            let mut port = node.port();
+            for (peer, slot) in self.peers.iter_mut().enumerate() {
+                let Some(slot) = slot else { continue };
+                if slot.closed || slot.out.is_some() {
+                    continue;
+                }
+                let Some(plan) = port.poll_transmit(now, slot.rail) else {
+                    continue;
+                };
+                slot.out = Some(OutPacket::new(plan));
+                let peer = peer as Rank;
+                // With eager connection, lower ranks dial us.
+                let dials = !self.eager_connect || peer > self.rank;
+                if slot.send_conn.is_none() && slot.dialing.is_none() && dials {
+                    to_dial.push(peer);
+                }
+            }
+        }
+        let any = !to_dial.is_empty();
+        for peer in to_dial {
+            self.dial(node, peer);
+        }
+        any
+    }
+
+    /// Writes pending packets; returns whether bytes left and whether a
+    /// packet completed.
+    fn write_all(&mut self, node: &NodeCore) -> (bool, bool) {
+        let now = self.now();
+        let (mut wrote, mut completed) = (false, false);
+        for peer in 0..self.peers.len() {
+            let Some(Some(slot)) = self.peers.get_mut(peer) else {
+                continue;
+            };
+            let (Some(out), Some(token)) = (slot.out.as_mut(), slot.send_conn) else {
+                continue;
+            };
+            let Some(conn) = self.conns.get_mut(&token).filter(|c| c.writable) else {
+                continue;
+            };
+            let rail = slot.rail;
+            let mut port = node.port();
+            let result = out.write(&mut conn.stream, port.memory());
+            match result {
+                Ok(Written::Done) => {
+                    slot.out = None;
+                    port.handle_send_complete(now, rail);
+                    (wrote, completed) = (true, true);
+                }
+                Ok(Written::Blocked) => {
+                    conn.writable = false;
+                    wrote = true;
+                }
+                Err(WriteError::Missing {
+                    err,
+                    started: false,
+                }) => {
+                    // Only a cancelled request's memory can be missing: the
+                    // packet is dropped and the rail freed.
+                    tracing::warn!(rank = self.rank, peer, %err, "tcp: dropping packet");
+                    slot.out = None;
+                    port.handle_send_complete(now, rail);
+                    completed = true;
+                }
+                Err(WriteError::Missing { err, started: true }) => {
+                    drop(port);
+                    let err = ConnError::Refused(format!("packet cut short: {err}"));
+                    self.drop_conn(node, token, &err);
+                }
+                Err(WriteError::Io(e)) => {
+                    drop(port);
+                    self.drop_conn(node, token, &ConnError::Io(e));
+                }
+            }
+        }
+        (wrote, completed)
+    }
+
+    /// Closes every socket; the driver does nothing afterwards.
+    pub(super) fn close(&mut self) {
+        self.closed = true;
+        self.listener = None;
+        self.conns.clear();
+        for slot in self.peers.iter_mut().flatten() {
+            slot.send_conn = None;
+            slot.dialing = None;
+            slot.out = None;
+        }
+    }
+}

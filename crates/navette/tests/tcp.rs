@@ -1,0 +1,334 @@
+//! Real TCP on loopback: ranks are threads of this process, each owning its
+//! node, found through an in-process bootstrap.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{check, pattern};
+use navette::tcp::TcpDriver;
+use navette::{Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, init_tcp};
+use navette_session::JOB_KEY_LEN;
+use navette_session::local::LocalBootstrap;
+use navette_wire::handshake::{Hello, PROTOCOL_VERSION, Proof};
+
+const JOB_ID: u64 = 0x7c9_0001;
+const JOB_KEY: [u8; JOB_KEY_LEN] = [0x5a; JOB_KEY_LEN];
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig {
+        node: NodeConfig {
+            // A hang guard, not a timing assertion.
+            wait_timeout: Some(Duration::from_secs(300)),
+            ..NodeConfig::default()
+        },
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Runs `f` on `size` ranks, one thread each, between init and finalize;
+/// returns what each rank returned, by rank.
+fn run<R: Send>(
+    size: u32,
+    config: RuntimeConfig,
+    f: impl Fn(&Node, &TcpDriver) -> R + Sync,
+) -> Vec<R> {
+    let ranks = LocalBootstrap::job(size, JOB_ID, JOB_KEY);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|b| {
+                let (f, config) = (&f, config.clone());
+                s.spawn(move || {
+                    let (node, driver) = init_tcp(Arc::new(b), config).expect("init");
+                    let out = f(&node, &driver);
+                    node.finalize().expect("finalize");
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+const SIZES: [usize; 10] = [
+    0,
+    1,
+    100,
+    4096,
+    (32 << 10) - 1,
+    32 << 10,
+    100_000,
+    1 << 20,
+    (1 << 20) + 3,
+    16 << 20,
+];
+
+fn salt(from: u32, to: u32, index: usize) -> u64 {
+    (u64::from(from) * 1000 + u64::from(to)) * 64 + index as u64
+}
+
+/// Every rank sends a message of every size to every other rank at once.
+fn all_to_all(node: &Node, sizes: &[usize]) {
+    let (me, size) = (node.rank(), node.size());
+    for (index, &len) in sizes.iter().enumerate() {
+        let tag = index as u64;
+        let recvs: Vec<_> = (0..size)
+            .filter(|&p| p != me)
+            .map(|p| (p, node.irecv(node.gate(p), tag, vec![0; len])))
+            .collect();
+        let sends: Vec<_> = (0..size)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let data = Bytes::from(pattern(len, salt(me, p, index)));
+                node.isend(node.gate(p), tag, data).unwrap()
+            })
+            .collect();
+        for (p, recv) in recvs {
+            let got = recv.wait().unwrap();
+            assert_eq!((got.status.peer, got.status.len), (p, len));
+            check(&got.data, len, salt(p, me, index));
+        }
+        for send in sends {
+            assert_eq!(send.wait().unwrap().len, len);
+        }
+    }
+}
+
+/// Both ranks have packets for each other at once, so both usually dial:
+/// the pair then talks over two connections, which must work too.
+#[test]
+fn all_to_all_two_ranks() {
+    let counts = run(2, config(), |node, driver| {
+        all_to_all(node, &SIZES);
+        driver.connection_count()
+    });
+    assert!(counts.iter().all(|c| (1..=2).contains(c)), "{counts:?}");
+}
+
+#[test]
+fn all_to_all_four_ranks() {
+    run(4, config(), |node, _| all_to_all(node, &SIZES));
+}
+
+#[test]
+fn eight_ranks_oversubscribed() {
+    run(8, config(), |node, _| {
+        all_to_all(node, &[0, 100, 64 << 10, 1 << 20]);
+    });
+}
+
+#[test]
+fn any_source_receives_take_every_sender_in_order() {
+    const PER_PEER: u32 = 20;
+    run(4, config(), |node, _| {
+        let me = node.rank();
+        if me != 0 {
+            for i in 0..PER_PEER {
+                let len = if i % 5 == 4 { 50_000 } else { 8 + i as usize };
+                let mut data = pattern(len, salt(me, 0, i as usize));
+                data[..4].copy_from_slice(&i.to_le_bytes());
+                node.send(node.gate(0), 9, &data).unwrap();
+            }
+            return;
+        }
+        let mut next = [0u32; 4];
+        for _ in 0..3 * PER_PEER {
+            let mut buf = vec![0u8; 64 << 10];
+            let status = node.recv(RecvFrom::any(), 9u64, &mut buf).unwrap();
+            let from = status.peer;
+            let i = u32::from_le_bytes(buf[..4].try_into().unwrap());
+            assert_eq!(i, next[from as usize], "order from rank {from}");
+            next[from as usize] += 1;
+            let mut want = pattern(status.len, salt(from, 0, i as usize));
+            want[..4].copy_from_slice(&i.to_le_bytes());
+            assert!(buf[..status.len] == want[..], "data of {i} from {from}");
+        }
+        assert_eq!(next, [0, PER_PEER, PER_PEER, PER_PEER]);
+    });
+}
+
+#[test]
+fn madeleine_rpc_reads_the_header_then_receives_the_body_in_place() {
+    const CALLS: u32 = 6;
+    run(2, config(), |node, _| {
+        if node.rank() == 1 {
+            for call in 0..CALLS {
+                let len = [10usize, 300_000, 0, 1 << 20, 33_000, 5][call as usize];
+                let body = pattern(len, u64::from(call));
+                let mut header = [0u8; 8];
+                header[..4].copy_from_slice(&call.to_le_bytes());
+                header[4..].copy_from_slice(&(len as u32).to_le_bytes());
+                let mut msg = node.begin_packing(node.gate(0), 77).unwrap();
+                msg.pack(&header, SendMode::Safer, ReceiveMode::Express)
+                    .unwrap();
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .unwrap();
+                msg.end_packing().unwrap();
+                let mut reply = [0u8; 8];
+                node.recv(node.gate(0), 78u64, &mut reply).unwrap();
+                assert_eq!(u64::from_le_bytes(reply), sum(&body));
+            }
+        } else {
+            for call in 0..CALLS {
+                let mut msg = node.begin_unpacking(RecvFrom::any(), 77u64).unwrap();
+                let mut header = [0u8; 8];
+                msg.unpack_express(&mut header, SendMode::Safer).unwrap();
+                let got_call = u32::from_le_bytes(header[..4].try_into().unwrap());
+                let len = u32::from_le_bytes(header[4..].try_into().unwrap()) as usize;
+                assert_eq!(got_call, call);
+                // Allocated only now that the header told its size.
+                let mut body = vec![0u8; len];
+                msg.unpack_cheaper(&mut body, SendMode::Cheaper).unwrap();
+                let status = msg.end_unpacking().unwrap();
+                assert_eq!((status.peer, status.len), (1, 8 + len));
+                check(&body, len, u64::from(call));
+                node.send(node.gate(1), 78, &sum(&body).to_le_bytes())
+                    .unwrap();
+            }
+        }
+    });
+}
+
+fn sum(data: &[u8]) -> u64 {
+    data.iter().enumerate().fold(0u64, |acc, (i, &b)| {
+        acc.wrapping_mul(31).wrapping_add(u64::from(b) ^ i as u64)
+    })
+}
+
+#[test]
+fn connections_are_opened_only_between_ranks_that_talk() {
+    let counts = run(8, config(), |node, driver| {
+        let mut buf = [0u8; 5];
+        match node.rank() {
+            0 => {
+                node.send(node.gate(1), 1, b"ping!").unwrap();
+                node.recv(node.gate(1), 2u64, &mut buf).unwrap();
+                assert_eq!(&buf, b"pong!");
+            }
+            1 => {
+                node.recv(node.gate(0), 1u64, &mut buf).unwrap();
+                assert_eq!(&buf, b"ping!");
+                node.send(node.gate(0), 2, b"pong!").unwrap();
+            }
+            _ => {}
+        }
+        let stats = driver.stats();
+        (driver.connection_count(), stats.dialed)
+    });
+    let total: usize = counts.iter().map(|c| c.0).sum();
+    assert_eq!(total, 2, "one connection, seen from both ends: {counts:?}");
+    assert_eq!(counts[0], (1, 1));
+    assert_eq!(
+        counts[1],
+        (1, 0),
+        "rank 1 answers on the accepted connection"
+    );
+}
+
+#[test]
+fn eager_connection_opens_one_connection_per_pair() {
+    let mut config = config();
+    config.tcp.eager_connect = true;
+    let counts = run(4, config, |node, driver| {
+        all_to_all(node, &[0, 10, 40_000]);
+        driver.connection_count()
+    });
+    assert_eq!(counts, [3, 3, 3, 3]);
+}
+
+/// A raw client that speaks the handshake with the given job id and key.
+/// Returns once the server has closed the connection.
+fn intruder(addr: SocketAddr, job_id: u64, key: &[u8; JOB_KEY_LEN]) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mine = Hello {
+        version: PROTOCOL_VERSION,
+        job_id,
+        rank: 1,
+        nonce: [3; 16],
+    };
+    let mut out = Vec::new();
+    mine.encode(&mut out);
+    stream.write_all(&out).unwrap();
+    let mut theirs = [0u8; Hello::LEN];
+    if stream.read_exact(&mut theirs).is_ok() {
+        if let Ok(theirs) = Hello::decode(&theirs) {
+            let mut proof = Vec::new();
+            Proof::compute(key, &mine, &theirs).encode(&mut proof);
+            let _ = stream.write_all(&proof);
+        }
+    }
+    // Whatever the server sent (its proof, if it got that far), then the end.
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    assert!(
+        rest.len() <= Proof::LEN,
+        "the server sent packets to an intruder"
+    );
+}
+
+#[test]
+fn peers_without_the_job_key_are_refused_and_the_session_goes_on() {
+    let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (addr_tx, done_rx) = (
+        std::sync::Mutex::new(addr_tx),
+        std::sync::Mutex::new(done_rx),
+    );
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let addr = addr_rx.recv().unwrap();
+            intruder(addr, JOB_ID, &[0x11; JOB_KEY_LEN]); // wrong key
+            intruder(addr, JOB_ID + 1, &JOB_KEY); // wrong job
+            let mut junk = TcpStream::connect(addr).unwrap();
+            let _ = junk.write_all(b"GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxxxx");
+            let _ = junk.read_to_end(&mut Vec::new());
+            done_tx.send(()).unwrap();
+        });
+        run(2, config(), |node, driver| {
+            let mut buf = [0u8; 4];
+            if node.rank() == 0 {
+                addr_tx.lock().unwrap().send(driver.local_addr()).unwrap();
+                node.recv(node.gate(1), 3u64, &mut buf).unwrap();
+                assert_eq!(&buf, b"okay");
+                assert_eq!(driver.stats().refused, 3);
+                node.send(node.gate(1), 4, b"done").unwrap();
+            } else {
+                done_rx.lock().unwrap().recv().unwrap();
+                node.send(node.gate(0), 3, b"okay").unwrap();
+                node.recv(node.gate(0), 4u64, &mut buf).unwrap();
+                assert_eq!(&buf, b"done");
+            }
+            assert_eq!(driver.connection_count(), 1);
+        });
+    });
+}
+
+#[test]
+fn finalize_flushes_sends_nobody_waited_for() {
+    const COUNT: usize = 100;
+    let len = |i: usize| if i % 10 == 9 { 100_000 + i } else { i * 37 };
+    run(2, config(), |node, _| {
+        if node.rank() == 0 {
+            for i in 0..COUNT {
+                let data = Bytes::from(pattern(len(i), i as u64));
+                // Dropped at once: detached, never waited for.
+                drop(node.isend(node.gate(1), 5, data).unwrap());
+            }
+            return;
+        }
+        // Let rank 0 reach finalize first, with everything in flight.
+        std::thread::sleep(Duration::from_millis(50));
+        for i in 0..COUNT {
+            let mut buf = vec![0u8; len(i)];
+            let status = node.recv(node.gate(0), 5u64, &mut buf).unwrap();
+            assert_eq!(status.len, len(i));
+            check(&buf, len(i), i as u64);
+        }
+    });
+}

@@ -46,9 +46,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
 pub enum Command {
-    /// Ping-pong and RPC messages between 2 ranks over the simulated network,
-    /// timed in virtual time (no real network), every byte verified.
+    /// Ping-pong and RPC-shaped messages between 2 ranks started by the
+    /// embedded launcher, over tcp, beside raw TCP; with `--sim`, over the
+    /// simulated network in virtual time. Every byte is verified.
     Demo(DemoArgs),
+    /// Benchmarks as rank programs (alone, starts its own 2 ranks).
+    Bench(bench::command::BenchArgs),
     /// Start N ranks of a program on this host, serve them the bootstrap,
     /// forward their output, and exit with the job's code.
     Run(run::RunArgs),
@@ -63,6 +66,11 @@ pub enum Command {
 /// Arguments of `navette demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
+    /// Run over the simulated network, in virtual time, in one process
+    /// (`--seed`, `--latency-us`, `--bandwidth-gbps` and `--json` apply to
+    /// this mode only).
+    #[arg(long)]
+    pub sim: bool,
     /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
     #[arg(long, default_value = demo::DEFAULT_SIZES)]
     pub sizes: sizes::SizeList,
@@ -118,16 +126,31 @@ pub enum CliError {
     /// Writing to the output failed.
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
+    /// A benchmark failed.
+    #[error(transparent)]
+    Bench(#[from] bench::BenchError),
 }
 
 /// Runs `cli`, writing what it prints to `out`.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
-        Command::Demo(args) => run_demo(args, out),
+        Command::Demo(args) if args.sim => run_demo(args, out),
+        Command::Demo(args) => {
+            exit_with(bench::command::demo(&args.sizes.0, args.iterations, out)?)
+        }
+        Command::Bench(args) => exit_with(bench::command::run(&args, out)?),
         Command::Run(args) => run::run(args),
         Command::Info {
             topic: InfoTopic::Config,
         } => Ok(out.write_all(info::config_table().as_bytes())?),
+    }
+}
+
+/// Ends the process with a self-launched job's exit code, unless it is 0.
+fn exit_with(code: Option<i32>) -> Result<(), CliError> {
+    match code {
+        Some(code) if code != 0 => std::process::exit(code),
+        _ => Ok(()),
     }
 }
 

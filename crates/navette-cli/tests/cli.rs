@@ -137,7 +137,15 @@ fn bad_flags_are_errors() {
         Err(DemoError::NoIterations)
     ));
     assert!(config(1.0, 0.0, None).is_ok(), "0 GB/s is an infinite link");
-    let cli = Cli::parse_from(["navette", "demo", "--sizes", "8", "--latency-us", "-3"]);
+    let cli = Cli::parse_from([
+        "navette",
+        "demo",
+        "--sim",
+        "--sizes",
+        "8",
+        "--latency-us",
+        "-3",
+    ]);
     assert!(matches!(
         navette_cli::run(cli, &mut Vec::new()),
         Err(CliError::Demo(DemoError::BadLatency(_)))
@@ -179,6 +187,7 @@ fn binary_runs_the_demo() {
     let json_arg = json.to_str().expect("a UTF-8 path");
     let out = navette_bin(&[
         "demo",
+        "--sim",
         "--sizes",
         "8,64K",
         "--iterations",
@@ -203,4 +212,71 @@ fn binary_refuses_bad_sizes() {
     let out = navette_bin(&["demo", "--sizes", "8,abc"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"abc\" is not a size"));
+}
+
+#[test]
+fn binary_runs_the_demo_on_two_launched_ranks() {
+    let out = navette_bin(&["demo", "--sizes", "0,8,100K", "--iterations", "5"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("navette bench pingpong over tcp"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("navette bench rpc over tcp"), "{stdout}");
+    assert!(stdout.contains("verified byte for byte"), "{stdout}");
+}
+
+#[test]
+fn binary_runs_a_benchmark_with_its_baseline() {
+    let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-bench.json");
+    let json_arg = json.to_str().expect("a UTF-8 path");
+    for pattern in ["pingpong", "stream", "rpc"] {
+        let out = navette_bin(&[
+            "bench",
+            pattern,
+            "--sizes",
+            "1,64K",
+            "--iterations",
+            "4",
+            "--window",
+            "4",
+            "--baseline",
+            "raw-tcp",
+            "--json",
+            json_arg,
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file"))
+                .expect("JSON");
+        let runs = doc["runs"].as_array().expect("runs");
+        assert_eq!(runs.len(), 4, "{doc}");
+        assert_eq!(runs[0]["pattern"], pattern);
+        assert_eq!(runs[0]["transport"], "tcp");
+        assert_eq!(runs[1]["impl"], "raw-tcp");
+    }
+}
+
+#[test]
+fn bench_refuses_drivers_it_does_not_have() {
+    for (driver, says) in [("shm", "not available yet"), ("sim", "navette demo --sim")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_navette"))
+            .args(["bench", "pingpong", "--sizes", "8"])
+            .env("NAVETTE_DRIVER", driver)
+            .output()
+            .expect("the binary starts");
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
 }

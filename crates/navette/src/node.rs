@@ -324,7 +324,11 @@ impl Node {
         mut check: impl FnMut(&mut State) -> Option<R>,
     ) -> Result<R> {
         let mut idle: u32 = 0;
-        let mut last_progress = Instant::now();
+        // Clock reads cost on some machines: the stall clock starts at the
+        // first idle check after progress, and is read every CLOCK_EVERY
+        // idle rounds only (each blocking round lasts up to `block_for`).
+        const CLOCK_EVERY: u32 = 64;
+        let mut idle_since: Option<Instant> = None;
         let mut next_report = self.core.config.report_after;
         loop {
             {
@@ -336,13 +340,16 @@ impl Node {
             }
             if self.progress()? {
                 idle = 0;
-                last_progress = Instant::now();
+                idle_since = None;
                 next_report = self.core.config.report_after;
                 continue;
             }
             idle = idle.saturating_add(1);
             self.back_off(idle)?;
-            let waited = last_progress.elapsed();
+            if idle % CLOCK_EVERY != 0 && idle <= self.blocking_after() {
+                continue;
+            }
+            let waited = idle_since.get_or_insert_with(Instant::now).elapsed();
             if waited >= next_report {
                 next_report += self.core.config.report_after;
                 tracing::warn!(
@@ -362,13 +369,18 @@ impl Node {
         }
     }
 
+    /// Idle rounds after which waiting blocks in the driver.
+    fn blocking_after(&self) -> u32 {
+        self.core.config.spin_rounds + self.core.config.yield_rounds
+    }
+
     /// Spins, then yields, then blocks in the driver: oversubscribed runs
     /// must not burn a core another rank needs.
     fn back_off(&self, idle: u32) -> Result<()> {
         let config = &self.core.config;
         if idle <= config.spin_rounds {
             std::hint::spin_loop();
-        } else if idle <= config.spin_rounds + config.yield_rounds {
+        } else if idle <= self.blocking_after() {
             std::thread::yield_now();
         } else {
             self.core.driver.wait(&self.core, config.block_for)?;

@@ -5,7 +5,9 @@
 //! size is also measured over plain TCP sockets between the same two ranks,
 //! right after the Navette figure, and the table shows the ratio.
 
+pub mod command;
 pub mod raw_tcp;
+mod rpc;
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,8 @@ pub enum Pattern {
     Pingpong,
     /// Windowed streaming bandwidth.
     Stream,
+    /// RPC-shaped Madeleine messages (header EXPRESS, body CHEAPER), both ways.
+    Rpc,
 }
 
 impl Pattern {
@@ -42,6 +46,7 @@ impl Pattern {
         match self {
             Self::Pingpong => "pingpong",
             Self::Stream => "stream",
+            Self::Rpc => "rpc",
         }
     }
 }
@@ -173,10 +178,12 @@ pub fn run_rank(
         let navette = match config.pattern {
             Pattern::Pingpong => navette_pingpong(node, role, size, iterations)?,
             Pattern::Stream => navette_stream(node, role, size, iterations, config.window)?,
+            Pattern::Rpc => rpc::navette_rpc(node, role, size, iterations)?,
         };
         let baseline = match raw.as_mut() {
             Some(raw) => Some(match config.pattern {
-                Pattern::Pingpong => raw_pingpong(raw, role, size, iterations)?,
+                // The raw baseline of an RPC is the same bytes as a ping-pong.
+                Pattern::Pingpong | Pattern::Rpc => raw_pingpong(raw, role, size, iterations)?,
                 Pattern::Stream => raw_stream(raw, role, size, iterations, config.window)?,
             }),
             None => None,

@@ -1,0 +1,177 @@
+//! `navette bench PATTERN [options]`: run as a rank program under a
+//! launcher (`navette run -n 2 -- navette bench pingpong`), or alone, in
+//! which case it starts its own two ranks with the embedded launcher.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use navette::{RuntimeConfig, init_with};
+use navette_session::{Bootstrap, env};
+
+use super::{Baseline, BenchConfig, BenchError, Pattern, run_rank, runs, table_header, table_row};
+use crate::json::BenchDocument;
+use crate::sizes::SizeList;
+
+/// Environment variable that forces the driver: `tcp`, `shm` or `sim`.
+pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
+
+/// Default sizes of `navette bench`: 1 B to 16 MiB.
+pub const DEFAULT_SIZES: &str = "1,8,64,512,4K,32K,256K,1M,4M,16M";
+
+/// Arguments of `navette bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub pattern: Pattern,
+    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
+    #[arg(long, default_value = DEFAULT_SIZES)]
+    pub sizes: SizeList,
+    /// Timed iterations per size [default: more for small sizes].
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Messages in flight per iteration of `stream`.
+    #[arg(long, default_value_t = 64)]
+    pub window: usize,
+    /// Also measure this baseline between the same ranks, in the same run.
+    #[arg(long, value_enum)]
+    pub baseline: Option<Baseline>,
+    /// Write the results as a benchmark output JSON document (rank 0).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs `navette bench`; the exit code when it launched its own ranks.
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchError> {
+    if std::env::var_os(env::BOOTSTRAP).is_none() {
+        return Ok(Some(self_launch()?));
+    }
+    let transport = match std::env::var(DRIVER_VAR).as_deref() {
+        Err(_) | Ok("") | Ok("auto") | Ok("tcp") => "tcp",
+        Ok("shm") => {
+            return Err(BenchError::Setup(
+                "NAVETTE_DRIVER=shm: the shared-memory driver is not available yet".into(),
+            ));
+        }
+        Ok("sim") => {
+            return Err(BenchError::Setup(
+                "NAVETTE_DRIVER=sim: the simulated network runs inside one process; \
+                 use `navette demo --sim`"
+                    .into(),
+            ));
+        }
+        Ok(other) => {
+            return Err(BenchError::Setup(format!(
+                "NAVETTE_DRIVER={other}: unknown driver (tcp, shm, sim)"
+            )));
+        }
+    };
+    let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
+    if bootstrap.size() < 2 {
+        return Err(BenchError::Setup("navette bench needs 2 ranks".into()));
+    }
+    let node = init_with(Arc::clone(&bootstrap), RuntimeConfig::default())?;
+    let config = BenchConfig {
+        pattern: args.pattern,
+        sizes: args.sizes.0.clone(),
+        iterations: args.iterations,
+        window: args.window.max(1),
+        baseline: args.baseline,
+        transport: transport.to_owned(),
+    };
+    let rank = node.rank();
+    if rank == 0 {
+        out.write_all(table_header(&config).as_bytes())?;
+        out.flush()?;
+    }
+    let progress = progress_bar(rank, config.sizes.len());
+    let mut write_error = None;
+    let figures = run_rank(&node, bootstrap.as_ref(), &config, |f| {
+        progress.inc(1);
+        let line = format!("{}\n", table_row(f));
+        if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+            write_error.get_or_insert(e);
+        }
+    })?;
+    progress.finish_and_clear();
+    node.finalize()?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    if let (0, Some(path)) = (rank, &args.json) {
+        BenchDocument::new(runs(&config, &figures)).write(path)?;
+        writeln!(out, "Wrote {}", path.display())?;
+    }
+    Ok(None)
+}
+
+/// `navette demo`: on two ranks of the embedded launcher, over tcp, a
+/// ping-pong and an RPC-shaped message, each beside raw TCP between the
+/// same ranks; rank 0 prints the tables.
+pub fn demo(
+    sizes: &[usize],
+    iterations: Option<u32>,
+    out: &mut dyn Write,
+) -> Result<Option<i32>, BenchError> {
+    if std::env::var_os(env::BOOTSTRAP).is_none() {
+        return Ok(Some(self_launch()?));
+    }
+    let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
+    let node = init_with(Arc::clone(&bootstrap), RuntimeConfig::default())?;
+    let rank = node.rank();
+    for pattern in [Pattern::Pingpong, Pattern::Rpc] {
+        let config = BenchConfig {
+            pattern,
+            sizes: sizes.to_vec(),
+            iterations,
+            window: 1,
+            baseline: Some(Baseline::RawTcp),
+            transport: "tcp".into(),
+        };
+        if rank == 0 {
+            writeln!(out)?;
+            out.write_all(table_header(&config).as_bytes())?;
+        }
+        let figures = run_rank(&node, bootstrap.as_ref(), &config, |_| {})?;
+        for f in &figures {
+            writeln!(out, "{}", table_row(f))?;
+        }
+    }
+    if rank == 0 {
+        writeln!(out, "\nEvery message was verified byte for byte.")?;
+    }
+    node.finalize()?;
+    Ok(None)
+}
+
+/// A bar on rank 0's standard error, drawn only when it is a terminal.
+fn progress_bar(rank: u32, sizes: usize) -> indicatif::ProgressBar {
+    if rank != 0 {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(sizes as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} sizes, {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Starts two ranks of this very command with the embedded launcher and
+/// returns the job's exit code.
+fn self_launch() -> Result<i32, BenchError> {
+    let program = std::env::current_exe()
+        .map_err(|e| BenchError::Setup(format!("cannot find the navette executable: {e}")))?;
+    let mut command: Vec<OsString> = vec![program.into_os_string()];
+    command.extend(std::env::args_os().skip(1));
+    let args = crate::run::RunArgs {
+        ranks: 2,
+        no_prefix: true,
+        no_fail_fast: false,
+        timeout: None,
+        command,
+    };
+    Ok(crate::run::launch(&args))
+}

@@ -17,7 +17,7 @@ use crate::tcp::{TcpConfig, TcpDriver};
 use crate::{Node, NodeConfig, Result};
 
 /// Settings of a session's node. Every field has a default.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RuntimeConfig {
     /// Waiting and progress.
     pub node: NodeConfig,
@@ -25,6 +25,35 @@ pub struct RuntimeConfig {
     pub engine: EngineConfig,
     /// The tcp driver.
     pub tcp: TcpConfig,
+    /// Print warnings (stalls, refused connections) on standard error
+    /// unless the program installed a `tracing` subscriber of its own; the
+    /// level comes from `NAVETTE_LOG` (default `warn`).
+    pub log_to_stderr: bool,
+    /// Print the node's report on standard error on SIGUSR1.
+    pub report_on_sigusr1: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            node: NodeConfig::default(),
+            engine: EngineConfig::default(),
+            tcp: TcpConfig::default(),
+            log_to_stderr: true,
+            report_on_sigusr1: true,
+        }
+    }
+}
+
+/// Sends `tracing` events to standard error, filtered by `NAVETTE_LOG`,
+/// unless a subscriber is already installed.
+fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NAVETTE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Joins the session this process was started in: under `navette run`,
@@ -48,6 +77,9 @@ pub fn init_tcp(
     bootstrap: Arc<dyn Bootstrap>,
     config: RuntimeConfig,
 ) -> Result<(Node, Arc<TcpDriver>)> {
+    if config.log_to_stderr {
+        log_to_stderr();
+    }
     let driver = TcpDriver::bind(Arc::clone(&bootstrap), &config.tcp)?;
     let node = Node::new(
         bootstrap.rank(),
@@ -57,6 +89,9 @@ pub fn init_tcp(
         driver.clone(),
     );
     driver.attach(node.core());
+    if config.report_on_sigusr1 {
+        crate::diagnostics::report_on_sigusr1(&node)?;
+    }
     bootstrap.fence()?;
     driver.connect_eagerly(node.core());
     Ok((node, driver))

@@ -123,6 +123,16 @@ impl TagMatch {
     }
 }
 
+impl fmt::Display for TagMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.mask {
+            0 => write!(f, "any tag"),
+            u64::MAX => write!(f, "tag {}", self.tag),
+            mask => write!(f, "tag {:#x} under mask {mask:#x}", self.tag & mask),
+        }
+    }
+}
+
 impl From<u64> for TagMatch {
     fn from(tag: u64) -> Self {
         Self::exact(tag)

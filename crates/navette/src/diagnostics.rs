@@ -17,7 +17,8 @@ static WATCHED: Mutex<Vec<Weak<NodeCore>>> = Mutex::new(Vec::new());
 static LISTENER: OnceLock<std::result::Result<(), String>> = OnceLock::new();
 
 /// Prints `node`'s report on standard error whenever the process receives
-/// SIGUSR1, for as long as the node lives.
+/// SIGUSR1, for as long as the node lives. Calling it again for the same
+/// node changes nothing.
 pub fn report_on_sigusr1(node: &Node) -> Result<()> {
     let started = LISTENER.get_or_init(|| {
         let mut signals = Signals::new([SIGUSR1]).map_err(|e| e.to_string())?;
@@ -39,7 +40,10 @@ pub fn report_on_sigusr1(node: &Node) -> Result<()> {
     }
     let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
     watched.retain(|n| n.strong_count() > 0);
-    watched.push(std::sync::Arc::downgrade(node.core()));
+    let core = std::sync::Arc::downgrade(node.core());
+    if !watched.iter().any(|n| n.ptr_eq(&core)) {
+        watched.push(core);
+    }
     Ok(())
 }
 

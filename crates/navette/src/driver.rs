@@ -35,6 +35,12 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// Wakes threads blocked in [`Driver::wait`]: work was submitted.
     fn wake(&self) {}
 
+    /// The driver's clock, the time it gives the engine, if it has one
+    /// apart from events (reports read it so that ages grow during a stall).
+    fn now(&self) -> Option<Duration> {
+        None
+    }
+
     /// Ends the session for `node`, once every send it accepted has
     /// completed: typically waits for the other ranks (while still serving
     /// them), then closes connections. The default does nothing.

@@ -220,7 +220,12 @@ impl NodeCore {
 
     /// See [`Node::report`].
     pub fn report(&self) -> navette_core::Report {
-        self.state.lock().engine.report()
+        let now = self.driver.now();
+        let mut state = self.state.lock();
+        if let Some(now) = now {
+            state.engine.handle_tick(now);
+        }
+        state.engine.report()
     }
 }
 

@@ -231,8 +231,8 @@ impl fmt::Display for PendingState {
             Self::AwaitingClearToSend => write!(f, "rendezvous: waiting for clear-to-send"),
             Self::Sending { sent } => write!(f, "rendezvous: {sent} bytes sent"),
             Self::AwaitingMatch { source, tag } => match source {
-                Some(r) => write!(f, "waiting for a message from rank {r}, tag {tag:?}"),
-                None => write!(f, "waiting for a message from any rank, tag {tag:?}"),
+                Some(r) => write!(f, "waiting for a message from rank {r}, {tag}"),
+                None => write!(f, "waiting for a message from any rank, {tag}"),
             },
             Self::Unpacking {
                 posted,

@@ -87,6 +87,8 @@ pub(super) struct Conn {
     pub(super) readable: bool,
     pub(super) writable: bool,
     pub(super) frames: FrameReader,
+    /// When the connection was opened (handshakes have a deadline).
+    pub(super) opened: std::time::Instant,
 }
 
 impl Conn {
@@ -109,6 +111,7 @@ impl Conn {
             readable: true,
             writable: true,
             frames: FrameReader::new(),
+            opened: std::time::Instant::now(),
         }
     }
 

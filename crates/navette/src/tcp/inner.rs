@@ -73,9 +73,10 @@ pub(super) struct Inner {
     job_id: u64,
     job_key: [u8; JOB_KEY_LEN],
     limits: Limits,
-    start: Instant,
+    pub(super) start: Instant,
     pub(super) eager_connect: bool,
     pub(super) max_handshakes: usize,
+    pub(super) handshake_timeout: Duration,
     /// Set when the session is finalizing: connections closing then are
     /// expected, not worth a warning.
     pub(super) finalizing: bool,
@@ -113,6 +114,7 @@ impl Inner {
             start: Instant::now(),
             eager_connect: false,
             max_handshakes: 1024,
+            handshake_timeout: Duration::from_secs(10),
             finalizing: false,
             closed: false,
             stats: TcpStats::default(),
@@ -215,6 +217,7 @@ impl Inner {
         self.rounds = self.rounds.wrapping_add(1);
         if !self.reads_directly() || self.rounds % EPOLL_EVERY == 0 || self.awaits_readiness() {
             self.poll_events(Some(Duration::ZERO))?;
+            self.expire_handshakes(node);
         }
         let mut any = self.accept()?;
         any |= self.advance_setups(node);
@@ -383,6 +386,21 @@ impl Inner {
             slot.send_conn = Some(token);
         }
         tracing::debug!(rank = self.rank, peer, "tcp: connection established");
+    }
+
+    /// Drops connections whose handshake outlived its deadline.
+    fn expire_handshakes(&mut self, node: &NodeCore) {
+        let limit = self.handshake_timeout;
+        let expired: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.peer().is_none() && c.opened.elapsed() > limit)
+            .map(|(&t, _)| t)
+            .collect();
+        for token in expired {
+            let err = ConnError::Refused(format!("no handshake within {limit:?}"));
+            self.on_setup_failed(node, token, &err);
+        }
     }
 
     fn on_setup_failed(&mut self, node: &NodeCore, token: Token, err: &ConnError) {

@@ -62,6 +62,9 @@ pub struct TcpConfig {
     /// Most connections allowed in their handshake at once; more are
     /// refused.
     pub max_handshakes: usize,
+    /// A connection that has not completed its handshake after this long
+    /// is dropped (so silent connections cannot hold every handshake slot).
+    pub handshake_timeout: Duration,
 }
 
 impl Default for TcpConfig {
@@ -77,6 +80,7 @@ impl Default for TcpConfig {
                 bandwidth: 2_000_000_000,
             },
             max_handshakes: 1024,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -105,6 +109,8 @@ pub struct TcpDriver {
     bootstrap: Arc<dyn Bootstrap>,
     local_addr: SocketAddr,
     caps: RailCaps,
+    /// The origin of the time given to the engine (shared with `Inner`).
+    start: std::time::Instant,
 }
 
 fn io_error(what: &str, err: std::io::Error) -> Error {
@@ -129,6 +135,8 @@ impl TcpDriver {
             .map_err(|e| io_error("epoll registration", e))?;
         inner.eager_connect = config.eager_connect;
         inner.max_handshakes = config.max_handshakes;
+        inner.handshake_timeout = config.handshake_timeout;
+        let start = inner.start;
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
             waker,
@@ -136,6 +144,7 @@ impl TcpDriver {
             bootstrap,
             local_addr,
             caps: config.caps,
+            start,
         }))
     }
 
@@ -208,6 +217,10 @@ impl Driver for TcpDriver {
             return Ok(false);
         };
         inner.progress(node).map_err(|e| io_error("poll", e))
+    }
+
+    fn now(&self) -> Option<Duration> {
+        Some(self.start.elapsed())
     }
 
     fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {

@@ -1,0 +1,299 @@
+//! Real jobs: `navette run` starting the rank programs of `examples/` —
+//! checked exchanges over tcp, a refused intruder, fail-fast, and the
+//! SIGUSR1 report of a stalled rank.
+//!
+//! The rank programs are examples of this package: `cargo test -p
+//! navette-cli` builds them (into `target/<profile>/examples/`, next to the
+//! `navette` binary), but `cargo test --test launch` alone does not. A
+//! missing or outdated example fails the test and says how to build it.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// Every job gets this many seconds before `navette run` ends it: a safety
+/// net so that a hang fails the test instead of blocking it, never a
+/// measurement.
+const JOB_TIMEOUT: &str = "60";
+
+/// The path of the example `name`, built by cargo beside `navette`.
+fn example(name: &str) -> PathBuf {
+    let navette = PathBuf::from(env!("CARGO_BIN_EXE_navette"));
+    let dir = navette
+        .parent()
+        .expect("the navette binary lives in a directory")
+        .join("examples");
+    let path = dir.join(name);
+    let build = "build the examples: `cargo test -p navette-cli` (without --test) \
+                 or `cargo build -p navette-cli --examples`";
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("example {} is missing ({e}): {build}", path.display()));
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.rs"));
+    if let Ok(written) = std::fs::metadata(&source).and_then(|m| m.modified()) {
+        assert!(
+            written <= built,
+            "example {} is older than {}: {build}",
+            path.display(),
+            source.display()
+        );
+    }
+    path
+}
+
+/// `navette run -n <ranks> --timeout … -- <example> <args>`, to the end.
+fn run_example(ranks: u32, name: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_navette"))
+        .args([
+            "run",
+            "-n",
+            &ranks.to_string(),
+            "--timeout",
+            JOB_TIMEOUT,
+            "--",
+        ])
+        .arg(example(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("navette runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the job succeeded, showing everything it printed if not.
+fn assert_success(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "job failed\n--- stdout\n{}--- stderr\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// The lines of `stdout` printed by `rank` (through the launcher's
+/// `[rank] ` prefix) that start with `start`.
+fn rank_lines(stdout: &str, rank: u32, start: &str) -> Vec<String> {
+    let prefix = format!("[{rank}] {start}");
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs `alltoall` and checks that every rank printed its summary.
+fn alltoall(ranks: u32, args: &[&str]) {
+    let out = run_example(ranks, "alltoall", args);
+    assert_success(&out);
+    let stdout = text(&out.stdout);
+    for rank in 0..ranks {
+        let summary = format!("alltoall: rank {rank} of {ranks} ok");
+        assert_eq!(
+            rank_lines(&stdout, rank, &summary).len(),
+            1,
+            "no summary from rank {rank}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn alltoall_2_ranks() {
+    alltoall(2, &[]);
+}
+
+#[test]
+fn alltoall_4_ranks() {
+    alltoall(4, &[]);
+}
+
+#[test]
+fn alltoall_16_ranks_oversubscribed() {
+    alltoall(16, &["--sizes", "0,1,1K,64K,256K"]);
+}
+
+#[test]
+fn alltoall_64_mib_messages() {
+    alltoall(2, &["--sizes", "64M", "--large"]);
+}
+
+#[test]
+fn alltoall_refuses_large_sizes_without_the_flag() {
+    let out = run_example(2, "alltoall", &["--sizes", "2M"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("--large allows 64M"), "{out:?}");
+}
+
+#[test]
+fn pingpong_2_ranks() {
+    let out = run_example(2, "pingpong", &["--sizes", "0,8,64K", "--iterations", "20"]);
+    assert_success(&out);
+    let stdout = text(&out.stdout);
+    for header in ["pingpong: tagged send/recv", "rpc: header EXPRESS"] {
+        assert_eq!(rank_lines(&stdout, 0, header).len(), 1, "{stdout}");
+    }
+    // Both tables: a row per size, starting with the size.
+    for size in ["0", "8", "64K"] {
+        let rows = stdout
+            .lines()
+            .filter(|l| {
+                l.strip_prefix("[0]")
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .next()
+                    == Some(size)
+            })
+            .count();
+        assert_eq!(rows, 2, "rows for size {size}:\n{stdout}");
+    }
+    assert_eq!(
+        rank_lines(&stdout, 1, "pingpong: rank 1 answered").len(),
+        1,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn pingpong_needs_2_ranks() {
+    let out = run_example(3, "pingpong", &[]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("run with 2 ranks"), "{out:?}");
+}
+
+#[test]
+fn an_intruder_is_refused_and_the_session_goes_on() {
+    let out = run_example(3, "intruder", &[]);
+    assert_success(&out);
+    let stdout = text(&out.stdout);
+    for attempt in ["wrong key", "wrong job id"] {
+        let lines = rank_lines(&stdout, 0, &format!("intruder: rank 0: {attempt}: rank 1"));
+        assert_eq!(lines.len(), 1, "{stdout}");
+        assert!(
+            lines[0].contains("closed the connection") || lines[0].contains("reset"),
+            "{stdout}"
+        );
+    }
+    assert_eq!(
+        rank_lines(&stdout, 1, "intruder: rank 1: refused 2 connections").len(),
+        1,
+        "{stdout}"
+    );
+    for rank in 0..3 {
+        let done = format!("intruder: rank {rank}: ring exchange ok");
+        assert_eq!(rank_lines(&stdout, rank, &done).len(), 1, "{stdout}");
+    }
+    // Rank 1's driver logs each refusal (a warning, on stderr by default).
+    let stderr = without_ansi_escapes(&text(&out.stderr));
+    for why in ["failed to prove the job key", "peer is in job"] {
+        let logged = stderr
+            .lines()
+            .filter(|l| l.starts_with("[1] ") && l.contains("tcp: refused connection"))
+            .filter(|l| l.contains(why))
+            .count();
+        assert_eq!(logged, 1, "refusal ({why}) not logged once:\n{stderr}");
+    }
+}
+
+/// `text` without terminal escape sequences (`ESC [ … letter`): log lines
+/// may be coloured even when they go to a pipe.
+fn without_ansi_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                chars.by_ref().find(char::is_ascii_alphabetic);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether process `pid` is gone (or a zombie about to be reaped).
+fn process_gone(pid: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // `pid (comm) state …`: the comm may hold spaces or parentheses.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
+#[test]
+fn a_failing_rank_ends_the_job_with_its_status() {
+    let out = run_example(4, "fail", &["2"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(stderr.contains("rank 2 exited with status 3"), "{stderr}");
+    let pids: Vec<String> = (0..4)
+        .map(|rank| {
+            let lines = rank_lines(&stdout, rank, &format!("fail: rank {rank} pid "));
+            assert_eq!(lines.len(), 1, "no pid from rank {rank}:\n{stdout}");
+            lines[0].rsplit(' ').next().expect("a pid").to_owned()
+        })
+        .collect();
+    for (rank, pid) in pids.iter().enumerate() {
+        assert!(
+            process_gone(pid),
+            "rank {rank} (pid {pid}) outlived the job"
+        );
+    }
+}
+
+#[test]
+fn sigusr1_prints_what_a_stalled_rank_waits_for() {
+    let mut navette = Command::new(env!("CARGO_BIN_EXE_navette"))
+        .args(["run", "-n", "2", "--timeout", JOB_TIMEOUT, "--"])
+        .arg(example("stall"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("navette runs");
+    // Rank 0 prints its pid once its SIGUSR1 handler is in place.
+    // Both pipes stay open until the job ends: closing one early could
+    // make the launcher's forwarding fail.
+    let mut stdout = BufReader::new(navette.stdout.take().expect("piped"));
+    let mut stderr = BufReader::new(navette.stderr.take().expect("piped"));
+    let mut seen = Vec::new();
+    let pid = (&mut stdout)
+        .lines()
+        .map_while(Result::ok)
+        .inspect(|line| seen.push(line.clone()))
+        .find_map(|line| {
+            let rest = line.strip_prefix("[0] stall: rank 0 pid ")?;
+            Some(rest.split_whitespace().next()?.to_owned())
+        })
+        .unwrap_or_else(|| panic!("rank 0 printed no pid: {seen:?}"));
+    let kill = Command::new("kill")
+        .args(["-USR1", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success(), "kill -USR1 {pid} failed");
+    // The report comes on rank 0's standard error. If it never does, the
+    // job's timeout closes the pipe and the search ends.
+    let mut report = Vec::new();
+    let found = (&mut stderr)
+        .lines()
+        .map_while(Result::ok)
+        .inspect(|line| report.push(line.clone()))
+        .any(|line| line.starts_with("[0] ") && line.contains("waiting for a message from rank 1"));
+    // Ends the job (the launcher ends every rank on SIGTERM).
+    let term = Command::new("kill")
+        .args(["-TERM", &navette.id().to_string()])
+        .status()
+        .expect("kill runs");
+    let status = navette.wait().expect("navette ends");
+    drop((stdout, stderr));
+    assert!(found, "no report on rank 0's stderr: {report:#?}");
+    assert!(term.success());
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(process_gone(&pid), "rank 0 (pid {pid}) outlived the job");
+}

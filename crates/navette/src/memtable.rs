@@ -12,11 +12,11 @@
 //! the node's state lock.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::ptr::NonNull;
 
 use bytes::Bytes;
 use navette_core::{MemHandle, MemRef, Memory};
+use rustc_hash::FxHashMap;
 
 /// What one handle points to.
 #[derive(Debug)]
@@ -34,7 +34,7 @@ enum Region {
 /// Regions by handle.
 #[derive(Debug, Default)]
 pub(crate) struct MemTable {
-    regions: HashMap<MemHandle, Region>,
+    regions: FxHashMap<MemHandle, Region>,
     next: u64,
 }
 

@@ -5,7 +5,6 @@
 //! progress through the driver, outside that lock; drivers take it while
 //! they feed the engine.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +14,7 @@ use navette_core::{
     ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, Status,
 };
 use parking_lot::{Mutex, MutexGuard};
+use rustc_hash::FxHashMap;
 
 use crate::driver::Driver;
 use crate::memtable::MemTable;
@@ -111,7 +111,7 @@ struct Slot {
 pub(crate) struct State {
     pub(crate) engine: Engine,
     pub(crate) mem: MemTable,
-    slots: HashMap<ReqId, Slot>,
+    slots: FxHashMap<ReqId, Slot>,
 }
 
 impl State {
@@ -255,7 +255,7 @@ impl Node {
                 state: Mutex::new(State {
                     engine,
                     mem: MemTable::default(),
-                    slots: HashMap::new(),
+                    slots: FxHashMap::default(),
                 }),
                 driver,
                 dirty: AtomicBool::new(false),

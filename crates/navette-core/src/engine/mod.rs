@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use navette_wire::{Chunk, Packet};
+use rustc_hash::FxHashMap;
 
 use crate::error::{ProtocolError, Violation};
 use crate::plan::SendProgress;
@@ -59,9 +60,13 @@ pub struct Event {
     pub outcome: Result<Status, RequestError>,
 }
 
+// Maps keyed by ids this engine allocates (requests, transfers) use the
+// fast Fx hash; maps keyed by what a peer chooses (message numbers,
+// channels) keep std's randomized SipHash against collision flooding.
+
 /// The keys of `map` whose values satisfy `keep`, sorted: a deterministic
 /// order for acting on a hash map's entries.
-fn sorted_keys<K: Copy + Ord, V>(map: &HashMap<K, V>, keep: impl Fn(&V) -> bool) -> Vec<K> {
+fn sorted_keys<K: Copy + Ord, V, S>(map: &HashMap<K, V, S>, keep: impl Fn(&V) -> bool) -> Vec<K> {
     let mut keys: Vec<K> = map
         .iter()
         .filter(|(_, v)| keep(v))
@@ -85,12 +90,12 @@ pub struct Engine {
     gates: Vec<Gate>,
     gate_index: HashMap<(ChannelId, Rank), GateId>,
     channels: IndexMap<ChannelId, Channel>,
-    recv_msgs: HashMap<ReqId, RecvMsg>,
-    deferred: HashMap<ReqId, recv::DeferredPiece>,
-    rdv_sends: HashMap<u32, RdvSend>,
-    rdv_recvs: HashMap<u32, RdvRecv>,
+    recv_msgs: FxHashMap<ReqId, RecvMsg>,
+    deferred: FxHashMap<ReqId, recv::DeferredPiece>,
+    rdv_sends: FxHashMap<u32, RdvSend>,
+    rdv_recvs: FxHashMap<u32, RdvRecv>,
     buffered: usize,
-    born: HashMap<ReqId, Duration>,
+    born: FxHashMap<ReqId, Duration>,
     next_req: u64,
     next_transfer: u32,
     events: VecDeque<Event>,
@@ -141,12 +146,12 @@ impl Engine {
             gates: Vec::new(),
             gate_index: HashMap::new(),
             channels: IndexMap::new(),
-            recv_msgs: HashMap::new(),
-            deferred: HashMap::new(),
-            rdv_sends: HashMap::new(),
-            rdv_recvs: HashMap::new(),
+            recv_msgs: FxHashMap::default(),
+            deferred: FxHashMap::default(),
+            rdv_sends: FxHashMap::default(),
+            rdv_recvs: FxHashMap::default(),
             buffered: 0,
-            born: HashMap::new(),
+            born: FxHashMap::default(),
             next_req: 1,
             next_transfer: 1,
             events: VecDeque::new(),

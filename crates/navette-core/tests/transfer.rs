@@ -263,3 +263,61 @@ fn unpack_destination_of_wrong_length() {
     assert_eq!(net.read(1, posted.dest), msg[0].data);
     assert_eq!(net.ok(1, end).len, 200);
 }
+
+/// A driver may land rendezvous data itself: the engine names the
+/// destination of each data packet, the driver writes the bytes there, and
+/// the engine counts them — the path of a driver that reads data straight
+/// from its socket into the receive buffer.
+#[test]
+fn rendezvous_data_landed_by_the_driver() {
+    use navette_core::Memory;
+    use navette_wire::{Limits, PacketHeader, RdvDataHeader};
+    let mut net = Net::new(2, 1, caps(64, 1000));
+    let piece = Piece::new(2500, 7);
+    let r = net.recv(
+        1,
+        from(0),
+        TagMatch::exact(3),
+        std::slice::from_ref(&piece),
+        false,
+    );
+    net.send(0, 1, 3, std::slice::from_ref(&piece));
+    let mut landed = 0;
+    for _ in 0..100 {
+        for (rail, bytes) in net.capture(0, 1) {
+            let body = &bytes[PacketHeader::LEN..];
+            let header = PacketHeader::decode(&bytes, &Limits::default()).unwrap();
+            match RdvDataHeader::decode(body, &Limits::default()) {
+                Ok(data) if header.chunk_count == 1 => {
+                    let dest = net.engines[1].rdv_destination(rail, &data).unwrap();
+                    let payload = &body[RdvDataHeader::LEN..];
+                    let region = net.mems[1].get_mut(dest.handle).unwrap();
+                    region[dest.offset..dest.offset + dest.len].copy_from_slice(payload);
+                    net.engines[1]
+                        .handle_rdv_landed(net.now, rail, &data)
+                        .unwrap();
+                    landed += 1;
+                }
+                _ => net.inject(1, rail, &bytes).unwrap(),
+            }
+        }
+        net.deliver();
+    }
+    net.collect();
+    assert_eq!(landed, 3, "2500 bytes in fragments of 1000");
+    net.check_received(1, 0, 3, &r, &[piece]);
+}
+
+#[test]
+fn landing_checks_the_destination() {
+    use navette_wire::RdvDataHeader;
+    let net = Net::new(2, 1, caps(64, 1000));
+    let rail = net.rails_from(0, 1)[0];
+    let header = RdvDataHeader {
+        channel: 0,
+        recv_id: 42,
+        offset: 0,
+        len: 10,
+    };
+    assert!(net.engines[1].rdv_destination(rail, &header).is_err());
+}

@@ -367,6 +367,53 @@ impl RdvDataHeader {
     }
 }
 
+impl RdvDataHeader {
+    /// Decodes the header of a rendezvous data chunk from the first
+    /// [`Self::LEN`] bytes of `bytes` (its data may follow, or not yet be
+    /// read): a driver that reads data straight into its destination learns
+    /// from it where the data goes. Rejects another kind, flags, and
+    /// lengths above `limits`.
+    pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let kind = ChunkKind(r.u8("chunk kind")?);
+        if kind != ChunkKind::RDV_DATA {
+            return Err(DecodeError::InvalidFlags {
+                field: "rendezvous data kind",
+                value: kind.0.into(),
+            });
+        }
+        let flags = r.u8("chunk flags")?;
+        if flags != 0 {
+            return Err(DecodeError::InvalidFlags {
+                field: "rdv data flags",
+                value: flags.into(),
+            });
+        }
+        let channel = r.u16("chunk channel")?;
+        Self::decode_fields(&mut r, channel, limits)
+    }
+
+    fn decode_fields(
+        r: &mut Reader<'_>,
+        channel: u16,
+        limits: &Limits,
+    ) -> Result<Self, DecodeError> {
+        let header = Self {
+            channel,
+            recv_id: r.u32("rdv data recv_id")?,
+            offset: r.u64("rdv data offset")?,
+            len: r.u32("rdv data len")?,
+        };
+        check_len("rdv data offset", header.offset, limits.max_message_len)?;
+        check_len(
+            "rdv data len",
+            header.len.into(),
+            limits.max_fragment_len.into(),
+        )?;
+        Ok(header)
+    }
+}
+
 impl Ack {
     /// Encoded size.
     pub const LEN: usize = 4 + 4;
@@ -502,18 +549,7 @@ impl<'a> Chunk<'a> {
             }
             ChunkKind::RDV_DATA => {
                 no_flags("rdv data flags")?;
-                let header = RdvDataHeader {
-                    channel,
-                    recv_id: r.u32("rdv data recv_id")?,
-                    offset: r.u64("rdv data offset")?,
-                    len: r.u32("rdv data len")?,
-                };
-                check_len("rdv data offset", header.offset, limits.max_message_len)?;
-                check_len(
-                    "rdv data len",
-                    header.len.into(),
-                    limits.max_fragment_len.into(),
-                )?;
+                let header = RdvDataHeader::decode_fields(r, channel, limits)?;
                 let data = r.take(header.len as usize, "rdv data")?;
                 Chunk::RdvData(RdvData { header, data })
             }

@@ -279,6 +279,41 @@ impl Engine {
         }
     }
 
+    /// For a driver that reads rendezvous data straight into its
+    /// destination: given the header of a packet's only chunk, a
+    /// rendezvous data header received on `rail`, the user memory its
+    /// `len` bytes go to. An error means the peer broke the protocol (close
+    /// the rail). The driver then reads the bytes into that range (through
+    /// [`Memory::get_mut`]; a range that no longer resolves was cancelled,
+    /// and its bytes are read and dropped) and calls
+    /// [`Self::handle_rdv_landed`].
+    pub fn rdv_destination(
+        &self,
+        rail: RailId,
+        header: &navette_wire::RdvDataHeader,
+    ) -> Result<crate::MemRef, ProtocolError> {
+        let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) => r.peer,
+            None => return Err(ProtocolError::UnknownRail(rail)),
+        };
+        self.rdv_landing(peer, header)
+            .map_err(|what| ProtocolError::Violation { rail, peer, what })
+    }
+
+    /// Reports that the data of `header` (checked by
+    /// [`Self::rdv_destination`]) has been written to its destination.
+    pub fn handle_rdv_landed(
+        &mut self,
+        now: Duration,
+        rail: RailId,
+        header: &navette_wire::RdvDataHeader,
+    ) -> Result<(), ProtocolError> {
+        self.rdv_destination(rail, header)?;
+        self.handle_tick(now);
+        self.rdv_landed(header);
+        Ok(())
+    }
+
     /// Reports that the packet last returned by [`Self::poll_transmit`] for
     /// `rail` has been sent: its user memory is no longer needed.
     pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {

@@ -145,7 +145,21 @@ impl Engine {
         data: &[u8],
         mem: &mut dyn Memory,
     ) -> Result<(), Violation> {
-        let Some(r) = self.rdv_recvs.get_mut(&header.recv_id) else {
+        let dest = self.rdv_landing(peer, &header)?;
+        // A destination whose owner cancelled no longer resolves: dropped.
+        memory::write(mem, dest, 0, data);
+        self.rdv_landed(&header);
+        Ok(())
+    }
+
+    /// Where the data of `header` goes, after checking that `peer` may send
+    /// it: the transfer exists, is the peer's, and the range fits.
+    pub(super) fn rdv_landing(
+        &self,
+        peer: Rank,
+        header: &RdvDataHeader,
+    ) -> Result<MemRef, Violation> {
+        let Some(r) = self.rdv_recvs.get(&header.recv_id) else {
             return Err(Violation::UnknownDestination(header.recv_id));
         };
         if r.peer != peer || r.channel != header.channel {
@@ -164,10 +178,17 @@ impl Engine {
                 total,
             });
         }
-        // A destination whose owner cancelled no longer resolves: dropped.
-        memory::write(mem, r.dest, header.offset as usize, data);
+        Ok(r.dest.slice(header.offset as usize, len as usize))
+    }
+
+    /// Counts the data of `header` as landed (checked by [`Self::rdv_landing`]).
+    pub(super) fn rdv_landed(&mut self, header: &RdvDataHeader) {
+        let len = u64::from(header.len);
+        let Some(r) = self.rdv_recvs.get_mut(&header.recv_id) else {
+            return;
+        };
         r.received += len;
-        if r.received == total {
+        if r.received == r.dest.len as u64 {
             let r = self
                 .rdv_recvs
                 .remove(&header.recv_id)
@@ -176,6 +197,5 @@ impl Engine {
             self.piece_done(r.key);
             self.check_end(r.key);
         }
-        Ok(())
     }
 }

@@ -332,3 +332,37 @@ fn finalize_flushes_sends_nobody_waited_for() {
         }
     });
 }
+
+#[test]
+fn a_silent_connection_is_dropped_at_its_handshake_deadline() {
+    let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (addr_tx, done_rx) = (
+        std::sync::Mutex::new(addr_tx),
+        std::sync::Mutex::new(done_rx),
+    );
+    let mut quick = config();
+    quick.tcp.handshake_timeout = Duration::from_millis(50);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let addr = addr_rx.recv().unwrap();
+            // Connects, says nothing, and waits for the server to hang up.
+            let mut silent = TcpStream::connect(addr).unwrap();
+            let mut hello = [0u8; Hello::LEN];
+            silent.read_exact(&mut hello).unwrap();
+            assert_eq!(silent.read_to_end(&mut Vec::new()).unwrap(), 0);
+            done_tx.send(()).unwrap();
+        });
+        run(2, quick, |node, driver| {
+            let mut buf = [0u8; 4];
+            if node.rank() == 0 {
+                addr_tx.lock().unwrap().send(driver.local_addr()).unwrap();
+                node.recv(node.gate(1), 3u64, &mut buf).unwrap();
+                assert_eq!(driver.stats().refused, 1);
+            } else {
+                done_rx.lock().unwrap().recv().unwrap();
+                node.send(node.gate(0), 3, b"okay").unwrap();
+            }
+        });
+    });
+}

@@ -110,6 +110,26 @@ impl PacketBuilder {
         }
     }
 
+    /// An empty packet built in the buffers of finished ones (see
+    /// [`PlanPool`]), so that the small-message path does not allocate.
+    pub(crate) fn reusing(mut plan: PacketPlan, mut progress: Vec<SendProgress>) -> Self {
+        plan.bytes.clear();
+        plan.bytes.resize(PacketHeader::LEN, 0);
+        plan.segments.clear();
+        progress.clear();
+        Self {
+            plan,
+            chunk_count: 0,
+            local_start: 0,
+            progress,
+        }
+    }
+
+    /// Gives back the buffers of a packet that ended up empty.
+    pub(crate) fn into_parts(self) -> (PacketPlan, Vec<SendProgress>) {
+        (self.plan, self.progress)
+    }
+
     /// Number of chunks pushed.
     pub fn chunk_count(&self) -> u16 {
         self.chunk_count
@@ -169,13 +189,62 @@ impl PacketBuilder {
     pub(crate) fn finish(mut self) -> (PacketPlan, Vec<SendProgress>) {
         self.flush_local();
         let body_len = self.plan.len() - PacketHeader::LEN;
-        let mut header = Vec::with_capacity(PacketHeader::LEN);
+        // The header is encoded past the end, then moved over its
+        // placeholder: no temporary buffer.
+        let end = self.plan.bytes.len();
         PacketHeader {
             chunk_count: self.chunk_count,
             body_len: u32::try_from(body_len).expect("strategies keep packets below 4 GiB"),
         }
-        .encode(&mut header);
-        self.plan.bytes[..PacketHeader::LEN].copy_from_slice(&header);
+        .encode(&mut self.plan.bytes);
+        self.plan.bytes.copy_within(end.., 0);
+        self.plan.bytes.truncate(end);
         (self.plan, self.progress)
+    }
+}
+
+/// Buffers of packets already sent, kept for the next ones: in the steady
+/// state building a packet allocates nothing. Drivers give plans back with
+/// `Engine::recycle_plan`; the engine keeps what completed packets leave.
+#[derive(Debug, Default)]
+pub(crate) struct PlanPool {
+    plans: Vec<PacketPlan>,
+    progress: Vec<Vec<SendProgress>>,
+}
+
+impl PlanPool {
+    /// Buffers kept of each kind: one packet in flight per rail needs few,
+    /// and a burst of large plans must not stay pinned.
+    const KEEP: usize = 8;
+    /// A plan whose buffers grew above this is not kept.
+    const KEEP_BYTES: usize = 4 << 10;
+
+    /// A builder in recycled buffers when there are some.
+    pub(crate) fn builder(&mut self) -> PacketBuilder {
+        match (self.plans.pop(), self.progress.pop()) {
+            (Some(plan), Some(progress)) => PacketBuilder::reusing(plan, progress),
+            (plan, progress) => {
+                plan.into_iter().for_each(|p| self.put_plan(p));
+                progress.into_iter().for_each(|p| self.put_progress(p));
+                PacketBuilder::new()
+            }
+        }
+    }
+
+    /// Keeps a sent (or unused) plan's buffers.
+    pub(crate) fn put_plan(&mut self, plan: PacketPlan) {
+        if self.plans.len() < Self::KEEP
+            && plan.bytes.capacity() <= Self::KEEP_BYTES
+            && plan.segments.capacity() <= Self::KEEP_BYTES
+        {
+            self.plans.push(plan);
+        }
+    }
+
+    /// Keeps a completed packet's progress list.
+    pub(crate) fn put_progress(&mut self, progress: Vec<SendProgress>) {
+        if self.progress.len() < Self::KEEP && progress.capacity() <= Self::KEEP_BYTES {
+            self.progress.push(progress);
+        }
     }
 }

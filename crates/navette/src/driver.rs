@@ -91,6 +91,11 @@ impl<'a> DriverPort<'a> {
         self.state.engine.poll_transmit(now, rail)
     }
 
+    /// Gives back a plan once its packet is sent, for reuse of its buffers.
+    pub fn recycle_plan(&mut self, plan: PacketPlan) {
+        self.state.engine.recycle_plan(plan);
+    }
+
     /// The rails, in creation order.
     pub fn rails(&self) -> Vec<RailId> {
         self.state.engine.rails().collect()

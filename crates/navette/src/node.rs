@@ -205,6 +205,12 @@ impl NodeCore {
         self.dirty.swap(false, Ordering::AcqRel)
     }
 
+    /// Whether work was submitted since the last [`Self::take_dirty`],
+    /// without clearing the mark.
+    pub(crate) fn has_work(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
     /// The driver that serves this node.
     pub(crate) fn driver(&self) -> &Arc<dyn Driver> {
         &self.driver
@@ -396,6 +402,21 @@ impl Node {
     /// Waits for one request and takes its outcome and buffer.
     pub(crate) fn wait_id(&self, req: ReqId) -> Result<(Result<Status>, Option<Vec<u8>>)> {
         self.wait_until(&|| format!("{req}"), |state| state.take(req))
+    }
+
+    /// Waits for a blocking call's request and takes its outcome, releasing
+    /// the caller memory it borrowed under the same lock (one lock fewer
+    /// on the latency path). If waiting fails, dropping `lent` releases it.
+    pub(crate) fn wait_releasing(&self, req: ReqId, lent: Registration<'_>) -> Result<Status> {
+        let mut lent = Some(lent);
+        let (outcome, _) = self.wait_until(&|| format!("{req}"), |state| {
+            let out = state.take(req)?;
+            if let Some(lent) = lent.take() {
+                lent.release(state);
+            }
+            Some(out)
+        })?;
+        outcome
     }
 
     /// Waits for all of `reqs`; returns their outcomes in order.

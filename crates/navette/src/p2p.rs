@@ -169,9 +169,12 @@ impl Node {
             s.watch(id, None);
             Ok::<_, Error>((id, lent))
         })?;
-        let outcome = self.wait_id(id);
-        self.with_state(|s| lent.release(s));
-        outcome?.0
+        // The send was just submitted and cannot be complete yet: make a
+        // round of progress (which writes it) before the first check,
+        // rather than locking to check first. On error `lent` is dropped,
+        // which releases it.
+        self.progress()?;
+        self.wait_releasing(id, lent)
     }
 
     /// Receives into `dest` and returns once the message is there.
@@ -189,9 +192,7 @@ impl Node {
             s.watch(id, None);
             (id, lent)
         });
-        let outcome = self.wait_id(id);
-        self.with_state(|s| lent.release(s));
-        outcome?.0
+        self.wait_releasing(id, lent)
     }
 
     /// After one round of progress, the first message that a receive from

@@ -90,10 +90,21 @@ impl Engine {
         if first == known {
             return Err(Violation::PieceOutOfPlace { msg, first });
         }
-        if first {
-            self.start_incoming(gate, msg, tag);
-        }
         let last = piece.flags.last();
+        if first {
+            if let Some(key) = self.match_posted(gate, tag) {
+                // The usual case, a receive posted in advance: bind at once.
+                // The gate keeps the message only if more pieces follow, so
+                // a one-piece message costs one map insertion at most.
+                if !last {
+                    let incoming = &mut self.gates[gate.0].incoming;
+                    incoming.insert(msg, Incoming::Matched(key));
+                }
+                self.bind_arrived(key, gate, tag, VecDeque::new());
+                return self.arrive_matched(key, piece, mem);
+            }
+            self.start_unexpected(gate, msg, tag);
+        }
         let g = &self.gates[gate.0];
         if matches!(g.incoming.get(&msg), Some(Incoming::Unmatched { .. })) {
             // Counted before it is kept, so that a refused piece is not kept.
@@ -124,10 +135,23 @@ impl Engine {
         Ok(())
     }
 
-    /// A first piece: bind it to the first matching posted receive, or
-    /// queue it as unexpected.
-    pub(super) fn start_incoming(&mut self, gate: GateId, msg: u32, tag: u64) {
+    /// Removes and returns the first posted receive of `gate`'s channel
+    /// that accepts a message from the gate's peer with `tag`.
+    fn match_posted(&mut self, gate: GateId, tag: u64) -> Option<ReqId> {
         let (channel, peer) = (self.gates[gate.0].channel, self.gates[gate.0].peer);
+        let ch = self.channels.get_mut(&channel)?;
+        let recv_msgs = &self.recv_msgs;
+        let i = ch.posted.iter().position(|k| {
+            let m = &recv_msgs[k];
+            m.source.accepts(peer) && m.tag.matches(tag)
+        })?;
+        ch.posted.remove(i)
+    }
+
+    /// A first piece that no posted receive matched: queue its message as
+    /// unexpected.
+    fn start_unexpected(&mut self, gate: GateId, msg: u32, tag: u64) {
+        let channel = self.gates[gate.0].channel;
         self.gates[gate.0].incoming.insert(
             msg,
             Incoming::Unmatched {
@@ -136,20 +160,7 @@ impl Engine {
                 last_seen: false,
             },
         );
-        self.channel(channel);
-        let recv_msgs = &self.recv_msgs;
-        let ch = self.channels.get_mut(&channel).expect("created above");
-        let found = ch.posted.iter().position(|k| {
-            let m = &recv_msgs[k];
-            m.source.accepts(peer) && m.tag.matches(tag)
-        });
-        match found {
-            Some(i) => {
-                let key = ch.posted.remove(i).expect("position is in range");
-                self.bind(key, gate, msg);
-            }
-            None => ch.unexpected.push_back((gate, msg)),
-        }
+        self.channel(channel).unexpected.push_back((gate, msg));
     }
 
     /// Binds receive `key` to the unmatched message `msg` of `gate`.
@@ -166,7 +177,19 @@ impl Engine {
         if !last_seen {
             g.incoming.insert(msg, Incoming::Matched(key));
         }
-        let peer = g.peer;
+        self.bind_arrived(key, gate, tag, arrived);
+    }
+
+    /// Gives receive `key` the message of `gate` with `tag` and the pieces
+    /// that arrived before the binding; the receive's match completes.
+    fn bind_arrived(
+        &mut self,
+        key: ReqId,
+        gate: GateId,
+        tag: u64,
+        arrived: VecDeque<Piece<Vec<u8>>>,
+    ) {
+        let peer = self.gates[gate.0].peer;
         let m = self
             .recv_msgs
             .get_mut(&key)

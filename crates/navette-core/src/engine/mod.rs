@@ -33,12 +33,12 @@ use navette_wire::{Chunk, Packet};
 use rustc_hash::FxHashMap;
 
 use crate::error::{ProtocolError, Violation};
-use crate::plan::SendProgress;
+use crate::plan::{PlanPool, SendProgress};
 use crate::reorder::ReorderBuffer;
 use crate::strategy::Strategy;
 use crate::{
-    ChannelId, EngineConfig, Memory, PacketBuilder, PacketPlan, Pending, RailCaps, RailId, Rank,
-    ReqId, RequestError, Status, Window,
+    ChannelId, EngineConfig, Memory, PacketPlan, Pending, RailCaps, RailId, Rank, ReqId,
+    RequestError, Status, Window,
 };
 
 pub use piece::PIECE_COST;
@@ -96,6 +96,8 @@ pub struct Engine {
     rdv_recvs: FxHashMap<u32, RdvRecv>,
     buffered: usize,
     born: FxHashMap<ReqId, Duration>,
+    /// Buffers of sent packets, reused by the next ones.
+    pool: PlanPool,
     next_req: u64,
     next_transfer: u32,
     events: VecDeque<Event>,
@@ -152,6 +154,7 @@ impl Engine {
             rdv_recvs: FxHashMap::default(),
             buffered: 0,
             born: FxHashMap::default(),
+            pool: PlanPool::default(),
             next_req: 1,
             next_transfer: 1,
             events: VecDeque::new(),
@@ -318,20 +321,21 @@ impl Engine {
     /// `rail` has been sent: its user memory is no longer needed.
     pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {
         self.handle_tick(now);
-        let Some(progress) = self
+        let Some(mut progress) = self
             .rails
             .get_mut(rail.0 as usize)
             .and_then(|r| r.in_flight.take())
         else {
             return;
         };
-        for item in progress {
+        for item in progress.drain(..) {
             match item {
                 SendProgress::Piece { req, status } => self.complete(req, Ok(status)),
                 SendProgress::Internal => {}
                 SendProgress::RdvBytes { send_id, len } => self.on_rdv_sent(send_id, len),
             }
         }
+        self.pool.put_progress(progress);
     }
 
     /// The next packet for `rail`, if it is idle and a window has work for it.
@@ -344,6 +348,7 @@ impl Engine {
         let (peer, caps) = (r.peer, r.caps);
         let peer_state = self.peers.get_mut(&peer)?;
         let count = peer_state.gates.len();
+        let mut packet = self.pool.builder();
         for step in 0..count {
             let index = (peer_state.next_gate + step) % count;
             let gate_id = peer_state.gates[index];
@@ -351,7 +356,6 @@ impl Engine {
             if gate.window.is_empty() {
                 continue;
             }
-            let mut packet = PacketBuilder::new();
             let channel = self
                 .channels
                 .get_mut(&gate.channel)
@@ -367,7 +371,17 @@ impl Engine {
             self.rails[rail.0 as usize].in_flight = Some(progress);
             return Some(plan);
         }
+        let (plan, progress) = packet.into_parts();
+        self.pool.put_plan(plan);
+        self.pool.put_progress(progress);
         None
+    }
+
+    /// Gives back a plan from [`Self::poll_transmit`] once the driver is
+    /// done with it, so that later packets reuse its buffers (optional:
+    /// a plan simply dropped costs allocations, nothing else).
+    pub fn recycle_plan(&mut self, plan: PacketPlan) {
+        self.pool.put_plan(plan);
     }
 
     /// Whether some window holds chunks for `peer`.

@@ -83,9 +83,12 @@ pub(super) struct Conn {
     /// The peer we dialed, for outgoing connections.
     pub(super) dialed: Option<Rank>,
     /// Readiness seen by the poller and not yet consumed (edge-triggered:
-    /// cleared only by a `WouldBlock`).
+    /// cleared by a `WouldBlock`, or by a short read unless `read_closed`).
     pub(super) readable: bool,
     pub(super) writable: bool,
+    /// The poller reported the peer's end of stream (or an error): final,
+    /// never cleared, so reads go on until they see it.
+    pub(super) read_closed: bool,
     pub(super) frames: FrameReader,
     /// When the connection was opened (handshakes have a deadline).
     pub(super) opened: std::time::Instant,
@@ -110,6 +113,7 @@ impl Conn {
             dialed,
             readable: true,
             writable: true,
+            read_closed: false,
             frames: FrameReader::new(),
             opened: std::time::Instant::now(),
         }

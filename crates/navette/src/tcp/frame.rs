@@ -3,9 +3,9 @@
 //! partial write).
 //!
 //! Hot path: a read takes one `read` system call for as many small packets
-//! as the socket holds and allocates nothing once the buffer has grown to
-//! the largest packet seen; a write builds its `IoSlice`s on the stack and
-//! copies no user byte.
+//! as the socket holds (and no second one that would find nothing), and
+//! allocates nothing once the buffer has grown to the largest packet seen;
+//! a write builds its `IoSlice`s on the stack and copies no user byte.
 
 use std::io::{self, IoSlice, Read, Write};
 use std::ops::Range;
@@ -65,14 +65,18 @@ impl FrameReader {
         &self.buf
     }
 
-    /// Reads once from `stream`; `Ok(0)` is the end of the stream.
-    pub(super) fn fill(&mut self, stream: &mut impl Read) -> io::Result<usize> {
+    /// Reads once from `stream`; a read of 0 bytes is the end of the stream.
+    pub(super) fn fill(&mut self, stream: &mut impl Read) -> io::Result<Filled> {
         if self.end == self.buf.len() {
             self.make_room(self.end - self.start + 1);
         }
-        let n = stream.read(&mut self.buf[self.end..])?;
-        self.end += n;
-        Ok(n)
+        let space = self.buf.len() - self.end;
+        let len = stream.read(&mut self.buf[self.end..])?;
+        self.end += len;
+        Ok(Filled {
+            len,
+            drained: len < space,
+        })
     }
 
     /// Ensures that a packet of `total` bytes starting at `start` fits.
@@ -97,6 +101,16 @@ impl FrameReader {
             self.buf.resize(want, 0);
         }
     }
+}
+
+/// What one [`FrameReader::fill`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Filled {
+    /// Bytes read; 0 is the end of the stream.
+    pub(super) len: usize,
+    /// The read did not fill the space offered: a stream socket held no
+    /// more bytes at that moment, so reading again now would only block.
+    pub(super) drained: bool,
 }
 
 /// How far a write went.
@@ -134,6 +148,11 @@ impl OutPacket {
             total,
             sent: 0,
         }
+    }
+
+    /// The plan, to give back to the engine once written.
+    pub(super) fn into_plan(self) -> PacketPlan {
+        self.plan
     }
 
     /// Writes as much of the packet as `stream` takes, straight from the
@@ -264,7 +283,7 @@ mod tests {
                 }
                 let Some(mut piece) = src.next() else { break };
                 while !piece.is_empty() {
-                    let n = reader.fill(&mut piece).unwrap();
+                    let n = reader.fill(&mut piece).unwrap().len;
                     assert!(n > 0);
                     while let Some(range) = reader.next_frame(&Limits::default()).unwrap() {
                         got.push(reader.bytes()[range].to_vec());

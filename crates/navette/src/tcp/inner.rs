@@ -23,7 +23,7 @@ use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::Limits;
 
 use super::conn::{Conn, ConnError, Identity};
-use super::frame::{OutPacket, WriteError, Written};
+use super::frame::{Filled, OutPacket, WriteError, Written};
 use super::{ADDR_KEY, TcpStats};
 use crate::node::NodeCore;
 
@@ -82,7 +82,8 @@ pub(super) struct Inner {
     pub(super) finalizing: bool,
     pub(super) closed: bool,
     pub(super) stats: TcpStats,
-    /// Progress rounds so far (to ask epoll every [`EPOLL_EVERY`]).
+    /// Progress rounds since epoll was last asked (it is asked about
+    /// every [`EPOLL_EVERY`] rounds).
     rounds: u32,
     /// Connections found by a round, reused to avoid allocating.
     scratch: Vec<Token>,
@@ -174,6 +175,7 @@ impl Inner {
                 WAKER => {}
                 token => {
                     if let Some(conn) = self.conns.get_mut(&token) {
+                        conn.read_closed |= event.is_read_closed() || event.is_error();
                         conn.readable |= event.is_readable() || event.is_read_closed();
                         conn.writable |= event.is_writable() || event.is_write_closed();
                         conn.readable |= event.is_error();
@@ -218,7 +220,14 @@ impl Inner {
             return Ok(false);
         }
         self.rounds = self.rounds.wrapping_add(1);
-        if !self.reads_directly() || self.rounds % EPOLL_EVERY == 0 || self.awaits_readiness() {
+        // A round with freshly submitted work is on a send's latency path:
+        // it defers the periodic epoll check to a later round (by at most
+        // EPOLL_EVERY rounds, so a steady stream of sends cannot starve
+        // accepts), and its packet leaves one system call sooner.
+        let due =
+            self.rounds >= EPOLL_EVERY && (self.rounds >= 2 * EPOLL_EVERY || !node.has_work());
+        if !self.reads_directly() || due || self.awaits_readiness() {
+            self.rounds = 0;
             self.poll_events(Some(Duration::ZERO))?;
             self.expire_handshakes(node);
         }
@@ -501,6 +510,7 @@ impl Inner {
             _ => return Err(ConnError::Refused(format!("no rail to rank {peer}"))),
         };
         let mut delivered = 0;
+        let mut drained = false;
         loop {
             while let Some(frame) = conn
                 .frames
@@ -516,8 +526,22 @@ impl Inner {
                     return Ok(delivered);
                 }
             }
+            if drained {
+                return Ok(delivered);
+            }
             match conn.frames.fill(&mut conn.stream) {
-                Ok(0) => return Err(ConnError::Eof),
+                Ok(Filled { len: 0, .. }) => return Err(ConnError::Eof),
+                // A read that did not fill the buffer drained the socket: a
+                // further read would only find nothing (`WouldBlock`) and
+                // cost a system call on the latency path. Deliver what came
+                // and stop; data arriving later raises a new readiness
+                // event (tokio clears readiness on short reads likewise).
+                // An end of stream already reported raises none: keep
+                // reading until it shows.
+                Ok(Filled { drained: true, .. }) => {
+                    conn.readable = conn.read_closed;
+                    drained = true;
+                }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -595,7 +619,9 @@ impl Inner {
             let result = out.write(&mut conn.stream, port.memory());
             match result {
                 Ok(Written::Done) => {
-                    slot.out = None;
+                    if let Some(out) = slot.out.take() {
+                        port.recycle_plan(out.into_plan());
+                    }
                     port.handle_send_complete(start.elapsed(), rail);
                     (wrote, completed) = (true, true);
                 }

@@ -106,6 +106,34 @@ impl<'a> DriverPort<'a> {
         self.state.engine.close_rail(rail);
     }
 
+    /// Where the data of a rendezvous data chunk received on `rail` goes
+    /// (see [`navette_core::Engine::rdv_destination`]); an error means the
+    /// peer broke the protocol.
+    pub fn rdv_destination(
+        &self,
+        rail: RailId,
+        header: &navette_wire::RdvDataHeader,
+    ) -> Result<navette_core::MemRef, ProtocolError> {
+        self.state.engine.rdv_destination(rail, header)
+    }
+
+    /// Reports that the data of `header` has been written to its destination.
+    pub fn handle_rdv_landed(
+        &mut self,
+        now: Duration,
+        rail: RailId,
+        header: &navette_wire::RdvDataHeader,
+    ) -> Result<(), ProtocolError> {
+        let out = self.state.engine.handle_rdv_landed(now, rail, header);
+        self.core.mark_dirty();
+        out
+    }
+
+    /// The memory that rendezvous data lands in, writable.
+    pub fn memory_mut(&mut self) -> &mut dyn Memory {
+        &mut self.state.mem
+    }
+
     /// The memory that packet plans refer to.
     pub fn memory(&self) -> &dyn Memory {
         &self.state.mem

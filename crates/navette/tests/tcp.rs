@@ -366,3 +366,26 @@ fn a_silent_connection_is_dropped_at_its_handshake_deadline() {
         });
     });
 }
+
+#[test]
+fn rendezvous_data_is_read_straight_into_the_receive_buffer() {
+    const LEN: usize = 8 << 20;
+    let landed = run(2, config(), |node, driver| {
+        let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+        if node.rank() == 0 {
+            node.send(node.gate(1), 1, &data).unwrap();
+            None
+        } else {
+            let mut buf = vec![0u8; LEN];
+            node.recv(node.gate(0), 1u64, &mut buf).unwrap();
+            assert!(buf == data, "the received bytes differ");
+            Some(driver.stats())
+        }
+    });
+    let stats = landed[1].expect("rank 1 reports");
+    // Every byte of the message came by rendezvous and landed in place;
+    // only those that arrived together with a header went through the
+    // connection's buffer.
+    assert_eq!(stats.landed_direct + stats.landed_copied, LEN as u64);
+    assert!(stats.landed_direct > stats.landed_copied, "{stats:?}");
+}

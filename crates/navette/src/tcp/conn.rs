@@ -92,6 +92,17 @@ pub(super) struct Conn {
     pub(super) frames: FrameReader,
     /// When the connection was opened (handshakes have a deadline).
     pub(super) opened: std::time::Instant,
+    /// Rendezvous data being read straight into its destination.
+    pub(super) landing: Option<Landing>,
+}
+
+/// A rendezvous data chunk whose bytes are being read into user memory.
+#[derive(Debug)]
+pub(super) struct Landing {
+    /// Its chunk header (destination, offset, length).
+    pub(super) header: navette_wire::RdvDataHeader,
+    /// Bytes of it already written.
+    pub(super) written: usize,
 }
 
 impl Conn {
@@ -116,6 +127,7 @@ impl Conn {
             read_closed: false,
             frames: FrameReader::new(),
             opened: std::time::Instant::now(),
+            landing: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use navette_core::memory::{self, Memory};
 use navette_core::{MissingMemory, PacketPlan, Segment};
-use navette_wire::{DecodeError, Limits, PacketHeader};
+use navette_wire::{ChunkKind, DecodeError, Limits, PacketHeader, RdvDataHeader};
 
 /// Size of a connection's receive buffer when idle.
 const READ_BUF: usize = 64 << 10;
@@ -58,6 +58,44 @@ impl FrameReader {
         }
         self.make_room(total);
         Ok(None)
+    }
+
+    /// If the buffered bytes start a packet that is not whole yet and holds
+    /// one rendezvous data chunk, consumes its packet and chunk headers and
+    /// returns the chunk header: its data can be read straight into its
+    /// destination (the bytes of it already buffered come first, through
+    /// [`Self::take_buffered`]). Anything else is left for
+    /// [`Self::next_frame`], which validates whole packets.
+    pub(super) fn start_rdv_data(
+        &mut self,
+        limits: &Limits,
+    ) -> Result<Option<RdvDataHeader>, DecodeError> {
+        const PREFIX: usize = PacketHeader::LEN + RdvDataHeader::LEN;
+        let have = &self.buf[self.start..self.end];
+        if have.len() < PREFIX || have[PacketHeader::LEN] != ChunkKind::RDV_DATA.0 {
+            return Ok(None);
+        }
+        let packet = PacketHeader::decode(have, limits)?;
+        if packet.chunk_count != 1 || have.len() >= packet.total_len() {
+            return Ok(None);
+        }
+        let data = RdvDataHeader::decode(&have[PacketHeader::LEN..], limits)?;
+        if packet.body_len as usize != RdvDataHeader::LEN + data.len as usize {
+            return Ok(None);
+        }
+        self.start += PREFIX;
+        Ok(Some(data))
+    }
+
+    /// Takes up to `max` buffered bytes.
+    pub(super) fn take_buffered(&mut self, max: usize) -> &[u8] {
+        let n = max.min(self.end - self.start);
+        let taken = self.start..self.start + n;
+        self.start += n;
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        }
+        &self.buf[taken]
     }
 
     /// The buffer that [`Self::next_frame`]'s ranges index.

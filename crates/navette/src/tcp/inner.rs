@@ -11,7 +11,7 @@
 //! and the engine reorders what arrives by sequence number.
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use navette_core::{RailId, Rank};
 use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::Limits;
 
-use super::conn::{Conn, ConnError, Identity};
+use super::conn::{Conn, ConnError, Identity, Landing};
 use super::frame::{Filled, OutPacket, WriteError, Written};
 use super::{ADDR_KEY, TcpStats};
 use crate::node::NodeCore;
@@ -512,11 +512,27 @@ impl Inner {
         let mut delivered = 0;
         let mut drained = false;
         loop {
-            while let Some(frame) = conn
-                .frames
-                .next_frame(&limits)
-                .map_err(|e| ConnError::Refused(format!("bad packet header: {e}")))?
-            {
+            if conn.landing.is_some() {
+                match land(conn, node, rail, start, &mut self.stats)? {
+                    LandStep::Landed => {
+                        delivered += 1;
+                        if delivered == READ_BUDGET {
+                            return Ok(delivered);
+                        }
+                        continue;
+                    }
+                    LandStep::Blocked => {
+                        conn.readable = conn.read_closed;
+                        return Ok(delivered);
+                    }
+                }
+            }
+            let bad_header = |e| ConnError::Refused(format!("bad packet header: {e}"));
+            if let Some(header) = conn.frames.start_rdv_data(&limits).map_err(bad_header)? {
+                conn.landing = Some(Landing { header, written: 0 });
+                continue;
+            }
+            if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
                 let bytes = &conn.frames.bytes()[frame];
                 node.port()
                     .handle_packet(start.elapsed(), rail, bytes)
@@ -525,6 +541,7 @@ impl Inner {
                 if delivered == READ_BUDGET {
                     return Ok(delivered);
                 }
+                continue;
             }
             if drained {
                 return Ok(delivered);
@@ -665,4 +682,73 @@ impl Inner {
             slot.out = None;
         }
     }
+}
+
+/// How far [`land`] got.
+enum LandStep {
+    /// The chunk's data is all in its destination, and the engine knows.
+    Landed,
+    /// The socket has no more bytes for now.
+    Blocked,
+}
+
+/// Reads the rendezvous data `conn` is landing straight into its
+/// destination in user memory — no copy through the connection's buffer
+/// except for the bytes that arrived together with the headers. The node's
+/// lock is held meanwhile (user memory is reached only under it). A
+/// destination cancelled by its owner no longer resolves: its bytes are
+/// read and dropped.
+fn land(
+    conn: &mut Conn,
+    node: &NodeCore,
+    rail: RailId,
+    start: Instant,
+    stats: &mut TcpStats,
+) -> Result<LandStep, ConnError> {
+    let landing = conn.landing.as_mut().expect("called while landing");
+    let mut port = node.port();
+    let dest = port
+        .rdv_destination(rail, &landing.header)
+        .map_err(|e| ConnError::Refused(e.to_string()))?;
+    while landing.written < dest.len {
+        let at = dest.offset + landing.written..dest.offset + dest.len;
+        let buffered = conn.frames.take_buffered(dest.len - landing.written);
+        if !buffered.is_empty() {
+            let n = buffered.len();
+            let region = port.memory_mut().get_mut(dest.handle);
+            if let Some(target) = region.and_then(|r| r.get_mut(at.start..at.start + n)) {
+                target.copy_from_slice(buffered);
+            }
+            landing.written += n;
+            stats.landed_copied += n as u64;
+            continue;
+        }
+        let mut sink = [0u8; 4096];
+        let read = match port
+            .memory_mut()
+            .get_mut(dest.handle)
+            .and_then(|r| r.get_mut(at))
+        {
+            Some(target) => conn.stream.read(target),
+            None => {
+                let n = (dest.len - landing.written).min(sink.len());
+                conn.stream.read(&mut sink[..n])
+            }
+        };
+        match read {
+            Ok(0) => return Err(ConnError::Eof),
+            Ok(n) => {
+                landing.written += n;
+                stats.landed_direct += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(LandStep::Blocked),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let header = landing.header;
+    conn.landing = None;
+    port.handle_rdv_landed(start.elapsed(), rail, &header)
+        .map_err(|e| ConnError::Refused(e.to_string()))?;
+    Ok(LandStep::Landed)
 }

@@ -97,6 +97,12 @@ pub struct TcpStats {
     pub dialed: usize,
     /// Incoming connections refused (failed handshake, too many).
     pub refused: usize,
+    /// Rendezvous data bytes read from a socket straight into their
+    /// destination.
+    pub landed_direct: u64,
+    /// Rendezvous data bytes that had come with their headers and were
+    /// copied from the connection's buffer into their destination.
+    pub landed_copied: u64,
 }
 
 /// The tcp driver of one rank.

@@ -181,11 +181,28 @@ fn navette_bin(args: &[&str]) -> std::process::Output {
         .expect("the binary starts")
 }
 
+/// Runs the binary, expects success, returns its standard output.
+fn navette_ok(args: &[&str]) -> String {
+    let out = navette_bin(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The benchmark output document at `path`.
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the JSON file")).expect("JSON")
+}
+
 #[test]
 fn binary_runs_the_demo() {
     let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-demo.json");
     let json_arg = json.to_str().expect("a UTF-8 path");
-    let out = navette_bin(&[
+    let stdout = navette_ok(&[
         "demo",
         "--sim",
         "--sizes",
@@ -195,15 +212,8 @@ fn binary_runs_the_demo() {
         "--json",
         json_arg,
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains(TABLE_HEADER), "{stdout}");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file"))
-        .expect("JSON");
+    let doc = read_json(&json);
     assert_eq!(doc["runs"].as_array().map(Vec::len), Some(2 * 4));
 }
 
@@ -216,13 +226,7 @@ fn binary_refuses_bad_sizes() {
 
 #[test]
 fn binary_runs_the_demo_on_two_launched_ranks() {
-    let out = navette_bin(&["demo", "--sizes", "0,8,100K", "--iterations", "5"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = navette_ok(&["demo", "--sizes", "0,8,100K", "--iterations", "5"]);
     assert!(
         stdout.contains("navette bench pingpong over tcp"),
         "{stdout}"
@@ -236,7 +240,7 @@ fn binary_runs_a_benchmark_with_its_baseline() {
     let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-bench.json");
     let json_arg = json.to_str().expect("a UTF-8 path");
     for pattern in ["pingpong", "stream", "rpc"] {
-        let out = navette_bin(&[
+        navette_ok(&[
             "bench",
             pattern,
             "--sizes",
@@ -250,15 +254,7 @@ fn binary_runs_a_benchmark_with_its_baseline() {
             "--json",
             json_arg,
         ]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file"))
-                .expect("JSON");
+        let doc = read_json(&json);
         let runs = doc["runs"].as_array().expect("runs");
         assert_eq!(runs.len(), 4, "{doc}");
         assert_eq!(runs[0]["pattern"], pattern);

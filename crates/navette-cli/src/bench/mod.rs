@@ -206,6 +206,22 @@ fn warmup(iterations: u32) -> u32 {
     (iterations / 10).clamp(2, 100)
 }
 
+/// Runs `round` for a warm-up, then `iterations` times under the clock;
+/// the time of the timed rounds.
+fn time_rounds<E>(
+    iterations: u32,
+    mut round: impl FnMut() -> Result<(), E>,
+) -> Result<std::time::Duration, E> {
+    for _ in 0..warmup(iterations) {
+        round()?;
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        round()?;
+    }
+    Ok(start.elapsed())
+}
+
 fn check(got: &[u8], size: usize, implementation: &'static str) -> Result<(), BenchError> {
     if got == payload(size).as_slice() {
         Ok(())
@@ -226,24 +242,16 @@ fn navette_pingpong(
 ) -> Result<Figure, BenchError> {
     let peer = node.gate(if role == Role::Client { 1 } else { 0 });
     let mut buf = payload(size);
-    let round = |buf: &mut Vec<u8>| -> navette::Result<()> {
+    let elapsed = time_rounds(iterations, || -> navette::Result<()> {
         if role == Role::Client {
-            node.send(peer, TAG, buf)?;
-            node.recv(peer, TAG, buf)?;
+            node.send(peer, TAG, &buf)?;
+            node.recv(peer, TAG, &mut buf)?;
         } else {
-            node.recv(peer, TAG, buf)?;
-            node.send(peer, TAG, buf)?;
+            node.recv(peer, TAG, &mut buf)?;
+            node.send(peer, TAG, &buf)?;
         }
         Ok(())
-    };
-    for _ in 0..warmup(iterations) {
-        round(&mut buf)?;
-    }
-    let start = Instant::now();
-    for _ in 0..iterations {
-        round(&mut buf)?;
-    }
-    let elapsed = start.elapsed();
+    })?;
     check(&buf, size, "navette")?;
     Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
 }
@@ -255,23 +263,15 @@ fn raw_pingpong(
     iterations: u32,
 ) -> Result<Figure, BenchError> {
     let mut buf = payload(size);
-    let mut round = |buf: &mut Vec<u8>| -> std::io::Result<()> {
+    let elapsed = time_rounds(iterations, || -> std::io::Result<()> {
         if role == Role::Client {
-            raw.send(buf)?;
-            raw.recv(buf)
+            raw.send(&buf)?;
+            raw.recv(&mut buf)
         } else {
-            raw.recv(buf)?;
-            raw.send(buf)
+            raw.recv(&mut buf)?;
+            raw.send(&buf)
         }
-    };
-    for _ in 0..warmup(iterations) {
-        round(&mut buf)?;
-    }
-    let start = Instant::now();
-    for _ in 0..iterations {
-        round(&mut buf)?;
-    }
-    let elapsed = start.elapsed();
+    })?;
     check(&buf, size, "raw-tcp")?;
     Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
 }

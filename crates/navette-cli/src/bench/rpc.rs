@@ -3,11 +3,9 @@
 //! after reading the header — by rendezvous, straight into it — and the
 //! same back.
 
-use std::time::Instant;
-
 use navette::{Gate, Node, ReceiveMode, SendMode};
 
-use super::{BenchError, Figure, Role, TAG, payload, warmup};
+use super::{BenchError, Figure, Role, TAG, payload};
 
 fn send_message(node: &Node, gate: Gate, body: &[u8]) -> navette::Result<()> {
     let header = (body.len() as u64).to_le_bytes();
@@ -37,7 +35,7 @@ pub(super) fn navette_rpc(
     let peer = node.gate(if role == Role::Client { 1 } else { 0 });
     let body = payload(size);
     let mut last = Vec::new();
-    let mut round = || -> navette::Result<()> {
+    let elapsed = super::time_rounds(iterations, || -> navette::Result<()> {
         if role == Role::Client {
             send_message(node, peer, &body)?;
             last = receive_message(node, peer)?;
@@ -46,15 +44,7 @@ pub(super) fn navette_rpc(
             send_message(node, peer, &last)?;
         }
         Ok(())
-    };
-    for _ in 0..warmup(iterations) {
-        round()?;
-    }
-    let start = Instant::now();
-    for _ in 0..iterations {
-        round()?;
-    }
-    let elapsed = start.elapsed();
+    })?;
     if last != body {
         return Err(BenchError::Corrupt {
             pattern: "rpc",

@@ -180,7 +180,8 @@ pub fn run_rank(
             Pattern::Stream => navette_stream(node, role, size, iterations, config.window)?,
             Pattern::Rpc => rpc::navette_rpc(node, role, size, iterations)?,
         };
-        let baseline = match raw.as_mut() {
+        // Plain TCP cannot send an empty message: no baseline at size 0.
+        let baseline = match raw.as_mut().filter(|_| size > 0) {
             Some(raw) => Some(match config.pattern {
                 // The raw baseline of an RPC is the same bytes as a ping-pong.
                 Pattern::Pingpong | Pattern::Rpc => raw_pingpong(raw, role, size, iterations)?,

@@ -73,7 +73,9 @@ impl Default for TcpConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             eager_connect: false,
             caps: RailCaps {
-                rdv_threshold: 32 << 10,
+                // Below this, copying at the receiver costs less than the
+                // request / clear-to-send round trip over loopback TCP.
+                rdv_threshold: 256 << 10,
                 max_fragment: 1 << 20,
                 max_packet: 2 << 20,
                 latency: Duration::from_micros(15),

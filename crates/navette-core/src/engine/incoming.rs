@@ -196,7 +196,11 @@ impl Engine {
             .expect("binding a live receive");
         m.bound = Some(Bound { gate, peer, tag });
         m.arrived = arrived;
-        self.complete(key, Ok(Status { peer, tag, len: 0 }));
+        if m.quiet {
+            self.born.remove(&key);
+        } else {
+            self.complete(key, Ok(Status { peer, tag, len: 0 }));
+        }
     }
 
     pub(super) fn arrive_matched(

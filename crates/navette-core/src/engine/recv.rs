@@ -41,6 +41,9 @@ pub(crate) struct RecvMsg {
     pub(super) total: usize,
     pub(super) end: Option<ReqId>,
     pub(super) failed: Option<RequestError>,
+    /// Only the end request reports success (a tagged receive): the match
+    /// and piece completions nobody waits for are not built.
+    pub(super) quiet: bool,
 }
 
 /// One piece the receiver unpacks.
@@ -80,6 +83,16 @@ impl Engine {
     /// matching `tag`. The returned key completes once matched (its status
     /// names the sender and tag) and names the message in the calls below.
     pub fn recv_begin(&mut self, channel: ChannelId, source: Source, tag: TagMatch) -> ReqId {
+        self.begin_receive(channel, source, tag, false)
+    }
+
+    fn begin_receive(
+        &mut self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+        quiet: bool,
+    ) -> ReqId {
         let key = self.new_req();
         self.recv_msgs.insert(
             key,
@@ -96,6 +109,7 @@ impl Engine {
                 total: 0,
                 end: None,
                 failed: None,
+                quiet,
             },
         );
         self.channel(channel);
@@ -236,7 +250,9 @@ impl Engine {
     }
 
     /// A one-piece tagged receive into `dest` (which may be larger than the
-    /// message). The returned request completes with the sender, tag and length.
+    /// message). The returned request completes with the sender, tag and
+    /// length; it is the only one that reports success (the inner match and
+    /// piece requests complete silently, errors aside).
     pub fn recv_tagged(
         &mut self,
         channel: ChannelId,
@@ -245,7 +261,7 @@ impl Engine {
         dest: MemRef,
         mem: &mut dyn Memory,
     ) -> ReqId {
-        let key = self.recv_begin(channel, source, tag);
+        let key = self.begin_receive(channel, source, tag, true);
         let spec = RecvPiece {
             dest: Some(dest),
             len: dest.len,
@@ -323,7 +339,11 @@ impl Engine {
         match (posted.spec.dest, piece.body) {
             (Some(dest), Body::Eager(data)) => {
                 memory::write(mem, dest, 0, data);
-                self.complete(posted.req, Ok(status));
+                if msg.quiet {
+                    self.born.remove(&posted.req);
+                } else {
+                    self.complete(posted.req, Ok(status));
+                }
             }
             (Some(dest), Body::Rdv { send_id, .. }) => {
                 msg.outstanding += 1;

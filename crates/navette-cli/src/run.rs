@@ -76,7 +76,11 @@ pub fn run(args: RunArgs) -> ! {
 /// Runs the job, reporting on standard error how it ended if not well;
 /// the exit code.
 pub fn launch(args: &RunArgs) -> i32 {
-    let mut config = args.config();
+    launch_config(args.config())
+}
+
+/// Runs the job `config` describes, as [`launch`] does.
+pub fn launch_config(mut config: LaunchConfig) -> i32 {
     let interrupt = Arc::new(AtomicUsize::new(0));
     for signal in [SIGINT, SIGTERM, SIGHUP] {
         // Without the handler a signal kills `navette` alone and the ranks

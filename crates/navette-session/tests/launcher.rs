@@ -111,6 +111,16 @@ fn prefixes_can_be_turned_off_and_the_environment_extended() {
 }
 
 #[test]
+fn one_rank_may_keep_the_launchers_standard_error() {
+    let mut config = sh(2, r#"echo "err $NAVETTE_RANK" >&2"#);
+    config.inherit_stderr = Some(0);
+    let (report, _, err) = run(&config);
+    assert_eq!(report.exit_code(), 0);
+    // Rank 0 wrote to the test's own standard error, not through the sink.
+    assert_eq!(err.lines(), ["[1] err 1"]);
+}
+
+#[test]
 fn the_first_failure_ends_the_job_and_gives_its_code() {
     let script = r#"if [ "$NAVETTE_RANK" = 2 ]; then exit 3; fi; sleep 30"#;
     let (report, _, _) = run(&sh(4, script));

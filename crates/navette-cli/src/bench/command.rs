@@ -82,18 +82,26 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         transport: transport.to_owned(),
     };
     let rank = node.rank();
-    if rank == 0 {
-        out.write_all(table_header(&config).as_bytes())?;
-        out.flush()?;
-    }
     let progress = progress_bar(rank, config.sizes.len());
+    // While the bar draws on the terminal, the table goes there too, above
+    // it (our standard output is the launcher's pipe: its lines would land
+    // in the middle of the bar).
     let mut write_error = None;
+    let mut emit = |text: &str| {
+        if progress.is_hidden() {
+            if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                write_error.get_or_insert(e);
+            }
+        } else {
+            progress.println(text.trim_end());
+        }
+    };
+    if rank == 0 {
+        emit(&table_header(&config));
+    }
     let figures = run_rank(&node, bootstrap.as_ref(), &config, |f| {
         progress.inc(1);
-        let line = format!("{}\n", table_row(f));
-        if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-            write_error.get_or_insert(e);
-        }
+        emit(&format!("{}\n", table_row(f)));
     })?;
     progress.finish_and_clear();
     node.finalize()?;
@@ -173,5 +181,10 @@ fn self_launch() -> Result<i32, BenchError> {
         timeout: None,
         command,
     };
-    Ok(crate::run::launch(&args))
+    let mut config = args.config();
+    // Rank 0 draws the progress bar on our terminal, if we have one.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        config.inherit_stderr = Some(0);
+    }
+    Ok(crate::run::launch_config(config))
 }

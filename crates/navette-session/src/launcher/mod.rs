@@ -89,6 +89,10 @@ pub struct LaunchConfig {
     /// Set by a signal handler to the number of the signal received: the
     /// launcher then ends the job. See the module documentation.
     pub interrupt: Option<Arc<AtomicUsize>>,
+    /// This rank writes to the launcher's own standard error instead of
+    /// through the forwarder (unprefixed, and a terminal stays a terminal:
+    /// progress bars draw).
+    pub inherit_stderr: Option<u32>,
 }
 
 impl LaunchConfig {
@@ -105,6 +109,7 @@ impl LaunchConfig {
             env: Vec::new(),
             grace: DEFAULT_GRACE,
             interrupt: None,
+            inherit_stderr: None,
         }
     }
 
@@ -261,7 +266,11 @@ fn spawn_rank(
         .env(env::BOOTSTRAP, server.socket_path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(if config.inherit_stderr == Some(rank) {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .process_group(0)
         .spawn()
 }

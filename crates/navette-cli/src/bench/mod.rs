@@ -29,6 +29,16 @@ pub enum Role {
     Server,
 }
 
+impl Role {
+    /// The gate to the other rank.
+    fn peer(self, node: &Node) -> navette::Gate {
+        node.gate(match self {
+            Self::Client => 1,
+            Self::Server => 0,
+        })
+    }
+}
+
 /// What is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Pattern {
@@ -241,7 +251,7 @@ fn navette_pingpong(
     size: usize,
     iterations: u32,
 ) -> Result<Figure, BenchError> {
-    let peer = node.gate(if role == Role::Client { 1 } else { 0 });
+    let peer = role.peer(node);
     let mut buf = payload(size);
     let elapsed = time_rounds(iterations, || -> navette::Result<()> {
         if role == Role::Client {
@@ -284,7 +294,7 @@ fn navette_stream(
     iterations: u32,
     window: usize,
 ) -> Result<Figure, BenchError> {
-    let peer = node.gate(if role == Role::Client { 1 } else { 0 });
+    let peer = role.peer(node);
     let data = Bytes::from(payload(size));
     let mut buffers: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
     let mut ack = [0u8; 1];

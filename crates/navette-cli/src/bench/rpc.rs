@@ -32,7 +32,7 @@ pub(super) fn navette_rpc(
     size: usize,
     iterations: u32,
 ) -> Result<Figure, BenchError> {
-    let peer = node.gate(if role == Role::Client { 1 } else { 0 });
+    let peer = role.peer(node);
     let body = payload(size);
     let mut last = Vec::new();
     let elapsed = super::time_rounds(iterations, || -> navette::Result<()> {

@@ -321,3 +321,23 @@ fn landing_checks_the_destination() {
     };
     assert!(net.engines[1].rdv_destination(rail, &header).is_err());
 }
+
+/// Capabilities a peer could not decode are lowered to the limits: a huge
+/// threshold still sends pieces above `max_eager_len` by rendezvous, and a
+/// huge fragment size is cut to `max_fragment_len`.
+#[test]
+fn rail_capabilities_are_kept_within_the_limits() {
+    let max_eager = navette_core::Limits::default().max_eager_len as usize;
+    let mut net = Net::new(2, 1, caps(usize::MAX, usize::MAX));
+    let piece = Piece::new(max_eager + 10, 5);
+    let r = net.recv(
+        1,
+        from(0),
+        TagMatch::exact(1),
+        std::slice::from_ref(&piece),
+        false,
+    );
+    net.send(0, 1, 1, std::slice::from_ref(&piece));
+    net.run();
+    net.check_received(1, 0, 1, &r, &[piece]);
+}

@@ -177,7 +177,18 @@ impl Engine {
     }
 
     /// Declares a driver connection to `peer` and returns its id.
+    ///
+    /// Capabilities beyond what peers decode are lowered to fit the
+    /// configured [`navette_wire::Limits`]: an eager piece is at most
+    /// `max_eager_len` bytes, a rendezvous fragment at most
+    /// `max_fragment_len`, and a fragment is at least one byte.
     pub fn add_rail(&mut self, peer: Rank, caps: RailCaps) -> RailId {
+        let limits = self.config.limits;
+        let caps = RailCaps {
+            rdv_threshold: caps.rdv_threshold.min(limits.max_eager_len as usize + 1),
+            max_fragment: caps.max_fragment.clamp(1, limits.max_fragment_len as usize),
+            ..caps
+        };
         let id = RailId(u32::try_from(self.rails.len()).expect("fewer than 2^32 rails"));
         self.rails.push(Rail {
             peer,

@@ -2,7 +2,7 @@
 //!
 //! Hand-rolled on purpose: there are six small messages made of a few
 //! integers and at most two byte strings, and a length-prefixed binary
-//! format read through a shrinking [`Reader`] bounds every length *before*
+//! format read through the wire crate's shrinking [`Reader`] bounds every length *before*
 //! allocating; a serialization framework would add a dependency to the
 //! session layer and hide those bounds.
 //!
@@ -38,6 +38,8 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
+
+use navette_wire::{DecodeError, Reader};
 
 use crate::JOB_KEY_LEN;
 
@@ -185,49 +187,35 @@ pub enum Reply {
     Failed(String),
 }
 
-/// A reader over a byte slice that can only shrink; every read names the
-/// field it reads, for the error.
-#[derive(Debug)]
-pub struct Reader<'a> {
-    rest: &'a [u8],
+/// The shrinking reader's errors in this protocol's terms: a read past the
+/// end is a truncation, bytes after the last field are trailing bytes.
+impl From<DecodeError> for ProtocolError {
+    fn from(err: DecodeError) -> Self {
+        match err {
+            DecodeError::Truncated { field, .. } => Self::Truncated { field },
+            DecodeError::TrailingBytes { count, .. } => Self::TrailingBytes { count },
+            other => unreachable!("the reader reports only truncation and trailing bytes: {other}"),
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    /// A reader over `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Self { rest: bytes }
-    }
-
-    /// The next `n` bytes.
-    pub fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ProtocolError> {
-        if self.rest.len() < n {
-            return Err(ProtocolError::Truncated { field });
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ProtocolError> {
-        let mut out = [0; N];
-        out.copy_from_slice(self.take(N, field)?);
-        Ok(out)
-    }
-
-    fn u8(&mut self, field: &'static str) -> Result<u8, ProtocolError> {
-        Ok(self.array::<1>(field)?[0])
-    }
-
-    fn u16(&mut self, field: &'static str) -> Result<u16, ProtocolError> {
-        self.array(field).map(u16::from_le_bytes)
-    }
-
-    fn u32(&mut self, field: &'static str) -> Result<u32, ProtocolError> {
-        self.array(field).map(u32::from_le_bytes)
-    }
-
+/// The byte strings of this protocol, read from the wire crate's
+/// shrinking [`Reader`].
+trait Strings<'a> {
     /// A byte string with a `u16` (`wide == false`) or `u32` length prefix,
     /// at most `max` bytes; the limit is checked before anything is taken.
+    fn bytes(
+        &mut self,
+        field: &'static str,
+        max: usize,
+        wide: bool,
+    ) -> Result<&'a [u8], ProtocolError>;
+
+    /// A UTF-8 string with a `u16` length prefix, at most `max` bytes.
+    fn text(&mut self, field: &'static str, max: usize) -> Result<String, ProtocolError>;
+}
+
+impl<'a> Strings<'a> for Reader<'a> {
     fn bytes(
         &mut self,
         field: &'static str,
@@ -237,12 +225,12 @@ impl<'a> Reader<'a> {
         let len = if wide {
             self.u32(field)? as usize
         } else {
-            self.u16(field)? as usize
+            usize::from(self.u16(field)?)
         };
         if len > max {
             return Err(ProtocolError::TooLong { field, len, max });
         }
-        self.take(len, field)
+        Ok(self.take(len, field)?)
     }
 
     fn text(&mut self, field: &'static str, max: usize) -> Result<String, ProtocolError> {
@@ -250,14 +238,6 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes)
             .map(str::to_owned)
             .map_err(|_| ProtocolError::NotUtf8 { field })
-    }
-
-    /// Checks that nothing is left.
-    pub fn finish(self) -> Result<(), ProtocolError> {
-        match self.rest.len() {
-            0 => Ok(()),
-            count => Err(ProtocolError::TrailingBytes { count }),
-        }
     }
 }
 
@@ -346,7 +326,7 @@ impl Request {
             Tag::FENCE => Self::Fence,
             Tag(tag) => return Err(ProtocolError::UnknownTag { tag }),
         };
-        r.finish()?;
+        r.finish("message")?;
         Ok(request)
     }
 }
@@ -394,7 +374,7 @@ impl Reply {
             Tag::FAILED => Self::Failed(r.text("text", MAX_TEXT)?),
             Tag(tag) => return Err(ProtocolError::UnknownTag { tag }),
         };
-        r.finish()?;
+        r.finish("message")?;
         Ok(reply)
     }
 }

@@ -217,20 +217,36 @@ fn warmup(iterations: u32) -> u32 {
     (iterations / 10).clamp(2, 100)
 }
 
+/// Runs `series` for a warm-up, then for `iterations` under the clock;
+/// the time of the timed series.
+fn time_series<E>(
+    iterations: u32,
+    mut series: impl FnMut(u32) -> Result<(), E>,
+) -> Result<std::time::Duration, E> {
+    series(warmup(iterations))?;
+    let start = Instant::now();
+    series(iterations)?;
+    Ok(start.elapsed())
+}
+
 /// Runs `round` for a warm-up, then `iterations` times under the clock;
 /// the time of the timed rounds.
 fn time_rounds<E>(
     iterations: u32,
     mut round: impl FnMut() -> Result<(), E>,
 ) -> Result<std::time::Duration, E> {
-    for _ in 0..warmup(iterations) {
-        round()?;
-    }
-    let start = Instant::now();
-    for _ in 0..iterations {
-        round()?;
-    }
-    Ok(start.elapsed())
+    time_series(iterations, |count| (0..count).try_for_each(|_| round()))
+}
+
+/// The one-way figure of a stream: time per message sent.
+fn per_message(
+    size: usize,
+    elapsed: std::time::Duration,
+    iterations: u32,
+    window: usize,
+) -> Figure {
+    let messages = (iterations * window as u32).max(1);
+    Figure::from_one_way(size, elapsed / messages)
 }
 
 fn check(got: &[u8], size: usize, implementation: &'static str) -> Result<(), BenchError> {
@@ -298,7 +314,7 @@ fn navette_stream(
     let data = Bytes::from(payload(size));
     let mut buffers: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
     let mut ack = [0u8; 1];
-    let mut series = |count: u32| -> Result<(), BenchError> {
+    let series = |count: u32| -> Result<(), BenchError> {
         for _ in 0..count {
             if role == Role::Client {
                 let sends: navette::Result<Vec<_>> = (0..window)
@@ -324,10 +340,7 @@ fn navette_stream(
         }
         Ok(())
     };
-    series(warmup(iterations))?;
-    let start = Instant::now();
-    series(iterations)?;
-    let elapsed = start.elapsed();
+    let elapsed = time_series(iterations, series)?;
     if role == Role::Server && buffers.iter().any(|b| b.as_slice() != &data[..]) {
         return Err(BenchError::Corrupt {
             pattern: "stream",
@@ -335,8 +348,7 @@ fn navette_stream(
             size,
         });
     }
-    let messages = iterations * window as u32;
-    Ok(Figure::from_one_way(size, elapsed / messages.max(1)))
+    Ok(per_message(size, elapsed, iterations, window))
 }
 
 fn raw_stream(
@@ -349,7 +361,7 @@ fn raw_stream(
     let data = payload(size);
     let mut buf = vec![0u8; size];
     let mut ack = [0u8; 1];
-    let mut series = |count: u32| -> std::io::Result<()> {
+    let series = |count: u32| -> std::io::Result<()> {
         for _ in 0..count as usize * window {
             if role == Role::Client {
                 raw.send(&data)?;
@@ -363,10 +375,7 @@ fn raw_stream(
             raw.send(&ack)
         }
     };
-    series(warmup(iterations))?;
-    let start = Instant::now();
-    series(iterations)?;
-    let elapsed = start.elapsed();
+    let elapsed = time_series(iterations, series)?;
     if role == Role::Server && buf != data {
         return Err(BenchError::Corrupt {
             pattern: "stream",
@@ -374,8 +383,7 @@ fn raw_stream(
             size,
         });
     }
-    let messages = iterations * window as u32;
-    Ok(Figure::from_one_way(size, elapsed / messages.max(1)))
+    Ok(per_message(size, elapsed, iterations, window))
 }
 
 /// The table header.

@@ -23,6 +23,26 @@ fn gate_still_works(net: &mut Net, tag: u64) {
     assert_eq!(net.engines[1].buffered_bytes(), 0, "nothing left buffered");
 }
 
+/// Sends `msg` from rank 0 to rank 1 before or after `post` posts the
+/// receive side, then runs the network; the sender's requests and what
+/// `post` returned.
+fn exchange<T>(
+    net: &mut Net,
+    msg: &[Piece],
+    posted_first: bool,
+    post: impl FnOnce(&mut Net) -> T,
+) -> (Vec<navette_core::ReqId>, T) {
+    let sent_first = (!posted_first).then(|| {
+        let sent = net.send(0, 1, 1, msg);
+        net.run();
+        sent
+    });
+    let posted = post(net);
+    let sent = sent_first.unwrap_or_else(|| net.send(0, 1, 1, msg));
+    net.run();
+    (sent, posted)
+}
+
 /// Receives `msg`'s first pieces as sent, then one unpack of `len` bytes
 /// with the given modes; returns (sender's requests, the bad unpack, end).
 fn mismatched(
@@ -34,19 +54,13 @@ fn mismatched(
     recv: ReceiveMode,
 ) -> (Net, Vec<navette_core::ReqId>, Posted, navette_core::ReqId) {
     let mut net = Net::new(2, 1, caps(threshold, 1000));
-    let mut sent = Vec::new();
-    if !posted_first {
-        sent = net.send(0, 1, 1, msg);
-        net.run();
-    }
-    let key = net.recv_begin(1, from(0), TagMatch::exact(1));
-    let first = net.unpack(1, key, msg[0].data.len(), msg[0].send, msg[0].recv, false);
-    let bad = net.unpack(1, key, len, send, recv, false);
-    let end = net.recv_end(1, key);
-    if posted_first {
-        sent = net.send(0, 1, 1, msg);
-    }
-    net.run();
+    let (sent, (first, bad, end)) = exchange(&mut net, msg, posted_first, |net| {
+        let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+        let first = net.unpack(1, key, msg[0].data.len(), msg[0].send, msg[0].recv, false);
+        let bad = net.unpack(1, key, len, send, recv, false);
+        let end = net.recv_end(1, key);
+        (first, bad, end)
+    });
     assert_eq!(
         net.read(1, first.dest),
         msg[0].data,
@@ -122,18 +136,12 @@ fn receiver_unpacks_fewer() {
         for posted_first in [true, false] {
             let mut net = Net::new(2, 1, caps(threshold, 1000));
             let msg = pieces(&[10, 3000, 4000], 3);
-            let mut sent = Vec::new();
-            if !posted_first {
-                sent = net.send(0, 1, 1, &msg);
-                net.run();
-            }
-            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
-            let only = net.unpack(1, key, 10, C, CR, false);
-            let end = net.recv_end(1, key);
-            if posted_first {
-                sent = net.send(0, 1, 1, &msg);
-            }
-            net.run();
+            let (sent, (only, end)) = exchange(&mut net, &msg, posted_first, |net| {
+                let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+                let only = net.unpack(1, key, 10, C, CR, false);
+                let end = net.recv_end(1, key);
+                (only, end)
+            });
             assert_eq!(net.read(1, only.dest), msg[0].data);
             assert!(
                 matches!(
@@ -157,20 +165,14 @@ fn receiver_unpacks_more() {
         for posted_first in [true, false] {
             let mut net = Net::new(2, 1, caps(threshold, 1000));
             let msg = pieces(&[10, 3000], 4);
-            let mut sent = Vec::new();
-            if !posted_first {
-                sent = net.send(0, 1, 1, &msg);
-                net.run();
-            }
-            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
-            let a = net.unpack(1, key, 10, C, CR, false);
-            let b = net.unpack(1, key, 3000, C, CR, false);
-            let extra = net.unpack(1, key, 5, C, CR, false);
-            let end = net.recv_end(1, key);
-            if posted_first {
-                sent = net.send(0, 1, 1, &msg);
-            }
-            net.run();
+            let (sent, (a, b, extra, end)) = exchange(&mut net, &msg, posted_first, |net| {
+                let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+                let a = net.unpack(1, key, 10, C, CR, false);
+                let b = net.unpack(1, key, 3000, C, CR, false);
+                let extra = net.unpack(1, key, 5, C, CR, false);
+                let end = net.recv_end(1, key);
+                (a, b, extra, end)
+            });
             assert_eq!(net.read(1, a.dest), msg[0].data);
             assert_eq!(net.read(1, b.dest), msg[1].data);
             let expected = RequestError::PieceCountMismatch {
@@ -280,18 +282,12 @@ fn recv_abandon() {
         for posted_first in [true, false] {
             let mut net = Net::new(2, 1, caps(threshold, 1000));
             let msg = pieces(&[10, 3000, 20, 4000], 8);
-            let mut sent = Vec::new();
-            if !posted_first {
-                sent = net.send(0, 1, 1, &msg);
-                net.run();
-            }
-            let key = net.recv_begin(1, from(0), TagMatch::exact(1));
-            let a = net.unpack(1, key, 10, C, CR, false);
-            let deferred = net.unpack(1, key, 3000, C, CR, true);
-            if posted_first {
-                sent = net.send(0, 1, 1, &msg);
-            }
-            net.run();
+            let (sent, (key, a, deferred)) = exchange(&mut net, &msg, posted_first, |net| {
+                let key = net.recv_begin(1, from(0), TagMatch::exact(1));
+                let a = net.unpack(1, key, 10, C, CR, false);
+                let deferred = net.unpack(1, key, 3000, C, CR, true);
+                (key, a, deferred)
+            });
             assert_eq!(net.read(1, a.dest), msg[0].data);
             net.engines[1].recv_abandon(key);
             net.run();

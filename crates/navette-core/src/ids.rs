@@ -81,6 +81,14 @@ impl Source {
             Self::Rank(r) => r == rank,
         }
     }
+
+    /// The one rank accepted, if the source names one.
+    pub fn rank(self) -> Option<Rank> {
+        match self {
+            Self::Any => None,
+            Self::Rank(r) => Some(r),
+        }
+    }
 }
 
 impl From<Rank> for Source {

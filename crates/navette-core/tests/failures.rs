@@ -327,3 +327,52 @@ fn unpack_after_failure() {
     assert!(net.engines[1].recv_end(end).is_err());
     gate_still_works(&mut net, 2);
 }
+
+/// A tagged receive posted before anything arrived waits inline in its
+/// channel: losing its only source fails it, while one from any source
+/// still completes from another peer.
+#[test]
+fn posted_tagged_receives_and_a_lost_peer() {
+    let mut net = Net::new(3, 1, caps(4096, 1000));
+    let d1 = net.alloc(2, vec![0; 8]);
+    let d2 = net.alloc(2, vec![0; 8]);
+    let only_0 = net.engines[2].recv_tagged(
+        common::CH,
+        from(0),
+        TagMatch::exact(1),
+        d1,
+        &mut net.mems[2],
+    );
+    let any = net.engines[2].recv_tagged(
+        common::CH,
+        navette_core::Source::Any,
+        TagMatch::exact(1),
+        d2,
+        &mut net.mems[2],
+    );
+    assert_eq!(net.engines[2].report().requests.len(), 2);
+    let rail = net.rails_from(0, 2)[0];
+    net.engines[2].close_rail(rail);
+    net.collect();
+    assert_eq!(
+        net.err(2, only_0),
+        RequestError::PeerUnreachable { peer: 0 }
+    );
+    assert!(net.outcome(2, any).is_none());
+    let src = net.alloc(1, b"from one".to_vec());
+    let out = net.begin(1, 2, 1);
+    net.engines[1].send_tagged(out, src);
+    net.run();
+    assert_eq!(net.ok(2, any).peer, 1);
+    // A receive posted after the loss fails at once.
+    let d3 = net.alloc(2, vec![0; 8]);
+    let late = net.engines[2].recv_tagged(
+        common::CH,
+        from(0),
+        TagMatch::exact(1),
+        d3,
+        &mut net.mems[2],
+    );
+    net.collect();
+    assert_eq!(net.err(2, late), RequestError::PeerUnreachable { peer: 0 });
+}

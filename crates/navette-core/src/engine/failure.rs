@@ -2,6 +2,7 @@
 
 use super::incoming::Incoming;
 use super::piece::Piece;
+use super::recv::Posted;
 use super::{Engine, GateId, sorted_keys};
 use crate::plan::SendProgress;
 use crate::{Pending, Rank, RequestError, Source};
@@ -72,9 +73,24 @@ impl Engine {
         for key in keys {
             let channel = self.recv_msgs[&key].channel;
             if let Some(ch) = self.channels.get_mut(&channel) {
-                ch.posted.retain(|&k| k != key);
+                ch.posted
+                    .retain(|p| !matches!(p, Posted::Msg(k) if *k == key));
             }
             self.fail_msg(key, err.clone());
+        }
+        let mut lost = Vec::new();
+        for ch in self.channels.values_mut() {
+            ch.posted.retain(|p| match p {
+                Posted::Tagged(t) if t.source == Source::Rank(peer) => {
+                    lost.push(t.req);
+                    false
+                }
+                _ => true,
+            });
+        }
+        lost.sort_unstable();
+        for req in lost {
+            self.complete(req, Err(err.clone()));
         }
         for gate in gates {
             self.gates[gate.0]

@@ -4,11 +4,11 @@
 
 use std::collections::VecDeque;
 
-use super::piece::{Piece, SeqPiece};
-use super::recv::Bound;
+use super::piece::{Body, Piece, SeqPiece};
+use super::recv::{Bound, Posted, TaggedRecv};
 use super::{Engine, GateId};
 use crate::error::Violation;
-use crate::memory::Memory;
+use crate::memory::{self, Memory};
 use crate::reorder::Arrival;
 use crate::{ChannelId, ReqId, Source, Status, TagMatch};
 
@@ -25,6 +25,14 @@ pub(crate) enum Incoming {
     Matched(ReqId),
     /// Its receiver failed or left: later pieces are dropped.
     Discarding,
+}
+
+/// What [`Engine::land_tagged`] did.
+enum Landed {
+    /// The receive completed.
+    Done,
+    /// The message needs a receive message.
+    Promote,
 }
 
 impl Engine {
@@ -92,7 +100,17 @@ impl Engine {
         }
         let last = piece.flags.last();
         if first {
-            if let Some(key) = self.match_posted(gate, tag) {
+            if let Some(posted) = self.match_posted(gate, tag) {
+                let key = match posted {
+                    Posted::Msg(key) => key,
+                    Posted::Tagged(recv) => match self.land_tagged(gate, tag, recv, &piece, mem) {
+                        Landed::Done => return Ok(()),
+                        Landed::Promote => {
+                            let channel = self.gates[gate.0].channel;
+                            self.promote(channel, recv, mem, false)
+                        }
+                    },
+                };
                 // The usual case, a receive posted in advance: bind at once.
                 // The gate keeps the message only if more pieces follow, so
                 // a one-piece message costs one map insertion at most.
@@ -137,15 +155,44 @@ impl Engine {
 
     /// Removes and returns the first posted receive of `gate`'s channel
     /// that accepts a message from the gate's peer with `tag`.
-    fn match_posted(&mut self, gate: GateId, tag: u64) -> Option<ReqId> {
+    fn match_posted(&mut self, gate: GateId, tag: u64) -> Option<Posted> {
         let (channel, peer) = (self.gates[gate.0].channel, self.gates[gate.0].peer);
         let ch = self.channels.get_mut(&channel)?;
         let recv_msgs = &self.recv_msgs;
-        let i = ch.posted.iter().position(|k| {
-            let m = &recv_msgs[k];
-            m.source.accepts(peer) && m.tag.matches(tag)
-        })?;
+        let i = ch
+            .posted
+            .iter()
+            .position(|p| p.accepts(recv_msgs, peer, tag))?;
         ch.posted.remove(i)
+    }
+
+    /// The fast path of a tagged receive matched by a message's first
+    /// piece: a whole message (one eager piece, not aborted) that fits is
+    /// written to the destination and completes the receive. Anything else
+    /// needs a receive message.
+    fn land_tagged(
+        &mut self,
+        gate: GateId,
+        tag: u64,
+        recv: TaggedRecv,
+        piece: &Piece<&[u8]>,
+        mem: &mut dyn Memory,
+    ) -> Landed {
+        let flags = piece.flags;
+        let Body::Eager(data) = piece.body else {
+            return Landed::Promote;
+        };
+        if !flags.last() || flags.aborted() || data.len() > recv.dest.len {
+            return Landed::Promote;
+        }
+        memory::write(mem, recv.dest, 0, data);
+        let status = Status {
+            peer: self.gates[gate.0].peer,
+            tag,
+            len: data.len(),
+        };
+        self.complete(recv.req, Ok(status));
+        Landed::Done
     }
 
     /// A first piece that no posted receive matched: queue its message as

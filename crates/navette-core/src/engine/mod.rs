@@ -62,7 +62,11 @@ pub struct Event {
 
 // Maps keyed by ids this engine allocates (requests, transfers) use the
 // fast Fx hash; maps keyed by what a peer chooses (message numbers,
-// channels) keep std's randomized SipHash against collision flooding.
+// channels) use aHash, randomly keyed per map against collision flooding
+// and several times cheaper than std's SipHash on the receive path.
+
+/// The hasher of maps keyed by what a peer chooses.
+type PeerKeyed = ahash::RandomState;
 
 /// The keys of `map` whose values satisfy `keep`, sorted: a deterministic
 /// order for acting on a hash map's entries.
@@ -85,11 +89,11 @@ struct GateId(usize);
 pub struct Engine {
     config: EngineConfig,
     now: Duration,
-    peers: IndexMap<Rank, Peer>,
+    peers: IndexMap<Rank, Peer, PeerKeyed>,
     rails: Vec<Rail>,
     gates: Vec<Gate>,
-    gate_index: HashMap<(ChannelId, Rank), GateId>,
-    channels: IndexMap<ChannelId, Channel>,
+    gate_index: HashMap<(ChannelId, Rank), GateId, PeerKeyed>,
+    channels: IndexMap<ChannelId, Channel, PeerKeyed>,
     recv_msgs: FxHashMap<ReqId, RecvMsg>,
     deferred: FxHashMap<ReqId, recv::DeferredPiece>,
     rdv_sends: FxHashMap<u32, RdvSend>,
@@ -127,13 +131,13 @@ struct Gate {
     next_seq: u32,
     next_msg: u32,
     reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
-    incoming: HashMap<u32, Incoming>,
+    incoming: HashMap<u32, Incoming, PeerKeyed>,
 }
 
 #[derive(Debug)]
 struct Channel {
     strategy: Box<dyn Strategy>,
-    posted: VecDeque<ReqId>,
+    posted: VecDeque<recv::Posted>,
     unexpected: VecDeque<(GateId, u32)>,
 }
 
@@ -143,11 +147,11 @@ impl Engine {
         Self {
             config,
             now: Duration::ZERO,
-            peers: IndexMap::new(),
+            peers: IndexMap::default(),
             rails: Vec::new(),
             gates: Vec::new(),
-            gate_index: HashMap::new(),
-            channels: IndexMap::new(),
+            gate_index: HashMap::default(),
+            channels: IndexMap::default(),
             recv_msgs: FxHashMap::default(),
             deferred: FxHashMap::default(),
             rdv_sends: FxHashMap::default(),
@@ -463,7 +467,7 @@ impl Engine {
             next_seq: 0,
             next_msg: 0,
             reorder: ReorderBuffer::default(),
-            incoming: HashMap::new(),
+            incoming: HashMap::default(),
         });
         self.gate_index.insert((channel, peer), id);
         if let Some(p) = self.peers.get_mut(&peer) {

@@ -17,6 +17,8 @@ use super::piece::{Body, Piece};
 use super::{Engine, GateId, sorted_keys};
 use crate::error::UsageError;
 use crate::memory::{self, Memory};
+use rustc_hash::FxHashMap;
+
 use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Source, Status, TagMatch};
 
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +46,46 @@ pub(crate) struct RecvMsg {
     /// Only the end request reports success (a tagged receive): the match
     /// and piece completions nobody waits for are not built.
     pub(super) quiet: bool,
+}
+
+/// A receive waiting in its channel's posted queue, in posting order.
+#[derive(Debug)]
+pub(super) enum Posted {
+    /// A receive message ([`Engine::recv_begin`]): its state is in
+    /// `recv_msgs`.
+    Msg(ReqId),
+    /// A one-piece tagged receive, kept inline: a one-piece eager message
+    /// that fits lands in its destination and completes it without a
+    /// receive message being built. Anything else promotes it to one.
+    Tagged(TaggedRecv),
+}
+
+/// See [`Posted::Tagged`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TaggedRecv {
+    pub(super) req: ReqId,
+    pub(super) source: Source,
+    pub(super) tag: TagMatch,
+    pub(super) dest: MemRef,
+}
+
+impl Posted {
+    /// Whether this receive accepts a message from `peer` with `tag`.
+    pub(super) fn accepts(
+        &self,
+        recv_msgs: &FxHashMap<ReqId, RecvMsg>,
+        peer: Rank,
+        tag: u64,
+    ) -> bool {
+        let (source, pattern) = match self {
+            Self::Msg(key) => {
+                let m = &recv_msgs[key];
+                (m.source, m.tag)
+            }
+            Self::Tagged(t) => (t.source, t.tag),
+        };
+        source.accepts(peer) && pattern.matches(tag)
+    }
 }
 
 /// One piece the receiver unpacks.
@@ -94,6 +136,20 @@ impl Engine {
         quiet: bool,
     ) -> ReqId {
         let key = self.new_req();
+        self.new_recv_msg(key, channel, source, tag, quiet);
+        self.post_recv_msg(key, channel, source, tag);
+        key
+    }
+
+    /// Creates receive message `key`, neither matched nor posted.
+    fn new_recv_msg(
+        &mut self,
+        key: ReqId,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+        quiet: bool,
+    ) {
         self.recv_msgs.insert(
             key,
             RecvMsg {
@@ -112,28 +168,48 @@ impl Engine {
                 quiet,
             },
         );
+    }
+
+    /// Binds receive message `key` to the first unexpected message it
+    /// matches, else posts it (or fails it if its only source is lost).
+    fn post_recv_msg(&mut self, key: ReqId, channel: ChannelId, source: Source, tag: TagMatch) {
         self.channel(channel);
+        match self.find_unexpected(channel, source, tag) {
+            Some((gate, msg)) => self.bind(key, gate, msg),
+            None if self.source_is_lost(source) => {
+                let err = RequestError::PeerUnreachable {
+                    peer: source.rank().expect("a lost source is a rank"),
+                };
+                self.fail_msg(key, err);
+            }
+            None => self.channel(channel).posted.push_back(Posted::Msg(key)),
+        }
+    }
+
+    /// Removes from `channel`'s unexpected queue the first message that a
+    /// receive from `source` with `tag` matches.
+    fn find_unexpected(
+        &mut self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+    ) -> Option<(GateId, u32)> {
         let gates = &self.gates;
-        let ch = self.channels.get_mut(&channel).expect("created above");
-        let found = ch.unexpected.iter().position(|&(g, msg)| {
+        let ch = self.channels.get_mut(&channel)?;
+        let i = ch.unexpected.iter().position(|&(g, msg)| {
             let gate = &gates[g.0];
             source.accepts(gate.peer)
                 && matches!(gate.incoming.get(&msg), Some(Incoming::Unmatched { tag: t, .. }) if tag.matches(*t))
-        });
-        match found {
-            Some(i) => {
-                let (gate, msg) = ch.unexpected.remove(i).expect("position is in range");
-                self.bind(key, gate, msg);
-            }
-            None => ch.posted.push_back(key),
-        }
-        if let Source::Rank(peer) = source {
-            if found.is_none() && self.peers.contains_key(&peer) && !self.is_reachable(peer) {
-                self.channel(channel).posted.retain(|&k| k != key);
-                self.fail_msg(key, RequestError::PeerUnreachable { peer });
-            }
-        }
-        key
+        })?;
+        ch.unexpected.remove(i)
+    }
+
+    /// Whether `source` names one known peer that can no longer be reached:
+    /// a receive from it would wait forever.
+    fn source_is_lost(&self, source: Source) -> bool {
+        source
+            .rank()
+            .is_some_and(|peer| self.peers.contains_key(&peer) && !self.is_reachable(peer))
     }
 
     /// Posts the next piece of message `key`. With a destination (whose
@@ -224,7 +300,14 @@ impl Engine {
             return Err(UsageError::NotAMessage(key));
         }
         let end = self.new_req();
-        let msg = self.recv_msgs.get_mut(&key).expect("checked above");
+        self.end_as(key, end)
+    }
+
+    /// [`Self::recv_end`] under an existing request id.
+    fn end_as(&mut self, key: ReqId, end: ReqId) -> Result<ReqId, UsageError> {
+        let Some(msg) = self.recv_msgs.get_mut(&key).filter(|m| m.end.is_none()) else {
+            return Err(UsageError::NotAMessage(key));
+        };
         if let Some(err) = msg.failed.clone() {
             self.recv_msgs.remove(&key);
             self.complete(end, Err(err));
@@ -243,7 +326,9 @@ impl Engine {
         };
         if msg.bound.is_none() {
             let channel = msg.channel;
-            self.channel(channel).posted.retain(|&k| k != key);
+            self.channel(channel)
+                .posted
+                .retain(|p| !matches!(p, Posted::Msg(k) if *k == key));
         }
         self.fail_msg(key, RequestError::Cancelled);
         self.recv_msgs.remove(&key);
@@ -253,6 +338,10 @@ impl Engine {
     /// message). The returned request completes with the sender, tag and
     /// length; it is the only one that reports success (the inner match and
     /// piece requests complete silently, errors aside).
+    ///
+    /// Posted before its message arrives, the receive waits inline in the
+    /// channel's queue ([`Posted::Tagged`]): the usual one-piece eager
+    /// message then costs no receive message at all.
     pub fn recv_tagged(
         &mut self,
         channel: ChannelId,
@@ -261,17 +350,51 @@ impl Engine {
         dest: MemRef,
         mem: &mut dyn Memory,
     ) -> ReqId {
-        let key = self.begin_receive(channel, source, tag, true);
+        let req = self.new_req();
+        let recv = TaggedRecv {
+            req,
+            source,
+            tag,
+            dest,
+        };
+        let ch = self.channel(channel);
+        if ch.unexpected.is_empty() && !self.source_is_lost(source) {
+            self.channel(channel).posted.push_back(Posted::Tagged(recv));
+        } else {
+            self.promote(channel, recv, mem, true);
+        }
+        req
+    }
+
+    /// Turns a tagged receive into a receive message of one piece, whose
+    /// end request is the tagged receive's own; returns the message's key.
+    /// With `post`, the message is bound to an unexpected message or posted
+    /// like any new receive; without, the caller binds it to the message
+    /// that matched it.
+    pub(super) fn promote(
+        &mut self,
+        channel: ChannelId,
+        recv: TaggedRecv,
+        mem: &mut dyn Memory,
+        post: bool,
+    ) -> ReqId {
+        let key = self.new_req();
+        self.new_recv_msg(key, channel, recv.source, recv.tag, true);
+        if post {
+            self.post_recv_msg(key, channel, recv.source, recv.tag);
+        }
         let spec = RecvPiece {
-            dest: Some(dest),
-            len: dest.len,
+            dest: Some(recv.dest),
+            len: recv.dest.len,
             send: SendMode::Cheaper,
             recv: ReceiveMode::Cheaper,
             exact: false,
         };
         self.recv_piece(key, spec, mem)
             .expect("a message just begun accepts pieces");
-        self.recv_end(key).expect("a message just begun can end")
+        self.end_as(key, recv.req)
+            .expect("a message just begun can end");
+        key
     }
 
     /// Pairs posted pieces with arrived ones, in order, then checks the end.

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::Engine;
+use super::recv::Posted;
 use crate::plan::SendProgress;
 use crate::{ChannelId, Pending, RailId, Rank, ReqId, TagMatch};
 
@@ -154,10 +155,7 @@ impl Engine {
                     None,
                     None,
                     PendingState::AwaitingMatch {
-                        source: match msg.source {
-                            crate::Source::Any => None,
-                            crate::Source::Rank(r) => Some(r),
-                        },
+                        source: msg.source.rank(),
                         tag: msg.tag,
                     },
                 ),
@@ -172,6 +170,17 @@ impl Engine {
             };
             let req = msg.end.unwrap_or(key);
             push(req, peer, Some(msg.channel), tag, msg.total, state);
+        }
+        for (&channel, ch) in &self.channels {
+            for posted in &ch.posted {
+                if let Posted::Tagged(t) = posted {
+                    let state = PendingState::AwaitingMatch {
+                        source: t.source.rank(),
+                        tag: t.tag,
+                    };
+                    push(t.req, None, Some(channel), None, t.dest.len, state);
+                }
+            }
         }
         for (&req, d) in &self.deferred {
             let (peer, tag) = (Some(d.status.peer), Some(d.status.tag));

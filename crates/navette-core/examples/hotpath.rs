@@ -1,0 +1,69 @@
+use navette_core::*;
+use std::time::{Duration, Instant};
+fn main() {
+    let caps = RailCaps {
+        rdv_threshold: 256 * 1024,
+        max_fragment: 1 << 20,
+        ..RailCaps::default()
+    };
+    let mut a = Engine::new(EngineConfig {
+        rank: 0,
+        ..EngineConfig::default()
+    });
+    let mut b = Engine::new(EngineConfig {
+        rank: 1,
+        ..EngineConfig::default()
+    });
+    let ra = a.add_rail(1, caps);
+    let rb = b.add_rail(0, caps);
+    let mut ma = VecMemory::new();
+    let mut mb = VecMemory::new();
+    let src = ma.insert(vec![7u8; 8]);
+    let dst = mb.insert(vec![0u8; 8]);
+    let mut wire = Vec::new();
+    let n = 1_000_000u32;
+    let (mut t_send, mut t_tx, mut t_recv, mut t_rx, mut t_ev) =
+        (0u128, 0u128, 0u128, 0u128, 0u128);
+    let now = Duration::ZERO;
+    let t = || Instant::now();
+    for _ in 0..n {
+        let t0 = t();
+        let out = a.send_begin(ChannelId::DEFAULT, 1, 5).unwrap();
+        let _req = a.send_tagged(out, src);
+        let t1 = t();
+        let plan = a.poll_transmit(now, ra).unwrap();
+        wire.clear();
+        plan.gather(&ma, &mut wire).unwrap();
+        a.recycle_plan(plan);
+        a.handle_send_complete(now, ra);
+        while a.poll_event().is_some() {}
+        let t2 = t();
+        let rq = b.recv_tagged(
+            ChannelId::DEFAULT,
+            Source::Rank(0),
+            TagMatch::exact(5),
+            dst,
+            &mut mb,
+        );
+        let t3 = t();
+        b.handle_packet(now, rb, &wire, &mut mb).unwrap();
+        let t4 = t();
+        let ev = b.poll_event().unwrap();
+        assert_eq!(ev.req, rq);
+        let t5 = t();
+        t_send += (t1 - t0).as_nanos();
+        t_tx += (t2 - t1).as_nanos();
+        t_recv += (t3 - t2).as_nanos();
+        t_rx += (t4 - t3).as_nanos();
+        t_ev += (t5 - t4).as_nanos();
+    }
+    let n = n as u128;
+    println!(
+        "submit {} ns, transmit {} ns, post recv {} ns, handle_packet {} ns, event {} ns",
+        t_send / n,
+        t_tx / n,
+        t_recv / n,
+        t_rx / n,
+        t_ev / n
+    );
+}

@@ -20,6 +20,8 @@ const READ_BUF: usize = 64 << 10;
 const KEEP_BUF: usize = 4 << 20;
 /// Most segments handed to one vectored write.
 const MAX_SLICES: usize = 64;
+/// Packets up to this length are gathered and written with one `write`.
+const GATHER_MAX: usize = 512;
 
 /// Cuts the incoming byte stream into packets.
 #[derive(Debug)]
@@ -194,7 +196,10 @@ impl OutPacket {
     }
 
     /// Writes as much of the packet as `stream` takes, straight from the
-    /// plan's buffer and from user memory.
+    /// plan's buffer and from user memory. A small packet is first
+    /// gathered on the stack and written with one plain `write`: on
+    /// loopback a vectored write of a few tiny segments costs measurably
+    /// more in the kernel than copying them (a few hundred bytes) here.
     pub(super) fn write(
         &mut self,
         stream: &mut impl Write,
@@ -203,7 +208,18 @@ impl OutPacket {
         while self.sent < self.total {
             let mut slices = [IoSlice::new(&[]); MAX_SLICES];
             let count = self.slices(mem, &mut slices)?;
-            match stream.write_vectored(&slices[..count]) {
+            let result = if count > 1 && self.total - self.sent <= GATHER_MAX {
+                let mut gathered = [0u8; GATHER_MAX];
+                let mut len = 0;
+                for slice in &slices[..count] {
+                    gathered[len..len + slice.len()].copy_from_slice(slice);
+                    len += slice.len();
+                }
+                stream.write(&gathered[..len])
+            } else {
+                stream.write_vectored(&slices[..count])
+            };
+            match result {
                 Ok(0) => return Err(WriteError::Io(io::ErrorKind::WriteZero.into())),
                 Ok(n) => self.sent += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -10,18 +10,19 @@
 //! both ranks dial each other at once, each ends up with two connections,
 //! and the engine reorders what arrives by sequence number.
 
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use navette_core::{RailId, Rank};
 use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::Limits;
+use rustc_hash::FxHashMap;
 
+use super::clock::Clock;
 use super::conn::{Conn, ConnError, Identity, Landing};
 use super::frame::{Filled, OutPacket, WriteError, Written};
 use super::{ADDR_KEY, TcpStats};
@@ -64,7 +65,8 @@ pub(super) struct Inner {
     events: Events,
     listener: Option<TcpListener>,
     listener_ready: bool,
-    conns: HashMap<Token, Conn>,
+    /// By token; tokens are ours, so the fast Fx hash is safe.
+    conns: FxHashMap<Token, Conn>,
     next_token: usize,
     peers: Vec<Option<PeerSlot>>,
     bootstrap: Arc<dyn Bootstrap>,
@@ -73,7 +75,7 @@ pub(super) struct Inner {
     job_id: u64,
     job_key: [u8; JOB_KEY_LEN],
     limits: Limits,
-    pub(super) start: Instant,
+    pub(super) start: Clock,
     pub(super) eager_connect: bool,
     pub(super) max_handshakes: usize,
     pub(super) handshake_timeout: Duration,
@@ -105,7 +107,7 @@ impl Inner {
             events: Events::with_capacity(256),
             listener: Some(listener),
             listener_ready: true,
-            conns: HashMap::new(),
+            conns: FxHashMap::default(),
             next_token: FIRST_CONN,
             peers: Vec::new(),
             rank: bootstrap.rank(),
@@ -114,7 +116,7 @@ impl Inner {
             job_key: *bootstrap.job_key(),
             bootstrap,
             limits: Limits::default(),
-            start: Instant::now(),
+            start: Clock::start(),
             eager_connect: false,
             max_handshakes: 1024,
             handshake_timeout: Duration::from_secs(10),
@@ -145,7 +147,7 @@ impl Inner {
     }
 
     fn now(&self) -> Duration {
-        self.start.elapsed()
+        self.start.now()
     }
 
     fn identity(&self) -> Identity<'_> {
@@ -535,7 +537,7 @@ impl Inner {
             if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
                 let bytes = &conn.frames.bytes()[frame];
                 node.port()
-                    .handle_packet(start.elapsed(), rail, bytes)
+                    .handle_packet(start.now(), rail, bytes)
                     .map_err(|e| ConnError::Refused(e.to_string()))?;
                 delivered += 1;
                 if delivered == READ_BUDGET {
@@ -639,7 +641,7 @@ impl Inner {
                     if let Some(out) = slot.out.take() {
                         port.recycle_plan(out.into_plan());
                     }
-                    port.handle_send_complete(start.elapsed(), rail);
+                    port.handle_send_complete(start.now(), rail);
                     (wrote, completed) = (true, true);
                 }
                 Ok(Written::Blocked) => {
@@ -654,7 +656,7 @@ impl Inner {
                     // packet is dropped and the rail freed.
                     tracing::warn!(rank = self.rank, peer, %err, "tcp: dropping packet");
                     slot.out = None;
-                    port.handle_send_complete(start.elapsed(), rail);
+                    port.handle_send_complete(start.now(), rail);
                     completed = true;
                 }
                 Err(WriteError::Missing { err, started: true }) => {
@@ -702,7 +704,7 @@ fn land(
     conn: &mut Conn,
     node: &NodeCore,
     rail: RailId,
-    start: Instant,
+    start: Clock,
     stats: &mut TcpStats,
 ) -> Result<LandStep, ConnError> {
     let landing = conn.landing.as_mut().expect("called while landing");
@@ -748,7 +750,7 @@ fn land(
     }
     let header = landing.header;
     conn.landing = None;
-    port.handle_rdv_landed(start.elapsed(), rail, &header)
+    port.handle_rdv_landed(start.now(), rail, &header)
         .map_err(|e| ConnError::Refused(e.to_string()))?;
     Ok(LandStep::Landed)
 }

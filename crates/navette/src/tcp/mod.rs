@@ -24,6 +24,7 @@
 //! sockets, or by [`Driver::wake`] when a user thread submits work — a wake
 //! costs a system call only while a thread is actually blocked.
 
+mod clock;
 mod conn;
 mod frame;
 mod inner;
@@ -118,7 +119,7 @@ pub struct TcpDriver {
     local_addr: SocketAddr,
     caps: RailCaps,
     /// The origin of the time given to the engine (shared with `Inner`).
-    start: std::time::Instant,
+    start: clock::Clock,
 }
 
 fn io_error(what: &str, err: std::io::Error) -> Error {
@@ -228,7 +229,7 @@ impl Driver for TcpDriver {
     }
 
     fn now(&self) -> Option<Duration> {
-        Some(self.start.elapsed())
+        Some(self.start.now())
     }
 
     fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {

@@ -1,0 +1,40 @@
+//! The time the driver gives the engine: the coarse monotonic clock.
+//!
+//! The engine uses time for request ages in reports and for deadlines
+//! counted in seconds; the driver reads the clock several times per
+//! message. `CLOCK_MONOTONIC_COARSE` (the last timer tick, a few
+//! milliseconds of resolution) is read from the vDSO without touching the
+//! time-stamp counter, several times cheaper than `Instant::now`.
+
+use std::time::Duration;
+
+use rustix::time::{ClockId, clock_gettime};
+
+/// Time since the driver started, at tick resolution.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Clock {
+    origin: Duration,
+}
+
+impl Clock {
+    /// A clock whose time starts now.
+    pub(super) fn start() -> Self {
+        Self {
+            origin: read_coarse(),
+        }
+    }
+
+    /// Time since [`Self::start`].
+    pub(super) fn now(&self) -> Duration {
+        read_coarse().saturating_sub(self.origin)
+    }
+}
+
+fn read_coarse() -> Duration {
+    let t = clock_gettime(ClockId::MonotonicCoarse);
+    // The monotonic clock is never negative; the casts cannot lose bits.
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}

@@ -340,7 +340,7 @@ impl Engine {
     /// piece requests complete silently, errors aside).
     ///
     /// Posted before its message arrives, the receive waits inline in the
-    /// channel's queue ([`Posted::Tagged`]): the usual one-piece eager
+    /// channel's queue: the usual one-piece eager
     /// message then costs no receive message at all.
     pub fn recv_tagged(
         &mut self,

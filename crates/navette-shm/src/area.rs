@@ -1,0 +1,318 @@
+//! One rank's area: its published information, doorbell and receive ring.
+//!
+//! Hot path: [`RankArea::try_push`], [`RankArea::pop`] and
+//! [`RankArea::ring_doorbell`] make no allocation and no system call while
+//! the owner is awake ([`RankArea::ring_doorbell`] makes one `futex_wake`
+//! when it sleeps), and take no lock beyond the consumer's uncontended
+//! try-lock.
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rustix::io::Errno;
+use rustix::thread::futex;
+
+use crate::bell::{Bell, Ticket};
+use crate::layout::{AreaControl, CELL_HEADER_BYTES, Geometry};
+use crate::ring::{self, Full, Popped, RingMemory};
+
+/// One rank's area in a [`crate::Segment`]: any rank may push into its ring
+/// and ring its doorbell; only the owning rank consumes and sleeps.
+#[derive(Clone, Copy)]
+pub struct RankArea<'a> {
+    control: &'a AreaControl,
+    /// First cell (64-byte aligned), followed by `cells * cell_size` bytes.
+    cells: NonNull<u8>,
+    cell_size: usize,
+    cells_count: u32,
+    rank: u32,
+    _segment: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: `cells` points into the segment's mapping, which outlives 'a;
+// cell words are reached only as atomics and payload bytes only through the
+// ring protocol, which hands each cell to one thread at a time.
+unsafe impl Send for RankArea<'_> {}
+// SAFETY: as for Send: every access through `&RankArea` is atomic or
+// exclusive by protocol.
+unsafe impl Sync for RankArea<'_> {}
+
+impl fmt::Debug for RankArea<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RankArea")
+            .field("rank", &self.rank)
+            .field("pid", &self.pid())
+            .field("ring_cells", &self.cells_count)
+            .field("cell_size", &self.cell_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RankArea<'a> {
+    /// Builds the view; `cells` must be followed by `ring_cells * cell_size`
+    /// bytes of the mapping (the caller, `Segment::area`, checks it).
+    pub(crate) fn new(
+        control: &'a AreaControl,
+        cells: NonNull<u8>,
+        rank: u32,
+        g: &Geometry,
+    ) -> Self {
+        Self {
+            control,
+            cells,
+            cell_size: g.cell_size,
+            cells_count: g.ring_cells,
+            rank,
+            _segment: PhantomData,
+        }
+    }
+
+    /// Pointer to byte `offset` of cell `index`.
+    fn cell_ptr(&self, index: usize, offset: usize) -> *mut u8 {
+        assert!(index < self.cells_count as usize && offset < self.cell_size);
+        // SAFETY: index < cells and offset < cell_size (asserted), so the
+        // result lies inside this area's cells (see `new`).
+        unsafe { self.cells.as_ptr().add(index * self.cell_size + offset) }
+    }
+
+    fn bell(&self) -> Bell<'a> {
+        Bell {
+            doorbell: &self.control.doorbell,
+            sleepers: &self.control.sleepers,
+        }
+    }
+
+    /// This area's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Publishes the owner's process id and probe (an address in the
+    /// owner's memory and the `u64` stored there), for peers to test
+    /// single-copy reads with [`crate::can_pull_from`]. The pid is stored
+    /// last, so a peer that reads a non-zero [`pid`](Self::pid) also reads
+    /// the probe.
+    pub fn publish(&self, pid: u32, probe_addr: u64, probe_value: u64) {
+        let c = self.control;
+        c.probe_addr.store(probe_addr, Ordering::Relaxed);
+        c.probe_value.store(probe_value, Ordering::Relaxed);
+        c.pid.store(pid, Ordering::Release);
+    }
+
+    /// The owner's process id; 0 until [`publish`](Self::publish)ed.
+    pub fn pid(&self) -> u32 {
+        self.control.pid.load(Ordering::Acquire)
+    }
+
+    /// The owner's probe: (address, value).
+    pub fn probe(&self) -> (u64, u64) {
+        let c = self.control;
+        let _ = c.pid.load(Ordering::Acquire);
+        (
+            c.probe_addr.load(Ordering::Relaxed),
+            c.probe_value.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Records whether the owner can pull from its peers.
+    pub fn set_can_pull(&self, yes: bool) {
+        self.control
+            .can_pull
+            .store(u32::from(yes), Ordering::Release);
+    }
+
+    /// Whether the owner said it can pull from its peers (any non-zero
+    /// word counts as yes).
+    pub fn can_pull(&self) -> bool {
+        self.control.can_pull.load(Ordering::Acquire) != 0
+    }
+
+    /// Number of cells in the ring.
+    pub fn capacity(&self) -> u32 {
+        self.cells_count
+    }
+
+    /// Largest payload of one cell.
+    pub fn cell_payload(&self) -> usize {
+        self.cell_size - CELL_HEADER_BYTES
+    }
+
+    /// Producer side (any rank, any thread): claims a cell, lets `fill`
+    /// write the first `len` bytes of its payload, and publishes it.
+    /// `Err(Full)` when no cell is free: retry later.
+    ///
+    /// `fill` sees the cell's previous contents (not zeroes). Call
+    /// [`ring_doorbell`](Self::ring_doorbell) after one or more pushes.
+    ///
+    /// # Panics
+    ///
+    /// If `len > self.cell_payload()` (a caller bug). If `fill` panics, the
+    /// cell is published as abandoned (the consumer skips it) and the
+    /// panic goes on.
+    pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Full> {
+        ring::try_push(self, len, fill)
+    }
+
+    /// Consumer side: runs `f` on the next published payload, then frees the
+    /// cell (also if `f` panics). `None` if the ring is empty.
+    ///
+    /// Only the owning rank consumes, and one thread at a time (the driver
+    /// serialises). This is enforced, not assumed: a try-lock in the area
+    /// makes a concurrent or re-entrant `pop` return `None` at once.
+    ///
+    /// A cell whose length word exceeds [`cell_payload`](Self::cell_payload)
+    /// (written by a buggy peer, or abandoned by a panicking producer) is
+    /// freed without being handed out, counted in
+    /// [`skipped_cells`](Self::skipped_cells), and `pop` goes on to the next
+    /// cell. Lengths are never trusted: `f` never sees bytes outside the
+    /// cell.
+    pub fn pop<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let mut f = Some(f);
+        loop {
+            let popped = ring::pop(self, |bytes| {
+                let f = f.take().expect("pop hands out at most one payload");
+                f(bytes)
+            });
+            match popped {
+                Popped::Empty => return None,
+                Popped::Item(r) => return Some(r),
+                Popped::Skipped => continue,
+            }
+        }
+    }
+
+    /// Whether no published message waits at the head of the ring.
+    pub fn is_empty(&self) -> bool {
+        ring::is_empty(self)
+    }
+
+    /// Cells freed without being handed out since creation (invalid lengths
+    /// or abandoned pushes). Non-zero means a peer misbehaved.
+    pub fn skipped_cells(&self) -> u64 {
+        self.control.skipped.load(Ordering::Relaxed)
+    }
+
+    /// After a push: wakes the owner if one of its threads sleeps; a
+    /// `futex_wake` only then, otherwise no system call.
+    pub fn ring_doorbell(&self) {
+        self.bell().ring_if_sleeping(|| self.futex_wake());
+    }
+
+    /// For the owner's own threads: wakes any sleeper of this area, and
+    /// makes a [`sleep_until`](Self::sleep_until) with an older
+    /// [`Ticket`] return at once (e.g. a thread blocked while another thread
+    /// submitted work). No system call if nobody sleeps.
+    pub fn wake(&self) {
+        self.bell().ring(|| self.futex_wake());
+    }
+
+    /// Owner: the doorbell's current value. Take it before checking other
+    /// conditions (local queues) and pass it to
+    /// [`sleep_until`](Self::sleep_until), so that a [`wake`](Self::wake)
+    /// between the check and the sleep is not lost.
+    pub fn ticket(&self) -> Ticket {
+        self.bell().ticket()
+    }
+
+    /// Owner: announces that it sleeps, re-checks the ring, then waits on
+    /// the doorbell (a shared futex) for at most `timeout`; returns early on
+    /// a doorbell. Spurious returns happen (signals, races); callers loop.
+    pub fn sleep(&self, timeout: Duration) -> io::Result<()> {
+        self.sleep_until(self.ticket(), timeout)
+    }
+
+    /// Owner: as [`sleep`](Self::sleep), but returns at once if the
+    /// doorbell rang since `ticket` was taken.
+    pub fn sleep_until(&self, ticket: Ticket, timeout: Duration) -> io::Result<()> {
+        let timeout = futex::Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let wait = |expected: u32| {
+            // Not PRIVATE: the word is shared with other processes.
+            match futex::wait(
+                &self.control.doorbell,
+                futex::Flags::empty(),
+                expected,
+                Some(&timeout),
+            ) {
+                Ok(()) | Err(Errno::AGAIN | Errno::TIMEDOUT | Errno::INTR) => Ok(()),
+                Err(e) => Err(io::Error::from(e)),
+            }
+        };
+        self.bell()
+            .sleep(ticket, || !self.is_empty(), wait)
+            .map(|_| ())
+    }
+
+    fn futex_wake(&self) {
+        // Wake every sleeper: several of the owner's threads may sleep. An
+        // error (EFAULT, EINVAL) would mean a broken mapping; waking is best
+        // effort and sleepers have timeouts.
+        let _ = futex::wake(
+            &self.control.doorbell,
+            futex::Flags::empty(),
+            i32::MAX as u32,
+        );
+    }
+}
+
+// SAFETY: `capacity` (a power of two >= 2) and `payload_capacity` (cell
+// size <= 2^30, less 16) come from the validated local Geometry. Cell
+// `index < capacity` spans `cell_size` bytes at `cells + index * cell_size`
+// inside this area: its stamp at offset 0 and length at offset 8 (8- and
+// 4-aligned, as the cells are 64-aligned) and its payload at offset 16 for
+// `cell_size - 16` bytes, so cells and their parts are disjoint, and
+// disjoint from the control block that holds head, tail, consumer and
+// skipped (distinct fields).
+unsafe impl RingMemory for RankArea<'_> {
+    fn head(&self) -> &AtomicU64 {
+        &self.control.head
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        &self.control.tail
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        &self.control.consumer
+    }
+
+    fn skipped(&self) -> &AtomicU64 {
+        &self.control.skipped
+    }
+
+    fn capacity(&self) -> u64 {
+        u64::from(self.cells_count)
+    }
+
+    fn payload_capacity(&self) -> usize {
+        self.cell_payload()
+    }
+
+    fn stamp(&self, index: usize) -> &AtomicU64 {
+        let ptr = self.cell_ptr(index, 0).cast::<u64>();
+        // SAFETY: `ptr` is inside the mapping (cell_ptr), 8-aligned (cells
+        // are 64-aligned), valid for the borrow of `self` (the mapping
+        // outlives 'a), and only ever accessed atomically.
+        unsafe { AtomicU64::from_ptr(ptr) }
+    }
+
+    fn len(&self, index: usize) -> &AtomicU32 {
+        let ptr = self.cell_ptr(index, 8).cast::<u32>();
+        // SAFETY: as in `stamp`; offset 8 of a 64-aligned cell is 4-aligned.
+        unsafe { AtomicU32::from_ptr(ptr) }
+    }
+
+    fn with_payload_mut<R>(&self, index: usize, f: impl FnOnce(*mut u8) -> R) -> R {
+        f(self.cell_ptr(index, CELL_HEADER_BYTES))
+    }
+
+    fn with_payload<R>(&self, index: usize, f: impl FnOnce(*const u8) -> R) -> R {
+        f(self.cell_ptr(index, CELL_HEADER_BYTES))
+    }
+}

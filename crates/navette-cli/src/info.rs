@@ -45,8 +45,63 @@ pub fn tunables() -> Vec<Tunable> {
     let mut all = engine_config();
     all.extend(rail_caps("RailCaps", RailCaps::default()));
     all.extend(node_config("NodeConfig", NodeConfig::default()));
+    all.extend(runtime_config());
+    all.extend(shm_config());
     all.extend(sim_builder());
     all
+}
+
+fn runtime_config() -> Vec<Tunable> {
+    let driver = navette::RuntimeConfig::default().driver;
+    vec![tunable(
+        "RuntimeConfig",
+        "driver (env NAVETTE_DRIVER)",
+        format!("{driver:?}").to_lowercase(),
+        "auto (shared memory between the ranks of one host), shm or tcp",
+    )]
+}
+
+fn shm_config() -> Vec<Tunable> {
+    let section = "ShmConfig";
+    let navette::shm::ShmConfig {
+        ring_cells,
+        cell_size,
+        rdv_threshold,
+        pull_fragment,
+        copy,
+    } = navette::shm::ShmConfig::default();
+    vec![
+        tunable(
+            section,
+            "ring_cells",
+            ring_cells.to_string(),
+            "cells in each rank's receive ring (a power of two)",
+        ),
+        tunable(
+            section,
+            "cell_size",
+            bytes(cell_size as u64),
+            "bytes per cell, header included: bounds eager packets and two-copy fragments",
+        ),
+        tunable(
+            section,
+            "rdv_threshold",
+            bytes(rdv_threshold as u64),
+            "pieces this long or longer go by rendezvous (lowered to what fits a cell)",
+        ),
+        tunable(
+            section,
+            "pull_fragment",
+            bytes(pull_fragment as u64),
+            "rendezvous bytes read by one single-copy pull (process_vm_readv)",
+        ),
+        tunable(
+            section,
+            "copy (env NAVETTE_SHM_COPY)",
+            format!("{copy:?}").to_lowercase(),
+            "auto, single (process_vm_readv) or fallback (two copies through the rings)",
+        ),
+    ]
 }
 
 fn engine_config() -> Vec<Tunable> {

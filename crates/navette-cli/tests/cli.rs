@@ -175,15 +175,26 @@ fn info_config_prints_the_defaults() {
 }
 
 fn navette_bin(args: &[&str]) -> std::process::Output {
+    navette_bin_with(args, &[])
+}
+
+/// Runs the binary with extra environment variables.
+fn navette_bin_with(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_navette"))
         .args(args)
+        .envs(vars.iter().copied())
         .output()
         .expect("the binary starts")
 }
 
 /// Runs the binary, expects success, returns its standard output.
 fn navette_ok(args: &[&str]) -> String {
-    let out = navette_bin(args);
+    navette_ok_with(args, &[])
+}
+
+/// [`navette_ok`] with extra environment variables.
+fn navette_ok_with(args: &[&str], vars: &[(&str, &str)]) -> String {
+    let out = navette_bin_with(args, vars);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -226,13 +237,17 @@ fn binary_refuses_bad_sizes() {
 
 #[test]
 fn binary_runs_the_demo_on_two_launched_ranks() {
-    let stdout = navette_ok(&["demo", "--sizes", "0,8,100K", "--iterations", "5"]);
-    assert!(
-        stdout.contains("navette bench pingpong over tcp"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("navette bench rpc over tcp"), "{stdout}");
-    assert!(stdout.contains("verified byte for byte"), "{stdout}");
+    let args = ["demo", "--sizes", "0,8,100K", "--iterations", "5"];
+    // Shared memory by default; tcp on request, beside raw TCP.
+    for (vars, transport) in [(&[][..], "shm"), (&[("NAVETTE_DRIVER", "tcp")][..], "tcp")] {
+        let stdout = navette_ok_with(&args, vars);
+        for pattern in ["pingpong", "rpc"] {
+            let title = format!("navette bench {pattern} over {transport}");
+            assert!(stdout.contains(&title), "{stdout}");
+        }
+        assert_eq!(stdout.contains("raw-tcp"), transport == "tcp", "{stdout}");
+        assert!(stdout.contains("verified byte for byte"), "{stdout}");
+    }
 }
 
 #[test]
@@ -240,20 +255,23 @@ fn binary_runs_a_benchmark_with_its_baseline() {
     let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-bench.json");
     let json_arg = json.to_str().expect("a UTF-8 path");
     for pattern in ["pingpong", "stream", "rpc"] {
-        navette_ok(&[
-            "bench",
-            pattern,
-            "--sizes",
-            "1,64K",
-            "--iterations",
-            "4",
-            "--window",
-            "4",
-            "--baseline",
-            "raw-tcp",
-            "--json",
-            json_arg,
-        ]);
+        navette_ok_with(
+            &[
+                "bench",
+                pattern,
+                "--sizes",
+                "1,64K",
+                "--iterations",
+                "4",
+                "--window",
+                "4",
+                "--baseline",
+                "raw-tcp",
+                "--json",
+                json_arg,
+            ],
+            &[("NAVETTE_DRIVER", "tcp")],
+        );
         let doc = read_json(&json);
         let runs = doc["runs"].as_array().expect("runs");
         assert_eq!(runs.len(), 4, "{doc}");
@@ -264,8 +282,35 @@ fn binary_runs_a_benchmark_with_its_baseline() {
 }
 
 #[test]
+fn binary_benchmarks_over_shared_memory_by_default() {
+    let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-bench-shm.json");
+    let json_arg = json.to_str().expect("a UTF-8 path");
+    for pattern in ["pingpong", "stream", "rpc"] {
+        let args = [
+            "bench",
+            pattern,
+            "--sizes",
+            "8,1M",
+            "--iterations",
+            "4",
+            "--window",
+            "4",
+        ];
+        navette_ok(&[&args[..], &["--json", json_arg]].concat());
+        let doc = read_json(&json);
+        let runs = doc["runs"].as_array().expect("runs");
+        assert_eq!(runs.len(), 2, "{doc}");
+        assert!(
+            runs.iter()
+                .all(|r| r["transport"] == "shm" && r["impl"] == "navette"),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
 fn bench_refuses_drivers_it_does_not_have() {
-    for (driver, says) in [("shm", "not available yet"), ("sim", "navette demo --sim")] {
+    for (driver, says) in [("sim", "navette demo --sim"), ("udp", "unknown driver")] {
         let out = Command::new(env!("CARGO_BIN_EXE_navette"))
             .args(["bench", "pingpong", "--sizes", "8"])
             .env("NAVETTE_DRIVER", driver)

@@ -1,6 +1,7 @@
 //! Real jobs: `navette run` starting the rank programs of `examples/` —
-//! checked exchanges over tcp, a refused intruder, fail-fast, and the
-//! SIGUSR1 report of a stalled rank.
+//! checked exchanges over tcp and over shared memory (both rendezvous
+//! paths), a refused intruder, fail-fast, a rank killed mid-transfer, and
+//! the SIGUSR1 report of a stalled rank.
 //!
 //! The rank programs are examples of this package: `cargo test -p
 //! navette-cli` builds them (into `target/<profile>/examples/`, next to the
@@ -43,7 +44,13 @@ fn example(name: &str) -> PathBuf {
 
 /// `navette run -n <ranks> --timeout … -- <example> <args>`, to the end.
 fn run_example(ranks: u32, name: &str, args: &[&str]) -> Output {
+    run_example_with(ranks, name, args, &[])
+}
+
+/// [`run_example`] with extra environment variables for the ranks.
+fn run_example_with(ranks: u32, name: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_navette"))
+        .envs(vars.iter().copied())
         .args([
             "run",
             "-n",
@@ -85,9 +92,14 @@ fn rank_lines(stdout: &str, rank: u32, start: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs `alltoall` and checks that every rank printed its summary.
+/// Runs `alltoall` over tcp and checks that every rank printed its summary.
 fn alltoall(ranks: u32, args: &[&str]) {
-    let out = run_example(ranks, "alltoall", args);
+    alltoall_with(ranks, args, &[("NAVETTE_DRIVER", "tcp")]);
+}
+
+/// Runs `alltoall` with `vars` and checks every rank's summary.
+fn alltoall_with(ranks: u32, args: &[&str], vars: &[(&str, &str)]) {
+    let out = run_example_with(ranks, "alltoall", args, vars);
     assert_success(&out);
     let stdout = text(&out.stdout);
     for rank in 0..ranks {
@@ -118,6 +130,41 @@ fn alltoall_16_ranks_oversubscribed() {
 #[test]
 fn alltoall_64_mib_messages() {
     alltoall(2, &["--sizes", "64M", "--large"]);
+}
+
+const SHM: (&str, &str) = ("NAVETTE_DRIVER", "shm");
+
+#[test]
+fn alltoall_shm_2_ranks() {
+    alltoall_with(2, &[], &[SHM]);
+}
+
+#[test]
+fn alltoall_shm_8_ranks_oversubscribed() {
+    alltoall_with(8, &["--sizes", "0,1,1K,64K,256K"], &[SHM]);
+}
+
+#[test]
+fn alltoall_shm_32_ranks_oversubscribed() {
+    alltoall_with(32, &["--sizes", "0,8,4K,64K"], &[SHM]);
+}
+
+#[test]
+fn alltoall_shm_64_mib_single_copy() {
+    alltoall_with(
+        2,
+        &["--sizes", "64M", "--large"],
+        &[SHM, ("NAVETTE_SHM_COPY", "single")],
+    );
+}
+
+#[test]
+fn alltoall_shm_64_mib_two_copies() {
+    alltoall_with(
+        2,
+        &["--sizes", "64M", "--large"],
+        &[SHM, ("NAVETTE_SHM_COPY", "fallback")],
+    );
 }
 
 #[test]
@@ -296,4 +343,57 @@ fn sigusr1_prints_what_a_stalled_rank_waits_for() {
     assert!(term.success());
     assert_eq!(status.code(), Some(128 + 15), "{status:?}");
     assert!(process_gone(&pid), "rank 0 (pid {pid}) outlived the job");
+}
+
+/// A rank killed with SIGKILL while messages stream over shared memory:
+/// the launcher ends the job, and nothing of the job is left in /dev/shm.
+#[test]
+fn a_killed_rank_leaves_nothing_in_dev_shm() {
+    let mut navette = Command::new(env!("CARGO_BIN_EXE_navette"))
+        .args(["run", "-n", "2", "--timeout", JOB_TIMEOUT, "--"])
+        .arg(example("crash"))
+        .env("NAVETTE_DRIVER", "shm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("navette runs");
+    let stdout = navette.stdout.take().expect("piped");
+    let (mut victim, mut job) = (None, None);
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("output is text");
+        if let Some(rest) = line.strip_prefix("[1] crash: rank 1 pid ") {
+            let fields: Vec<&str> = rest.split(' ').collect();
+            assert_eq!(fields[3], "driver", "{line}");
+            assert_eq!(fields[4], "shm", "{line}");
+            victim = Some(fields[0].to_owned());
+            job = Some(fields[2].to_owned());
+        }
+        if line.starts_with("[1] crash: rank 1 receiving") {
+            break;
+        }
+    }
+    let (victim, job) = (victim.expect("rank 1's pid"), job.expect("the job id"));
+    let killed = Command::new("kill")
+        .args(["-KILL", &victim])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = navette.wait().expect("navette ends");
+    assert_eq!(
+        status.code(),
+        Some(128 + 9),
+        "the job ends with the killed rank's status"
+    );
+    let segment = navette_session::launcher::job_segment_path(
+        u64::from_str_radix(&job, 16).expect("a hex job id"),
+    );
+    assert!(!segment.exists(), "{} is left behind", segment.display());
+    let leftovers: Vec<String> = std::fs::read_dir("/dev/shm")
+        .expect("/dev/shm")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(&job))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

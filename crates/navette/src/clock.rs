@@ -1,4 +1,4 @@
-//! The time the driver gives the engine: the coarse monotonic clock.
+//! The time drivers give the engine: the coarse monotonic clock.
 //!
 //! The engine uses time for request ages in reports and for deadlines
 //! counted in seconds; the driver reads the clock several times per
@@ -12,20 +12,20 @@ use rustix::time::{ClockId, clock_gettime};
 
 /// Time since the driver started, at tick resolution.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Clock {
+pub(crate) struct Clock {
     origin: Duration,
 }
 
 impl Clock {
     /// A clock whose time starts now.
-    pub(super) fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             origin: read_coarse(),
         }
     }
 
     /// Time since [`Self::start`].
-    pub(super) fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         read_coarse().saturating_sub(self.origin)
     }
 }

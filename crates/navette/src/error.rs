@@ -28,6 +28,9 @@ pub enum Error {
     /// The bootstrap (launcher or PMIx) failed.
     #[error(transparent)]
     Bootstrap(#[from] navette_session::BootstrapError),
+    /// A setting (from the environment or a configuration) is invalid.
+    #[error("configuration: {0}")]
+    Config(String),
     /// The driver failed.
     #[error("driver {driver}: {message}")]
     Driver {

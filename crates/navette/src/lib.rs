@@ -44,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod clock;
 pub mod diagnostics;
 pub mod driver;
 mod error;
@@ -53,6 +54,7 @@ mod node;
 mod p2p;
 mod progress;
 mod runtime;
+pub mod shm;
 pub mod sim;
 pub mod tcp;
 
@@ -65,4 +67,4 @@ pub use navette_core::{
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};
 pub use progress::ProgressThread;
-pub use runtime::{RuntimeConfig, init, init_tcp, init_with};
+pub use runtime::{DRIVER_VAR, DriverKind, RuntimeConfig, init, init_shm, init_tcp, init_with};

@@ -279,6 +279,11 @@ impl Node {
         self.core.size
     }
 
+    /// The name of the driver this node runs over (`shm`, `tcp`, `sim`).
+    pub fn driver_name(&self) -> &'static str {
+        self.core.driver.name()
+    }
+
     /// The gate to `peer` on the default channel.
     pub fn gate(&self, peer: Rank) -> Gate {
         Gate::new(ChannelId::DEFAULT, peer)

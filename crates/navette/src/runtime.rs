@@ -1,20 +1,70 @@
-//! Starting and ending a session: a node over tcp, found through a
-//! bootstrap.
+//! Starting and ending a session: a node over shared memory or tcp, found
+//! through a bootstrap.
 //!
-//! [`init`] takes the bootstrap from the environment; [`init_with`] binds the tcp listener, publishes its address, creates the
-//! node and its rails (one per peer, no socket yet), then fences so that
-//! every rank's address is known before anyone dials. [`Node::finalize`]
-//! waits until every send the node accepted has completed, fences again
-//! (still serving peers meanwhile, so none is left waiting for data), and
-//! closes the connections.
+//! [`init`] takes the bootstrap from the environment; [`init_with`] picks
+//! the driver ([`DriverKind`]: shared memory by default, since the ranks of
+//! a session started by the embedded launcher share a host; `tcp` on
+//! request, or `NAVETTE_DRIVER=tcp|shm`), sets it up with the other ranks,
+//! creates the node and its rails (one per peer), then fences so that every
+//! rank is ready before anyone sends. Over tcp, setting up binds the
+//! listener and publishes its address (no socket to peers yet); over shm it
+//! maps the job's segment. [`Node::finalize`] waits until every send the
+//! node accepted has completed, fences again (still serving peers
+//! meanwhile, so none is left waiting for data), and closes the rails.
 
 use std::sync::Arc;
 
 use navette_core::EngineConfig;
 use navette_session::Bootstrap;
 
+use crate::shm::{ShmConfig, ShmDriver};
 use crate::tcp::{TcpConfig, TcpDriver};
-use crate::{Node, NodeConfig, Result};
+use crate::{Error, Node, NodeConfig, Result};
+
+/// Environment variable that forces the driver: `tcp`, `shm` or `auto`.
+pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
+
+/// Which driver a session's node runs over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DriverKind {
+    /// Shared memory: every rank started by the embedded launcher is on
+    /// this host.
+    #[default]
+    Auto,
+    /// The shared-memory driver (every rank on this host).
+    Shm,
+    /// The tcp driver.
+    Tcp,
+}
+
+impl std::str::FromStr for DriverKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "" | "auto" => Ok(Self::Auto),
+            "shm" => Ok(Self::Shm),
+            "tcp" => Ok(Self::Tcp),
+            "sim" => Err(Error::Config(format!(
+                "{DRIVER_VAR}=sim: the simulated network runs inside one process \
+                 (navette::sim::SimCluster, or `navette demo --sim`)"
+            ))),
+            other => Err(Error::Config(format!(
+                "{DRIVER_VAR}={other}: unknown driver (auto, shm, tcp)"
+            ))),
+        }
+    }
+}
+
+impl DriverKind {
+    /// `self`, unless `NAVETTE_DRIVER` names a driver.
+    pub fn from_env(self) -> Result<Self> {
+        match std::env::var(DRIVER_VAR) {
+            Ok(value) if !value.is_empty() => value.parse(),
+            _ => Ok(self),
+        }
+    }
+}
 
 /// Settings of a session's node. Every field has a default.
 #[derive(Clone, Debug)]
@@ -23,8 +73,12 @@ pub struct RuntimeConfig {
     pub node: NodeConfig,
     /// The engine (the rank is taken from the bootstrap).
     pub engine: EngineConfig,
+    /// The driver; `NAVETTE_DRIVER` overrides it.
+    pub driver: DriverKind,
     /// The tcp driver.
     pub tcp: TcpConfig,
+    /// The shm driver; `NAVETTE_SHM_COPY` overrides its copy mode.
+    pub shm: ShmConfig,
     /// Print warnings (stalls, refused connections) on standard error
     /// unless the program installed a `tracing` subscriber of its own; the
     /// level comes from `NAVETTE_LOG` (default `warn`).
@@ -38,7 +92,9 @@ impl Default for RuntimeConfig {
         Self {
             node: NodeConfig::default(),
             engine: EngineConfig::default(),
+            driver: DriverKind::Auto,
             tcp: TcpConfig::default(),
+            shm: ShmConfig::default(),
             log_to_stderr: true,
             report_on_sigusr1: true,
         }
@@ -67,13 +123,43 @@ pub fn init() -> Result<Node> {
     )
 }
 
-/// Joins the session that `bootstrap` describes, over tcp. Every rank of
-/// the job must call it (it fences).
+/// Joins the session that `bootstrap` describes, over the driver the
+/// configuration (or `NAVETTE_DRIVER`) names. Every rank of the job must
+/// call it (it fences).
 pub fn init_with(bootstrap: Arc<dyn Bootstrap>, config: RuntimeConfig) -> Result<Node> {
-    Ok(init_tcp(bootstrap, config)?.0)
+    match config.driver.from_env()? {
+        DriverKind::Tcp => Ok(init_tcp(bootstrap, config)?.0),
+        DriverKind::Auto | DriverKind::Shm => Ok(init_shm(bootstrap, config)?.0),
+    }
 }
 
-/// As [`init_with`], also returning the tcp driver (for its statistics).
+/// As [`init_with`] over the shm driver, also returning the driver (for
+/// its statistics).
+pub fn init_shm(
+    bootstrap: Arc<dyn Bootstrap>,
+    config: RuntimeConfig,
+) -> Result<(Node, Arc<ShmDriver>)> {
+    if config.log_to_stderr {
+        log_to_stderr();
+    }
+    let driver = ShmDriver::open(Arc::clone(&bootstrap), &config.shm.from_env()?)?;
+    let node = Node::new(
+        bootstrap.rank(),
+        bootstrap.size(),
+        config.engine,
+        config.node,
+        driver.clone(),
+    );
+    driver.attach(node.core());
+    if config.report_on_sigusr1 {
+        crate::diagnostics::report_on_sigusr1(&node)?;
+    }
+    bootstrap.fence()?;
+    Ok((node, driver))
+}
+
+/// As [`init_with`] over the tcp driver, also returning the driver (for
+/// its statistics).
 pub fn init_tcp(
     bootstrap: Arc<dyn Bootstrap>,
     config: RuntimeConfig,

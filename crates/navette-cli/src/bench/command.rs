@@ -14,8 +14,8 @@ use super::{Baseline, BenchConfig, BenchError, Pattern, run_rank, runs, table_he
 use crate::json::BenchDocument;
 use crate::sizes::SizeList;
 
-/// Environment variable that forces the driver: `tcp`, `shm` or `sim`.
-pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
+/// Environment variable that forces the driver: `tcp` or `shm`.
+pub use navette::DRIVER_VAR;
 
 /// Default sizes of `navette bench`: 1 B to 16 MiB.
 pub const DEFAULT_SIZES: &str = "1,8,64,512,4K,32K,256K,1M,4M,16M";
@@ -48,26 +48,6 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     if std::env::var_os(env::BOOTSTRAP).is_none() {
         return Ok(Some(self_launch()?));
     }
-    let transport = match std::env::var(DRIVER_VAR).as_deref() {
-        Err(_) | Ok("") | Ok("auto") | Ok("tcp") => "tcp",
-        Ok("shm") => {
-            return Err(BenchError::Setup(
-                "NAVETTE_DRIVER=shm: the shared-memory driver is not available yet".into(),
-            ));
-        }
-        Ok("sim") => {
-            return Err(BenchError::Setup(
-                "NAVETTE_DRIVER=sim: the simulated network runs inside one process; \
-                 use `navette demo --sim`"
-                    .into(),
-            ));
-        }
-        Ok(other) => {
-            return Err(BenchError::Setup(format!(
-                "NAVETTE_DRIVER={other}: unknown driver (tcp, shm, sim)"
-            )));
-        }
-    };
     let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
     if bootstrap.size() < 2 {
         return Err(BenchError::Setup("navette bench needs 2 ranks".into()));
@@ -79,7 +59,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         iterations: args.iterations,
         window: args.window.max(1),
         baseline: args.baseline,
-        transport: transport.to_owned(),
+        transport: node.driver_name().to_owned(),
     };
     let rank = node.rank();
     let progress = progress_bar(rank, config.sizes.len());
@@ -115,9 +95,10 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     Ok(None)
 }
 
-/// `navette demo`: on two ranks of the embedded launcher, over tcp, a
-/// ping-pong and an RPC-shaped message, each beside raw TCP between the
-/// same ranks; rank 0 prints the tables.
+/// `navette demo`: on two ranks of the embedded launcher, over the default
+/// driver (shared memory; `NAVETTE_DRIVER=tcp` for tcp), a ping-pong and an
+/// RPC-shaped message — over tcp each beside raw TCP between the same
+/// ranks; rank 0 prints the tables.
 pub fn demo(
     sizes: &[usize],
     iterations: Option<u32>,
@@ -135,8 +116,8 @@ pub fn demo(
             sizes: sizes.to_vec(),
             iterations,
             window: 1,
-            baseline: Some(Baseline::RawTcp),
-            transport: "tcp".into(),
+            baseline: (node.driver_name() == "tcp").then_some(Baseline::RawTcp),
+            transport: node.driver_name().into(),
         };
         if rank == 0 {
             writeln!(out)?;

@@ -225,6 +225,7 @@ pub fn launch_with_output(
         return Err(LaunchError::Config("a job needs at least one rank".into()));
     }
     let (job_id, job_key) = random_job()?;
+    let _segments = SegmentSweeper(job_id);
     let server = BootstrapServer::start(config.ranks, job_id, job_key)?;
     let mut job = Job::new(config, Sink::new(out), Sink::new(err));
     for rank in 0..config.ranks {
@@ -247,6 +248,29 @@ pub fn launch_with_output(
     let ranks = job.finish();
     server.shutdown();
     Ok(ExitReport { outcome, ranks })
+}
+
+/// The path of the shared-memory segment of job `job_id` (see the shm
+/// driver): `/dev/shm/navette-<job id in 16 hex digits>`.
+pub fn job_segment_path(job_id: u64) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/dev/shm/navette-{job_id:016x}"))
+}
+
+/// Removes the job's shared segment when the launcher is done with the job:
+/// ranks unlink it as soon as all have mapped it, but a rank that dies
+/// before that would leave it behind.
+struct SegmentSweeper(u64);
+
+impl Drop for SegmentSweeper {
+    fn drop(&mut self) {
+        let path = job_segment_path(self.0);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                eprintln!("navette: cannot remove {}: {e}", path.display());
+            }
+            _ => {}
+        }
+    }
 }
 
 fn spawn_rank(

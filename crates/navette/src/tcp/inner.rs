@@ -22,10 +22,10 @@ use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::Limits;
 use rustc_hash::FxHashMap;
 
-use super::clock::Clock;
 use super::conn::{Conn, ConnError, Identity, Landing};
 use super::frame::{Filled, OutPacket, WriteError, Written};
 use super::{ADDR_KEY, TcpStats};
+use crate::clock::Clock;
 use crate::node::NodeCore;
 
 pub(super) const LISTENER: Token = Token(0);

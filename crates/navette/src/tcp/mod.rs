@@ -24,7 +24,6 @@
 //! sockets, or by [`Driver::wake`] when a user thread submits work — a wake
 //! costs a system call only while a thread is actually blocked.
 
-mod clock;
 mod conn;
 mod frame;
 mod inner;
@@ -119,7 +118,7 @@ pub struct TcpDriver {
     local_addr: SocketAddr,
     caps: RailCaps,
     /// The origin of the time given to the engine (shared with `Inner`).
-    start: clock::Clock,
+    start: crate::clock::Clock,
 }
 
 fn io_error(what: &str, err: std::io::Error) -> Error {

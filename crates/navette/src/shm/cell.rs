@@ -1,0 +1,180 @@
+//! What one cell of a receive ring carries.
+//!
+//! Every rank's ring is shared by all its senders, so a cell starts with an
+//! 8-byte header naming its kind and its sender, then a body:
+//!
+//! | kind | body |
+//! |---|---|
+//! | [`Cell::Packet`] | an engine packet (packet header and chunks), copied in by the sender |
+//! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy |
+//! | [`Cell::Pulled`] | the receiver read the data of the sender's last pull (or could not) |
+//!
+//! Header: kind (u8), three zero bytes, sender rank (u32, little endian).
+//! Cells come from other processes of the job: parsing checks every length
+//! and rejects unknown kinds; the engine then decodes packets strictly.
+
+use thiserror::Error;
+
+use navette_core::Rank;
+
+/// Bytes of the cell header.
+pub(super) const HEADER_LEN: usize = 8;
+
+const PACKET: u8 = 1;
+const PULL: u8 = 2;
+const PULLED: u8 = 3;
+
+/// Bytes of a pull descriptor before the packet's headers.
+const PULL_FIXED: usize = 16;
+
+/// A parsed cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Cell<'a> {
+    /// An engine packet.
+    Packet { from: Rank, packet: &'a [u8] },
+    /// Rendezvous data to read from the sender's memory.
+    Pull {
+        from: Rank,
+        addr: u64,
+        len: u64,
+        /// The packet header and rendezvous data header of the data.
+        headers: &'a [u8],
+    },
+    /// The outcome of the receiver's read of our last pull.
+    Pulled { from: Rank, ok: bool },
+}
+
+/// A cell that does not parse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub(super) enum CellError {
+    /// Shorter than its kind requires.
+    #[error("shm cell of {0} bytes is too short")]
+    Short(usize),
+    /// Unknown kind byte.
+    #[error("shm cell of unknown kind {0}")]
+    Kind(u8),
+}
+
+impl<'a> Cell<'a> {
+    /// Parses a cell's bytes.
+    pub(super) fn parse(bytes: &'a [u8]) -> Result<Self, CellError> {
+        let short = || CellError::Short(bytes.len());
+        let header = bytes.get(..HEADER_LEN).ok_or_else(short)?;
+        let from = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
+        let body = &bytes[HEADER_LEN..];
+        match header[0] {
+            PACKET => Ok(Self::Packet { from, packet: body }),
+            PULL => {
+                let fixed = body.get(..PULL_FIXED).ok_or_else(short)?;
+                Ok(Self::Pull {
+                    from,
+                    addr: u64::from_le_bytes(fixed[..8].try_into().expect("8 bytes")),
+                    len: u64::from_le_bytes(fixed[8..].try_into().expect("8 bytes")),
+                    headers: &body[PULL_FIXED..],
+                })
+            }
+            PULLED => {
+                let status = *body.first().ok_or_else(short)?;
+                Ok(Self::Pulled {
+                    from,
+                    ok: status == 0,
+                })
+            }
+            kind => Err(CellError::Kind(kind)),
+        }
+    }
+}
+
+/// Writes a cell header into the start of `out`.
+fn header(out: &mut [u8], kind: u8, from: Rank) {
+    out[0] = kind;
+    out[1..4].fill(0);
+    out[4..8].copy_from_slice(&from.to_le_bytes());
+}
+
+/// Length of a packet cell carrying `packet_len` bytes.
+pub(super) const fn packet_len(packet_len: usize) -> usize {
+    HEADER_LEN + packet_len
+}
+
+/// Writes a packet cell's header; the caller writes the packet after
+/// [`HEADER_LEN`] bytes.
+pub(super) fn write_packet_header(out: &mut [u8], from: Rank) {
+    header(out, PACKET, from);
+}
+
+/// Length of a pull cell whose packet headers take `headers_len` bytes.
+pub(super) const fn pull_len(headers_len: usize) -> usize {
+    HEADER_LEN + PULL_FIXED + headers_len
+}
+
+/// Writes a pull cell (`out` is [`pull_len`] long).
+pub(super) fn write_pull(out: &mut [u8], from: Rank, addr: u64, len: u64, headers: &[u8]) {
+    header(out, PULL, from);
+    out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
+    out[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&len.to_le_bytes());
+    out[HEADER_LEN + PULL_FIXED..].copy_from_slice(headers);
+}
+
+/// Length of a pulled cell.
+pub(super) const PULLED_LEN: usize = HEADER_LEN + 1;
+
+/// Writes a pulled cell (`out` is [`PULLED_LEN`] long).
+pub(super) fn write_pulled(out: &mut [u8], from: Rank, ok: bool) {
+    header(out, PULLED, from);
+    out[HEADER_LEN] = u8::from(!ok);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_round_trip() {
+        let mut buf = vec![0u8; packet_len(5)];
+        write_packet_header(&mut buf, 7);
+        buf[HEADER_LEN..].copy_from_slice(b"hello");
+        assert_eq!(
+            Cell::parse(&buf),
+            Ok(Cell::Packet {
+                from: 7,
+                packet: b"hello"
+            })
+        );
+
+        let mut buf = vec![0u8; pull_len(3)];
+        write_pull(&mut buf, 2, 0xdead_beef, 1 << 33, b"abc");
+        assert_eq!(
+            Cell::parse(&buf),
+            Ok(Cell::Pull {
+                from: 2,
+                addr: 0xdead_beef,
+                len: 1 << 33,
+                headers: b"abc"
+            })
+        );
+
+        for ok in [true, false] {
+            let mut buf = [0u8; PULLED_LEN];
+            write_pulled(&mut buf, 9, ok);
+            assert_eq!(Cell::parse(&buf), Ok(Cell::Pulled { from: 9, ok }));
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_unknown_kind_is_refused() {
+        let mut pull = vec![0u8; pull_len(0)];
+        write_pull(&mut pull, 1, 2, 3, &[]);
+        for cut in 0..pull.len() {
+            assert!(Cell::parse(&pull[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut pulled = [0u8; PULLED_LEN];
+        write_pulled(&mut pulled, 1, true);
+        assert!(Cell::parse(&pulled[..HEADER_LEN]).is_err());
+        for cut in 0..HEADER_LEN {
+            assert!(Cell::parse(&[PACKET; HEADER_LEN][..cut]).is_err());
+        }
+        assert_eq!(Cell::parse(&[0u8; 16]), Err(CellError::Kind(0)));
+        assert_eq!(Cell::parse(&[200u8; 16]), Err(CellError::Kind(200)));
+    }
+}

@@ -1,0 +1,472 @@
+//! The shm driver's progress: cells in from this rank's ring, packets out
+//! into peers' rings, behind the driver's lock.
+//!
+//! Lock order: this state's lock (the driver's) first, then the node's
+//! state lock through [`NodeCore::port`] — once per round for everything
+//! received, once per packet sent.
+//!
+//! Per peer, one packet is in flight at a time (the engine's rule for a
+//! rail): *queued* until its cell finds room in the peer's ring, then done
+//! at once (copied in), or, for a single-copy pull, *pulling* until the
+//! peer's pulled cell comes back.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use navette_core::memory;
+use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
+use navette_shm::Segment;
+use navette_wire::{ChunkKind, Limits, PacketHeader, RdvDataHeader};
+
+use super::ShmStats;
+use super::cell::{self, Cell};
+use crate::clock::Clock;
+use crate::driver::DriverPort;
+use crate::node::NodeCore;
+
+/// Cells handled per round, so that a flood does not starve sending.
+const RECV_BUDGET: usize = 64;
+/// Send passes per round: a completed packet frees its rail for the next.
+const SEND_PASSES: usize = 4;
+
+/// One peer rank as the driver sees it.
+#[derive(Debug)]
+struct PeerSlot {
+    rail: RailId,
+    /// The peer reads our rendezvous data itself (single copy).
+    pulls: bool,
+    out: Option<Out>,
+    closed: bool,
+}
+
+/// The packet in flight to a peer.
+#[derive(Debug)]
+enum Out {
+    /// Waiting for a free cell in the peer's ring.
+    Queued(PacketPlan),
+    /// Its data is being read by the peer; done when it says so.
+    Pulling(PacketPlan),
+}
+
+/// Everything behind the driver's lock.
+#[derive(Debug)]
+pub(super) struct Inner {
+    me: Rank,
+    segment: Option<Arc<Segment>>,
+    peers: Vec<Option<PeerSlot>>,
+    /// Pulled cells waiting for room in their peer's ring.
+    acks: VecDeque<(Rank, bool)>,
+    limits: Limits,
+    start: Clock,
+    pub(super) stats: ShmStats,
+}
+
+impl Inner {
+    pub(super) fn new(
+        me: Rank,
+        segment: Option<Arc<Segment>>,
+        limits: Limits,
+        start: Clock,
+    ) -> Self {
+        Self {
+            me,
+            segment,
+            peers: Vec::new(),
+            acks: VecDeque::new(),
+            limits,
+            start,
+            stats: ShmStats::default(),
+        }
+    }
+
+    pub(super) fn add_peer(&mut self, peer: Rank, rail: RailId, pulls: bool) {
+        let index = peer as usize;
+        if self.peers.len() <= index {
+            self.peers.resize_with(index + 1, || None);
+        }
+        self.peers[index] = Some(PeerSlot {
+            rail,
+            pulls,
+            out: None,
+            closed: false,
+        });
+    }
+
+    /// Whether work waits for room in a peer's ring (a peer that frees a
+    /// cell does not ring us).
+    pub(super) fn is_stuck(&self) -> bool {
+        !self.acks.is_empty()
+            || self
+                .peers
+                .iter()
+                .flatten()
+                .any(|s| matches!(s.out, Some(Out::Queued(_))))
+    }
+
+    /// One round: receive, send back acknowledgements, send.
+    pub(super) fn progress(&mut self, node: &NodeCore) -> bool {
+        let Some(segment) = self.segment.clone() else {
+            return false;
+        };
+        let mut any = self.receive(&segment, node);
+        any |= self.flush_acks(&segment);
+        for _ in 0..SEND_PASSES {
+            let dirty = node.take_dirty();
+            if !dirty && !self.is_stuck() {
+                break;
+            }
+            let sent = self.transmit(&segment, node);
+            any |= sent;
+            if !sent {
+                break;
+            }
+        }
+        any
+    }
+
+    fn slot_mut(&mut self, peer: Rank) -> Option<&mut PeerSlot> {
+        self.peers.get_mut(peer as usize)?.as_mut()
+    }
+
+    /// Handles the cells of this rank's ring.
+    fn receive(&mut self, segment: &Segment, node: &NodeCore) -> bool {
+        let own = segment.area(self.me);
+        if own.is_empty() {
+            return false;
+        }
+        let mut port = node.port();
+        let mut handled = 0;
+        while handled < RECV_BUDGET {
+            if own
+                .pop(|bytes| self.on_cell(segment, &mut port, bytes))
+                .is_none()
+            {
+                break;
+            }
+            handled += 1;
+        }
+        handled > 0
+    }
+
+    fn on_cell(&mut self, segment: &Segment, port: &mut DriverPort<'_>, bytes: &[u8]) {
+        match Cell::parse(bytes) {
+            Err(e) => tracing::warn!(rank = self.me, %e, "shm: dropping a malformed cell"),
+            Ok(Cell::Packet { from, packet }) => {
+                let Some(rail) = self.open_rail(from) else {
+                    return;
+                };
+                if let Err(e) = port.handle_packet(self.start.now(), rail, packet) {
+                    self.fail(port, from, &e);
+                }
+            }
+            Ok(Cell::Pull {
+                from,
+                addr,
+                len,
+                headers,
+            }) => {
+                let ok = self.on_pull(segment, port, from, addr, len, headers);
+                self.acks.push_back((from, ok));
+            }
+            Ok(Cell::Pulled { from, ok }) => self.on_pulled(port, from, ok),
+        }
+    }
+
+    /// The rail of an open peer; a cell from an unknown rank is dropped.
+    fn open_rail(&self, from: Rank) -> Option<RailId> {
+        match self.peers.get(from as usize) {
+            Some(Some(slot)) if !slot.closed => Some(slot.rail),
+            Some(Some(_)) => None,
+            _ => {
+                tracing::warn!(rank = self.me, from, "shm: cell from an unknown rank");
+                None
+            }
+        }
+    }
+
+    /// Reads the data of a pull cell into its destination; whether it
+    /// landed (the sender's send completes, or fails).
+    fn on_pull(
+        &mut self,
+        segment: &Segment,
+        port: &mut DriverPort<'_>,
+        from: Rank,
+        addr: u64,
+        len: u64,
+        headers: &[u8],
+    ) -> bool {
+        let Some(rail) = self.open_rail(from) else {
+            return false;
+        };
+        let header = match pull_header(headers, len, &self.limits) {
+            Ok(header) => header,
+            Err(what) => {
+                self.fail(port, from, &what);
+                return false;
+            }
+        };
+        let dest = match port.rdv_destination(rail, &header) {
+            Ok(dest) => dest,
+            Err(e) => {
+                self.fail(port, from, &e);
+                return false;
+            }
+        };
+        let pid = segment.area(from).pid();
+        let at = dest.offset..dest.offset + dest.len;
+        // A destination its owner cancelled no longer resolves: the data is
+        // not read (nothing is lost that anyone waits for).
+        if let Some(target) = port
+            .memory_mut()
+            .get_mut(dest.handle)
+            .and_then(|r| r.get_mut(at))
+        {
+            if let Err(e) = navette_shm::pull(pid, addr, target) {
+                self.fail(port, from, &format!("single-copy read failed: {e}"));
+                return false;
+            }
+            self.stats.bytes_pulled += len;
+        }
+        if let Err(e) = port.handle_rdv_landed(self.start.now(), rail, &header) {
+            self.fail(port, from, &e);
+            return false;
+        }
+        true
+    }
+
+    /// The peer finished reading our pulled data: the packet is sent.
+    fn on_pulled(&mut self, port: &mut DriverPort<'_>, from: Rank, ok: bool) {
+        let now = self.start.now();
+        let Some(slot) = self.slot_mut(from) else {
+            tracing::warn!(
+                rank = self.me,
+                from,
+                "shm: pulled cell from an unknown rank"
+            );
+            return;
+        };
+        match slot.out.take() {
+            Some(Out::Pulling(plan)) => {
+                let rail = slot.rail;
+                port.recycle_plan(plan);
+                if ok {
+                    port.handle_send_complete(now, rail);
+                } else {
+                    self.fail(port, from, &"the peer could not read our data");
+                }
+            }
+            other => {
+                slot.out = other;
+                self.fail(port, from, &"a pulled cell for nothing pulled");
+            }
+        }
+    }
+
+    /// Closes the rail of a peer that broke the protocol (or whose data
+    /// cannot be read): the engine fails what needs it.
+    fn fail(&mut self, port: &mut DriverPort<'_>, peer: Rank, what: &dyn std::fmt::Display) {
+        let me = self.me;
+        let Some(slot) = self.slot_mut(peer) else {
+            return;
+        };
+        if slot.closed {
+            return;
+        }
+        tracing::warn!(rank = me, peer, %what, "shm: closing the rail");
+        slot.closed = true;
+        if let Some(Out::Queued(plan) | Out::Pulling(plan)) = slot.out.take() {
+            port.recycle_plan(plan);
+        }
+        let rail = slot.rail;
+        port.close_rail(rail);
+    }
+
+    /// Sends the pulled cells that wait for room.
+    fn flush_acks(&mut self, segment: &Segment) -> bool {
+        let mut any = false;
+        while let Some(&(peer, ok)) = self.acks.front() {
+            let area = segment.area(peer);
+            let pushed =
+                area.try_push(cell::PULLED_LEN, |out| cell::write_pulled(out, self.me, ok));
+            if pushed.is_err() {
+                self.stats.ring_full += 1;
+                break;
+            }
+            area.ring_doorbell();
+            self.acks.pop_front();
+            any = true;
+        }
+        any
+    }
+
+    /// Gives idle rails their next packet and pushes queued packets;
+    /// whether a packet left.
+    fn transmit(&mut self, segment: &Segment, node: &NodeCore) -> bool {
+        let mut port = node.port();
+        let now = self.start.now();
+        let mut any = false;
+        for peer in 0..self.peers.len() {
+            let Some(slot) = self.peers[peer].as_mut() else {
+                continue;
+            };
+            if slot.closed {
+                continue;
+            }
+            if slot.out.is_none() {
+                match port.poll_transmit(now, slot.rail) {
+                    Some(plan) => slot.out = Some(Out::Queued(plan)),
+                    None => continue,
+                }
+            }
+            any |= self.push_queued(segment, &mut port, peer as Rank);
+        }
+        any
+    }
+
+    /// Pushes the queued packet of `peer` into its ring, if there is room.
+    fn push_queued(&mut self, segment: &Segment, port: &mut DriverPort<'_>, peer: Rank) -> bool {
+        let now = self.start.now();
+        let Some(slot) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        let Some(Out::Queued(plan)) = &slot.out else {
+            return false;
+        };
+        let area = segment.area(peer);
+        let pushed = push_packet(area, self.me, plan, slot.pulls, port.memory());
+        let rail = slot.rail;
+        let plan = match pushed {
+            Pushed::Full => {
+                self.stats.ring_full += 1;
+                return false;
+            }
+            Pushed::Pull => {
+                area.ring_doorbell();
+                if let Some(Out::Queued(plan)) = slot.out.take() {
+                    slot.out = Some(Out::Pulling(plan));
+                }
+                return true;
+            }
+            Pushed::Copied => {
+                area.ring_doorbell();
+                if let Some(Out::Queued(plan)) = &slot.out {
+                    self.stats.packets_sent += 1;
+                    self.stats.bytes_copied_in += plan.len() as u64;
+                }
+                slot.out.take()
+            }
+            Pushed::Missing => {
+                // Only a cancelled request's memory can be missing: the
+                // packet is dropped and the rail freed.
+                tracing::warn!(
+                    rank = self.me,
+                    peer,
+                    "shm: dropping a packet of a cancelled request"
+                );
+                slot.out.take()
+            }
+        };
+        if let Some(Out::Queued(plan) | Out::Pulling(plan)) = plan {
+            port.recycle_plan(plan);
+        }
+        port.handle_send_complete(now, rail);
+        true
+    }
+}
+
+/// What [`push_packet`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pushed {
+    /// The peer's ring is full: try again later.
+    Full,
+    /// The packet was copied into a cell.
+    Copied,
+    /// A pull cell describes the packet's data.
+    Pull,
+    /// The packet's user memory is gone (its request was cancelled).
+    Missing,
+}
+
+/// Pushes one packet into `area`'s ring: a pull cell when the peer pulls and
+/// the packet is one rendezvous data chunk, else a copy of the packet.
+fn push_packet(
+    area: navette_shm::RankArea<'_>,
+    me: Rank,
+    plan: &PacketPlan,
+    pulls: bool,
+    mem: &dyn Memory,
+) -> Pushed {
+    let result = match pulls.then(|| pull_source(plan, mem)).flatten() {
+        Some((headers, data)) => area
+            .try_push(cell::pull_len(headers.len()), |out| {
+                cell::write_pull(out, me, data.as_ptr() as u64, data.len() as u64, headers);
+            })
+            .map(|()| Pushed::Pull),
+        None => {
+            let Some(len) = resolved_len(plan, mem) else {
+                return Pushed::Missing;
+            };
+            area.try_push(cell::packet_len(len), |out| {
+                cell::write_packet_header(out, me);
+                gather(plan, mem, &mut out[cell::HEADER_LEN..]);
+            })
+            .map(|()| Pushed::Copied)
+        }
+    };
+    result.unwrap_or(Pushed::Full)
+}
+
+/// The headers and data of a packet that is one rendezvous data chunk
+/// (the packet a single-copy pull replaces), if `plan` is one.
+fn pull_source<'a>(plan: &'a PacketPlan, mem: &'a dyn Memory) -> Option<(&'a [u8], &'a [u8])> {
+    let [PlanSegment::Local(local), PlanSegment::User(data)] = plan.segments.as_slice() else {
+        return None;
+    };
+    let headers = plan.bytes.get(local.clone())?;
+    let is_rdv_data = headers.len() == PacketHeader::LEN + RdvDataHeader::LEN
+        && headers[PacketHeader::LEN] == ChunkKind::RDV_DATA.0;
+    if !is_rdv_data {
+        return None;
+    }
+    Some((headers, memory::read(mem, *data)?))
+}
+
+/// The packet's length, if all its user memory still resolves.
+fn resolved_len(plan: &PacketPlan, mem: &dyn Memory) -> Option<usize> {
+    plan.segments
+        .iter()
+        .try_fold(0, |len, segment| match segment {
+            PlanSegment::Local(range) => Some(len + range.len()),
+            PlanSegment::User(range) => memory::read(mem, *range).map(|_| len + range.len),
+        })
+}
+
+/// Copies the packet into `out` (exactly its length; memory checked by
+/// [`resolved_len`]).
+fn gather(plan: &PacketPlan, mem: &dyn Memory, out: &mut [u8]) {
+    let mut at = 0;
+    for segment in &plan.segments {
+        let bytes = match segment {
+            PlanSegment::Local(range) => &plan.bytes[range.clone()],
+            PlanSegment::User(range) => memory::read(mem, *range).unwrap_or_default(),
+        };
+        out[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    }
+}
+
+/// Checks a pull cell's packet headers: one rendezvous data chunk whose
+/// length is the pull's.
+fn pull_header(headers: &[u8], len: u64, limits: &Limits) -> Result<RdvDataHeader, String> {
+    if headers.len() != PacketHeader::LEN + RdvDataHeader::LEN {
+        return Err(format!("pull cell with {} header bytes", headers.len()));
+    }
+    let packet = PacketHeader::decode(headers, limits).map_err(|e| e.to_string())?;
+    let data =
+        RdvDataHeader::decode(&headers[PacketHeader::LEN..], limits).map_err(|e| e.to_string())?;
+    let body = RdvDataHeader::LEN as u64 + u64::from(data.len);
+    if packet.chunk_count != 1 || u64::from(packet.body_len) != body || u64::from(data.len) != len {
+        return Err("pull cell whose headers do not describe its data".into());
+    }
+    Ok(data)
+}

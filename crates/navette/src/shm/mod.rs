@@ -1,0 +1,369 @@
+//! The `shm` driver: ranks of one host talk through a shared segment.
+//!
+//! One POSIX shared-memory object per job (`/dev/shm/navette-<job id>`,
+//! mode 0600) holds a receive ring per rank ([`navette_shm`]: a bounded
+//! multi-producer single-consumer queue of fixed-size cells, so memory grows
+//! as N, not N²). Rank 0 creates it; every rank maps it; rank 0 unlinks the
+//! name as soon as all have attached, so nothing of the job is left in
+//! `/dev/shm` after a crash.
+//!
+//! Data path, one rail per peer rank:
+//! - **eager** (small pieces, every control chunk): the sender copies the
+//!   packet into a cell of the receiver's ring, its send completes at once;
+//!   the receiver's engine copies the data out into the destination.
+//! - **rendezvous, single copy**: after the engine's request / clear-to-send
+//!   exchange, the data chunk travels as a *pull* cell naming the data's
+//!   address in the sender; the receiver reads it straight into the
+//!   destination with `process_vm_readv` and answers with a *pulled* cell,
+//!   which completes the send.
+//! - **rendezvous, two copies** when the kernel refuses cross-process reads
+//!   (ptrace policy): the engine cuts the data into cell-sized fragments,
+//!   pipelined through the ring. Each rank tests a read from a peer once
+//!   at start-up and publishes whether it can pull;
+//!   [`ShmConfig::copy`] forces either path.
+//!
+//! Hot path (small message, peer ready): no allocation, no system call —
+//! the doorbell (a shared futex) is rung only when the receiver sleeps.
+//! Waiting threads block on their own doorbell after the node's spin phase.
+
+mod cell;
+mod inner;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use navette_core::{RailCaps, Rank};
+use navette_session::Bootstrap;
+use navette_shm::{Segment, SegmentConfig};
+use navette_wire::{EagerHeader, PacketHeader, RdvDataHeader};
+use parking_lot::Mutex;
+
+use crate::clock::Clock;
+use crate::driver::Driver;
+use crate::node::NodeCore;
+use crate::{Error, Result};
+use inner::Inner;
+
+/// How rendezvous data crosses between processes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CopyMode {
+    /// Single copy where the kernel allows it, else two copies.
+    #[default]
+    Auto,
+    /// Single copy (`process_vm_readv`); start-up fails if the kernel
+    /// refuses it.
+    Single,
+    /// Two copies through cells of the shared rings.
+    Fallback,
+}
+
+impl FromStr for CopyMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "" | "auto" => Ok(Self::Auto),
+            "single" => Ok(Self::Single),
+            "fallback" => Ok(Self::Fallback),
+            other => Err(Error::Config(format!(
+                "{COPY_VAR}={other}: expected auto, single or fallback"
+            ))),
+        }
+    }
+}
+
+/// Environment variable that forces the rendezvous copy path
+/// (`auto`, `single`, `fallback`).
+pub const COPY_VAR: &str = "NAVETTE_SHM_COPY";
+
+/// Settings of the shm driver. Every field has a default.
+#[derive(Clone, Debug)]
+pub struct ShmConfig {
+    /// Cells in each rank's receive ring (a power of two).
+    pub ring_cells: u32,
+    /// Bytes per cell, its header included (a multiple of 64): bounds the
+    /// eager size and the two-copy fragment size.
+    pub cell_size: usize,
+    /// Pieces of this many bytes or more go by rendezvous (lowered to what
+    /// fits a cell).
+    pub rdv_threshold: usize,
+    /// Rendezvous data read by one single-copy pull.
+    pub pull_fragment: usize,
+    /// Single or two copies for rendezvous data; `NAVETTE_SHM_COPY`
+    /// overrides it (see [`ShmConfig::from_env`]).
+    pub copy: CopyMode,
+}
+
+impl Default for ShmConfig {
+    fn default() -> Self {
+        let segment = SegmentConfig::default();
+        Self {
+            ring_cells: segment.ring_cells,
+            cell_size: segment.cell_size,
+            rdv_threshold: 16 << 10,
+            pull_fragment: 4 << 20,
+            copy: CopyMode::Auto,
+        }
+    }
+}
+
+impl ShmConfig {
+    /// This configuration with the copy mode from `NAVETTE_SHM_COPY`, if set.
+    pub fn from_env(self) -> Result<Self> {
+        match std::env::var(COPY_VAR) {
+            Ok(value) => Ok(Self {
+                copy: value.parse()?,
+                ..self
+            }),
+            Err(_) => Ok(self),
+        }
+    }
+}
+
+/// Counters of the shm driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShmStats {
+    /// Packets copied into peers' rings.
+    pub packets_sent: u64,
+    /// Bytes of those packets.
+    pub bytes_copied_in: u64,
+    /// Rendezvous data bytes this rank read from peers, single-copy.
+    pub bytes_pulled: u64,
+    /// Times a peer's ring was full and a packet had to wait.
+    pub ring_full: u64,
+    /// Whether this rank can read peers' memory (single copy).
+    pub can_pull: bool,
+    /// Bytes of the shared segment mapped by this rank.
+    pub segment_bytes: usize,
+}
+
+fn shm_error(what: &str, err: impl std::fmt::Display) -> Error {
+    Error::Driver {
+        driver: "shm",
+        message: format!("{what}: {err}"),
+    }
+}
+
+/// The shm driver of one rank.
+#[derive(Debug)]
+pub struct ShmDriver {
+    inner: Mutex<Inner>,
+    /// `None` in a job of one: no peer, no segment.
+    segment: Option<Arc<Segment>>,
+    rank: Rank,
+    bootstrap: Arc<dyn Bootstrap>,
+    config: ShmConfig,
+    start: Clock,
+    /// A word of this process's memory that peers read once to test single
+    /// copy; boxed so that its address is stable.
+    _probe: Box<u64>,
+}
+
+impl ShmDriver {
+    /// Sets up the job's segment with every other rank (every rank of the
+    /// job must call it: it fences three times). Rank 0 creates the
+    /// segment, the others attach, each publishes its pid, then each tests
+    /// a single-copy read from its next rank and says whether it can pull;
+    /// rank 0 then unlinks the segment's name.
+    pub fn open(bootstrap: Arc<dyn Bootstrap>, config: &ShmConfig) -> Result<Arc<Self>> {
+        let (rank, size, job) = (bootstrap.rank(), bootstrap.size(), bootstrap.job_id());
+        let probe = Box::new(rand_u64()?);
+        let segment = if size > 1 {
+            Some(Arc::new(set_up(&*bootstrap, config, &probe)?))
+        } else {
+            None
+        };
+        let limits = navette_wire::Limits::default();
+        let start = Clock::start();
+        let inner = Inner::new(rank, segment.clone(), limits, start);
+        tracing::debug!(rank, size, job, "shm: segment ready");
+        Ok(Arc::new(Self {
+            inner: Mutex::new(inner),
+            segment,
+            rank,
+            bootstrap,
+            config: config.clone(),
+            start,
+            _probe: probe,
+        }))
+    }
+
+    /// Declares one rail per peer rank on `node` (the node this driver
+    /// serves), single-copy towards peers that can pull.
+    pub fn attach(&self, node: &NodeCore) {
+        let Some(segment) = &self.segment else {
+            return;
+        };
+        let payload = segment.cell_payload() - cell::HEADER_LEN;
+        let eager_max = payload - PacketHeader::LEN - EagerHeader::LEN;
+        let fragment_max = payload - PacketHeader::LEN - RdvDataHeader::LEN;
+        let mut inner = self.inner.lock();
+        let mut port = node.port();
+        for peer in 0..segment.ranks() {
+            if peer == self.rank {
+                continue;
+            }
+            let pulls = segment.area(peer).can_pull();
+            let caps = RailCaps {
+                rdv_threshold: self.config.rdv_threshold.min(eager_max + 1),
+                max_fragment: if pulls {
+                    self.config.pull_fragment
+                } else {
+                    fragment_max
+                },
+                max_packet: payload - PacketHeader::LEN,
+                latency: Duration::from_nanos(300),
+                bandwidth: 10_000_000_000,
+            };
+            let rail = port.add_rail(peer, caps);
+            inner.add_peer(peer, rail, pulls);
+        }
+    }
+
+    /// The driver's counters.
+    pub fn stats(&self) -> ShmStats {
+        let mut stats = self.inner.lock().stats;
+        if let Some(segment) = &self.segment {
+            stats.can_pull = segment.area(self.rank).can_pull();
+            stats.segment_bytes = segment.mapped_bytes();
+        }
+        stats
+    }
+
+    /// Bytes of the shared segment actually in memory (pages touched by
+    /// any rank), if there is a segment.
+    pub fn resident_bytes(&self) -> Result<Option<usize>> {
+        self.segment
+            .as_ref()
+            .map(|s| s.resident_bytes())
+            .transpose()
+            .map_err(|e| shm_error("resident pages", e))
+    }
+
+    /// Ends the session for `node`: waits, while still serving peers, until
+    /// every rank reached the bootstrap's fence.
+    fn shut_down(&self, node: &NodeCore) -> Result<()> {
+        let fenced = std::thread::scope(|s| {
+            let fence = s.spawn(|| self.bootstrap.fence());
+            while !fence.is_finished() {
+                if !self.progress(node)? {
+                    self.wait(node, Duration::from_millis(1))?;
+                }
+            }
+            Ok::<_, Error>(fence.join())
+        })?;
+        match fenced {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(shm_error("finalize", "the bootstrap fence panicked")),
+        }
+    }
+}
+
+/// Creates or attaches the segment, publishes this rank, tests single copy.
+fn set_up(bootstrap: &dyn Bootstrap, config: &ShmConfig, probe: &u64) -> Result<Segment> {
+    let (rank, size, job) = (bootstrap.rank(), bootstrap.size(), bootstrap.job_id());
+    let geometry = SegmentConfig {
+        ring_cells: config.ring_cells,
+        cell_size: config.cell_size,
+    };
+    let created = if rank == 0 {
+        Some(Segment::create(job, size, &geometry).map_err(|e| shm_error("create", e))?)
+    } else {
+        None
+    };
+    bootstrap.fence()?;
+    let segment = match created {
+        Some(segment) => segment,
+        None => Segment::attach(job, size).map_err(|e| {
+            shm_error(
+                "attach (are all ranks on one host? NAVETTE_DRIVER=tcp works across hosts)",
+                e,
+            )
+        })?,
+    };
+    let probe_addr = std::ptr::from_ref(probe) as u64;
+    segment
+        .area(rank)
+        .publish(std::process::id(), probe_addr, *probe);
+    bootstrap.fence()?;
+    if rank == 0 {
+        segment.unlink().map_err(|e| shm_error("unlink", e))?;
+    }
+    let next = segment.area((rank + 1) % size);
+    let (addr, value) = next.probe();
+    let can =
+        config.copy != CopyMode::Fallback && navette_shm::can_pull_from(next.pid(), addr, value);
+    if config.copy == CopyMode::Single && !can {
+        return Err(shm_error(
+            "single copy",
+            "the kernel refuses process_vm_readv between ranks (ptrace policy); \
+             use NAVETTE_SHM_COPY=auto or fallback",
+        ));
+    }
+    segment.area(rank).set_can_pull(can);
+    bootstrap.fence()?;
+    Ok(segment)
+}
+
+fn rand_u64() -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| shm_error("random probe", e))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+impl Driver for ShmDriver {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn progress(&self, node: &NodeCore) -> Result<bool> {
+        match self.inner.try_lock() {
+            Some(mut inner) => Ok(inner.progress(node)),
+            None => Ok(false),
+        }
+    }
+
+    fn now(&self) -> Option<Duration> {
+        Some(self.start.now())
+    }
+
+    fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {
+        let Some(segment) = &self.segment else {
+            std::thread::sleep(timeout.min(Duration::from_micros(50)));
+            return Ok(());
+        };
+        let Some(inner) = self.inner.try_lock_for(timeout) else {
+            return Ok(());
+        };
+        // A packet waiting for room in a peer's ring: that peer does not
+        // ring us when it frees a cell, so look again soon.
+        let timeout = if inner.is_stuck() {
+            timeout.min(Duration::from_micros(100))
+        } else {
+            timeout
+        };
+        drop(inner);
+        let own = segment.area(self.rank);
+        // The ticket first: work submitted after it rings the doorbell
+        // (`wake`), which ends the sleep; work submitted before it is seen
+        // here.
+        let ticket = own.ticket();
+        if node.has_work() {
+            return Ok(());
+        }
+        own.sleep_until(ticket, timeout)
+            .map_err(|e| shm_error("sleep", e))
+    }
+
+    fn wake(&self) {
+        if let Some(segment) = &self.segment {
+            segment.area(self.rank).wake();
+        }
+    }
+
+    fn finalize(&self, node: &NodeCore) -> Result<()> {
+        self.shut_down(node)
+    }
+}

@@ -1,0 +1,161 @@
+//! The shm driver with ranks as threads of this process (the segment and
+//! single-copy reads work within one process as between processes; the
+//! multi-process tests are `navette-cli`'s `launch` tests).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{check, pattern};
+use navette::shm::{CopyMode, ShmConfig, ShmDriver};
+use navette::{Node, NodeConfig, RecvFrom, RuntimeConfig, init_shm};
+use navette_session::JOB_KEY_LEN;
+use navette_session::local::LocalBootstrap;
+
+const JOB_KEY: [u8; JOB_KEY_LEN] = [0x3c; JOB_KEY_LEN];
+
+/// A job id of its own for every job, so tests running at once (here or
+/// in other processes) never share a segment name.
+fn fresh_job_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("random bytes");
+    u64::from_le_bytes(bytes)
+}
+
+fn config(copy: CopyMode) -> RuntimeConfig {
+    RuntimeConfig {
+        node: NodeConfig {
+            // A hang guard, not a timing assertion.
+            wait_timeout: Some(Duration::from_secs(300)),
+            ..NodeConfig::default()
+        },
+        shm: ShmConfig {
+            copy,
+            ..ShmConfig::default()
+        },
+        log_to_stderr: false,
+        report_on_sigusr1: false,
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Runs `f` on `size` ranks, one thread each, between init and finalize;
+/// returns what each rank returned, by rank.
+fn run<R: Send>(
+    size: u32,
+    config: RuntimeConfig,
+    f: impl Fn(&Node, &ShmDriver, u64) -> R + Sync,
+) -> Vec<R> {
+    let job = fresh_job_id();
+    let ranks = LocalBootstrap::job(size, job, JOB_KEY);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|b| {
+                let (f, config) = (&f, config.clone());
+                s.spawn(move || {
+                    let (node, driver) = init_shm(Arc::new(b), config).expect("init");
+                    let out = f(&node, &driver, job);
+                    node.finalize().expect("finalize");
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+const SIZES: [usize; 8] = [0, 1, 8, 4096, 16 << 10, 64 << 10, 1 << 20, 5 << 20];
+
+/// Every size both ways, checked; returns the driver's counters.
+fn exchange(node: &Node, driver: &ShmDriver) -> navette::shm::ShmStats {
+    let peer = 1 - node.rank();
+    for (i, &size) in SIZES.iter().enumerate() {
+        let tag = i as u64;
+        let data = pattern(size, tag + u64::from(node.rank()));
+        let recv = node.irecv(RecvFrom::from(node.gate(peer)), tag, vec![0u8; size]);
+        node.send(node.gate(peer), tag, &data).expect("send");
+        let got = recv.wait().expect("recv");
+        check(&got.data, size, tag + u64::from(peer));
+    }
+    driver.stats()
+}
+
+fn total_bytes() -> u64 {
+    SIZES.iter().map(|&s| s as u64).sum()
+}
+
+/// Forced single copy: every rendezvous byte is read by the receiver
+/// from the sender's memory; nothing large goes through the rings.
+#[test]
+fn single_copy_pulls_rendezvous_data() {
+    let stats = run(2, config(CopyMode::Single), |node, driver, _| {
+        exchange(node, driver)
+    });
+    let rdv: u64 = SIZES
+        .iter()
+        .filter(|&&s| s >= 16 << 10)
+        .map(|&s| s as u64)
+        .sum();
+    for s in &stats {
+        assert!(s.can_pull);
+        assert_eq!(s.bytes_pulled, rdv, "{s:?}");
+        assert!(s.bytes_copied_in < total_bytes() - rdv + 64 * 1024, "{s:?}");
+    }
+}
+
+/// Forced two copies: nothing is pulled, everything goes through cells.
+#[test]
+fn two_copies_go_through_the_rings() {
+    let stats = run(2, config(CopyMode::Fallback), |node, driver, _| {
+        exchange(node, driver)
+    });
+    for s in &stats {
+        assert!(!s.can_pull);
+        assert_eq!(s.bytes_pulled, 0, "{s:?}");
+        assert!(s.bytes_copied_in >= total_bytes(), "{s:?}");
+    }
+}
+
+/// The segment's name is gone once every rank has attached; the ranks
+/// talk on regardless.
+#[test]
+fn the_segment_is_unlinked_once_all_ranks_attached() {
+    let found = run(3, config(CopyMode::Auto), |node, _, job| {
+        let path = format!("/dev/shm/navette-{job:016x}");
+        let exists = std::path::Path::new(&path).exists();
+        let next = (node.rank() + 1) % 3;
+        let prev = (node.rank() + 2) % 3;
+        let recv = node.irecv(RecvFrom::from(node.gate(prev)), 1u64, vec![0u8; 8]);
+        node.send(node.gate(next), 1, b"around!!").expect("send");
+        assert_eq!(recv.wait().expect("recv").data, b"around!!");
+        exists
+    });
+    assert_eq!(found, vec![false; 3]);
+}
+
+/// Queue memory grows as the number of ranks, not its square.
+#[test]
+fn segment_memory_is_linear_in_ranks() {
+    let mapped = |ranks: u32| {
+        run(ranks, config(CopyMode::Auto), |_, driver, _| {
+            driver.stats().segment_bytes
+        })[0]
+    };
+    let (two, sixteen) = (mapped(2), mapped(16));
+    let per_rank = (sixteen - two) / 14;
+    assert!(per_rank > 0);
+    // Affine in the rank count: the header, then a fixed area per rank.
+    assert!(two >= 2 * per_rank && two < 3 * per_rank, "{two} {sixteen}");
+}
+
+/// A job of one has no peer and no segment.
+#[test]
+fn a_job_of_one_needs_no_segment() {
+    let stats = run(1, config(CopyMode::Auto), |node, driver, _| {
+        assert_eq!(node.size(), 1);
+        driver.stats()
+    });
+    assert_eq!(stats[0].segment_bytes, 0);
+}

@@ -1,0 +1,137 @@
+//! `bench/compare`: Navette measured beside its peers in one run.
+//!
+//! The shell script `bench/compare` installs what is missing (Open MPI,
+//! UCX's tools, a C compiler, a font), builds `navette`, this tool and two
+//! small C programs (`bench/mpi/pingpong.c`, `bench/floor/floor.c`), then
+//! hands over to the `navette-compare` binary, whose logic lives here:
+//!
+//! - [`tools`]: one module per measured program: how it is started and how
+//!   its output is parsed (pure functions, tested on captured outputs);
+//! - [`patterns`]: one module per communication pattern, which runs the
+//!   tools for that pattern and turns their figures into [`record::Record`]s;
+//! - [`record`]: the benchmark output document of ARCHITECTURE.md;
+//! - [`table`] and [`plot`]: the printed table (with navette / best-peer
+//!   ratios) and the PNG plots;
+//! - [`runner`]: runs a program with a time limit and keeps its raw output.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod patterns;
+pub mod plot;
+pub mod record;
+pub mod runner;
+pub mod sizes;
+pub mod table;
+pub mod tools;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::args::Cli;
+use crate::patterns::Context;
+use crate::record::{Document, SkipKind};
+use crate::runner::Runner;
+
+/// Why a comparison could not run at all (a tool that fails only skips
+/// its rows; see [`record::Skip`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompareError {
+    /// The output folder or a file in it could not be written.
+    #[error("{path}: {source}")]
+    Output {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+impl CompareError {
+    fn output(path: &Path, source: std::io::Error) -> Self {
+        Self::Output {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// Runs every requested pattern, prints the tables, writes `results.json`,
+/// `raw/` and the plots under `--out`. Returns the process exit code: 0 when
+/// every tool ran or was skipped for a known reason (such as a driver that
+/// does not exist yet), 1 when a tool failed.
+pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
+    let raw = cli.out.join("raw");
+    std::fs::create_dir_all(&raw).map_err(|e| CompareError::output(&raw, e))?;
+    let mut runner = Runner::new(&raw, cli.timeout()).map_err(|e| CompareError::output(&raw, e))?;
+    let version = match cli.navette_unbuilt {
+        Some(_) => env!("CARGO_PKG_VERSION").to_owned(),
+        None => tools::navette::version(&cli.navette),
+    };
+    let mut document = Document::new(version);
+    let transport = cli.transport;
+    let busy = busy_machine();
+    if let Some(warning) = &busy {
+        write_out(out, &format!("compare: warning: {warning}\n"));
+    }
+    for &pattern in &cli.patterns {
+        let mut ctx = Context {
+            runner: &mut runner,
+            programs: cli.programs(),
+            transport,
+            sizes: &cli.sizes.0,
+            iterations: cli.iterations,
+        };
+        let mut outcome = patterns::run(pattern, &mut ctx);
+        outcome.notes.extend(busy.clone());
+        let view = table::View::new(pattern.name(), transport.name(), &outcome.records);
+        let text = table::render(&view, &outcome.skipped, &outcome.notes);
+        write_out(out, &text);
+        let png = cli
+            .out
+            .join(format!("{}-{}.png", pattern.name(), transport.name()));
+        match plot::draw(&png, &view, &outcome.skipped, &document) {
+            Ok(()) => write_out(out, &format!("Wrote {}\n", png.display())),
+            Err(e) => write_out(out, &format!("No plot {}: {e}\n", png.display())),
+        }
+        document.runs.extend(outcome.records);
+        document.skipped.extend(outcome.skipped);
+    }
+    let json = cli.out.join("results.json");
+    document
+        .write(&json)
+        .map_err(|e| CompareError::output(&json, e))?;
+    write_out(
+        out,
+        &format!(
+            "Wrote {} ({} records), raw outputs and commands in {}\n",
+            json.display(),
+            document.runs.len(),
+            raw.display()
+        ),
+    );
+    let failed = document.skipped.iter().any(|s| s.kind == SkipKind::Failed);
+    Ok(i32::from(failed))
+}
+
+/// A warning when other processes keep the machine busy (the 1-minute
+/// load average from `/proc/loadavg` is above half a core): they steal
+/// the cores the benchmarks are pinned to.
+fn busy_machine() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (load > 0.5).then(|| {
+        format!(
+            "load average {load:.2} on {cores} cores before the run: other processes \
+             compete for the cores, so the figures are disturbed"
+        )
+    })
+}
+
+/// Progress and tables go to the terminal as they come; a closed standard
+/// output must not stop the measurements.
+fn write_out(out: &mut dyn Write, text: &str) {
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}

@@ -1,0 +1,119 @@
+//! `navette bench PATTERN`, on two ranks of the embedded launcher (`navette
+//! run -n 2`), each rank pinned to its core with `taskset` as Open MPI's
+//! and UCX's processes are (unpinned ranks on two cores sometimes share
+//! one, and a spinning ping-pong then takes ten times longer). It writes
+//! the benchmark output document with `--json`; the driver is chosen by
+//! `NAVETTE_DRIVER`.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{CORES, ParseError};
+use crate::record::{Record, Runs};
+use crate::runner::Output;
+
+/// How `navette bench` is asked for one pattern.
+#[derive(Clone, Debug)]
+pub struct BenchRequest<'a> {
+    /// `pingpong`, `stream`, `rpc`, …
+    pub pattern: &'a str,
+    /// The driver: `shm` or `tcp`.
+    pub driver: &'a str,
+    /// Sizes in bytes.
+    pub sizes: &'a [usize],
+    /// Timed iterations per size, if fixed.
+    pub iterations: Option<u32>,
+    /// Add `--baseline raw-tcp`.
+    pub raw_tcp: bool,
+    /// Where navette writes its document.
+    pub json: &'a Path,
+}
+
+/// The command for `request`.
+pub fn command(navette: &Path, request: &BenchRequest<'_>) -> Command {
+    let mut command = Command::new(navette);
+    let sizes: Vec<String> = request.sizes.iter().map(usize::to_string).collect();
+    // Rank 0 on the first core, rank 1 on the second.
+    let pin = format!(
+        "case $NAVETTE_RANK in 0) core={};; *) core={};; esac; exec taskset -c $core \"$0\" \"$@\"",
+        CORES.0, CORES.1
+    );
+    command
+        .env("NAVETTE_DRIVER", request.driver)
+        .args(["run", "-n", "2", "--no-prefix", "--", "sh", "-c", &pin])
+        .arg(navette)
+        .args(["bench", request.pattern, "--sizes", &sizes.join(",")])
+        .arg("--json")
+        .arg(request.json);
+    if let Some(n) = request.iterations {
+        command.args(["--iterations", &n.to_string()]);
+    }
+    if request.raw_tcp {
+        command.args(["--baseline", "raw-tcp"]);
+    }
+    command
+}
+
+/// The rows of navette's document.
+pub fn parse(json: &str) -> Result<Vec<Record>, ParseError> {
+    serde_json::from_str::<Runs>(json)
+        .map(|doc| doc.runs)
+        .map_err(|e| ParseError::Json(e.to_string()))
+}
+
+/// Whether a failed run said that the driver does not exist yet (as
+/// `NAVETTE_DRIVER=shm` does until the shared-memory driver lands): an
+/// expected skip rather than a failure.
+pub fn is_unavailable(output: &Output) -> bool {
+    !output.success() && output.stderr.contains("not available")
+}
+
+/// The version of the navette binary (`navette --version`), or of this
+/// workspace when it does not answer.
+pub fn version(navette: &Path) -> String {
+    Command::new(navette)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| parse_version(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned())
+}
+
+/// `navette 0.1.0` → `0.1.0`.
+pub fn parse_version(text: &str) -> Option<String> {
+    text.split_whitespace().nth(1).map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::describe;
+
+    #[test]
+    fn command_line() {
+        let json = Path::new("/o/raw/navette-tcp.json");
+        let request = BenchRequest {
+            pattern: "pingpong",
+            driver: "tcp",
+            sizes: &[8, 4096],
+            iterations: Some(100),
+            raw_tcp: true,
+            json,
+        };
+        assert_eq!(
+            describe(&command(Path::new("navette"), &request)),
+            "NAVETTE_DRIVER=tcp navette run -n 2 --no-prefix -- sh -c \
+             'case $NAVETTE_RANK in 0) core=0;; *) core=1;; esac; \
+             exec taskset -c $core \"$0\" \"$@\"' \
+             navette bench pingpong --sizes 8,4096 \
+             --json /o/raw/navette-tcp.json --iterations 100 --baseline raw-tcp"
+        );
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("navette 0.1.0\n").as_deref(), Some("0.1.0"));
+        assert_eq!(parse_version(""), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! The parsers on outputs captured from real runs on Debian bookworm (Open
+//! MPI 4.1.4, UCX 1.13.1, this repository's navette and floor programs),
+//! and the benchmark output document they feed. Nothing here installs or
+//! runs a tool.
+
+use navette_compare::record::{Document, Record, Skip, SkipKind};
+use navette_compare::runner::Output;
+use navette_compare::tools::{Figure, ParseError, floor, navette, openmpi, ucx};
+
+const SIZES: [usize; 9] = [8, 64, 512, 4096, 32768, 262144, 1048576, 4194304, 16777216];
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn openmpi_output_over_both_transports() {
+    for name in ["openmpi-shm.out", "openmpi-tcp.out"] {
+        let figures = openmpi::parse(&fixture(name)).unwrap();
+        let sizes: Vec<usize> = figures.iter().map(|f| f.size).collect();
+        assert_eq!(sizes, SIZES, "{name}");
+        for f in &figures {
+            let (lat, bw) = (f.latency_us.unwrap(), f.bandwidth_mbps.unwrap());
+            assert!(lat > 0.0 && bw > 0.0, "{name}: {f:?}");
+            // bandwidth is size / one-way time, to the printed precision.
+            let implied = f.size as f64 / lat;
+            assert!(
+                (implied - bw).abs() <= 0.01 * implied + 0.01,
+                "{name}: {f:?}"
+            );
+        }
+    }
+    let first = openmpi::parse("size=8 iterations=20000 latency_us=0.1320 bandwidth_mbps=60.59\n");
+    assert_eq!(
+        first.unwrap(),
+        vec![Figure {
+            size: 8,
+            latency_us: Some(0.132),
+            bandwidth_mbps: Some(60.59)
+        }]
+    );
+}
+
+#[test]
+fn openmpi_errors() {
+    assert!(matches!(
+        openmpi::parse("--------\nmpirun was unable to launch\n"),
+        Err(ParseError::NoResult(_))
+    ));
+    assert!(matches!(
+        openmpi::parse("size=8 iterations=1 latency_us=fast bandwidth_mbps=1\n"),
+        Err(ParseError::BadField {
+            field: "latency_us",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn ucx_final_lines() {
+    let lat = ucx::parse(&fixture("ucx-shm-tag_lat-8.out")).unwrap();
+    assert_eq!(lat.iterations, 20000);
+    assert_eq!(lat.latency_us, 0.275);
+    // 27.76 MiB/s in 10^6 B/s.
+    assert!((lat.bandwidth_mbps - 27.76 * 1.048576).abs() < 1e-9);
+    let bw = ucx::parse(&fixture("ucx-tcp-tag_bw-1M.out")).unwrap();
+    assert_eq!(bw.iterations, 256);
+    assert!((bw.bandwidth_mbps - 1716.80 * 1.048576).abs() < 1e-9);
+    // A run long enough to print progress lines: the Final line wins.
+    let long = ucx::parse(&fixture("ucx-tcp-tag_lat-64-progress.out")).unwrap();
+    assert_eq!(long.iterations, 400_000);
+    assert_eq!(long.latency_us, 9.436);
+}
+
+#[test]
+fn ucx_transports_and_errors() {
+    let shm = fixture("ucx-shm-tag_lat-8.out");
+    assert_eq!(ucx::lanes(&shm).as_deref(), Some("sysv/memory cma/memory"));
+    assert_eq!(ucx::error(&shm), None, "DIAG lines are not errors");
+    let tcp = fixture("ucx-tcp-tag_bw-1M.out");
+    assert_eq!(ucx::lanes(&tcp).as_deref(), Some("tcp/lo"));
+    let refused = fixture("ucx-refused.out");
+    assert!(ucx::parse(&refused).is_err());
+    assert_eq!(
+        ucx::error(&refused).as_deref(),
+        Some("client failed. connect() failed: Connection refused")
+    );
+    // Without a Final line (another UCX version), the last row of numbers.
+    let csv_less = "   100   0.5   0.6   0.7   10.0   12.0   5   6\n";
+    assert_eq!(ucx::parse(csv_less).unwrap().latency_us, 0.7);
+}
+
+#[test]
+fn ucx_server_readiness_from_proc() {
+    // Captured while `ucx_perftest -p 13498` waited for its client.
+    let table = fixture("proc-net-tcp.txt");
+    assert!(ucx::listening(&table, 13498));
+    assert!(!ucx::listening(&table, 13499));
+}
+
+#[test]
+fn floor_output() {
+    let found = floor::parse(&fixture("floor.out")).unwrap();
+    let line = found.cacheline.unwrap();
+    assert_eq!(line.size, 64);
+    assert!(line.latency_us.unwrap() > 0.0 && line.bandwidth_mbps.is_none());
+    let sizes: Vec<usize> = found.memcpy.iter().map(|f| f.size).collect();
+    assert_eq!(sizes, SIZES);
+    assert!(
+        found
+            .memcpy
+            .iter()
+            .all(|f| f.latency_us.is_none() && f.bandwidth_mbps.unwrap() > 0.0)
+    );
+    assert!(floor::parse("floor: cannot pin to core 1\n").is_err());
+}
+
+#[test]
+fn navette_document_and_refusal() {
+    let records = navette::parse(&fixture("navette-tcp.json")).unwrap();
+    assert_eq!(records.len(), 18);
+    for imp in ["navette", "raw-tcp"] {
+        let sizes: Vec<usize> = records
+            .iter()
+            .filter(|r| r.implementation == imp)
+            .map(|r| r.size)
+            .collect();
+        assert_eq!(sizes, SIZES, "{imp}");
+    }
+    assert!(
+        records
+            .iter()
+            .all(|r| r.transport == "tcp" && r.pattern == "pingpong")
+    );
+    assert!(navette::parse("{\"runs\": 3}").is_err());
+
+    use std::os::unix::process::ExitStatusExt;
+    let refused = Output {
+        status: Some(std::process::ExitStatus::from_raw(1 << 8)),
+        stdout: String::new(),
+        stderr: fixture("navette-shm-unavailable.err"),
+    };
+    assert!(navette::is_unavailable(&refused));
+    assert_eq!(
+        refused.failure(),
+        "navette: error: NAVETTE_DRIVER=shm: the shared-memory driver is not available yet"
+    );
+}
+
+#[test]
+fn document_in_the_architecture_format() {
+    let mut doc = Document::new("0.1.0".into());
+    doc.host = "vm".into();
+    doc.date = "2026-01-02T03:04:05Z".into();
+    doc.runs = vec![
+        Record {
+            pattern: "pingpong".into(),
+            transport: "tcp".into(),
+            implementation: "navette".into(),
+            size: 8,
+            latency_us: Some(11.2),
+            bandwidth_mbps: Some(0.7),
+        },
+        Record {
+            pattern: "pingpong".into(),
+            transport: "shm".into(),
+            implementation: "memcpy".into(),
+            size: 64,
+            latency_us: None,
+            bandwidth_mbps: Some(21000.5),
+        },
+    ];
+    let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(
+        value,
+        serde_json::json!({
+            "navette_version": "0.1.0", "host": "vm", "date": "2026-01-02T03:04:05Z",
+            "runs": [
+                { "pattern": "pingpong", "transport": "tcp", "impl": "navette",
+                  "size": 8, "latency_us": 11.2, "bandwidth_mbps": 0.7 },
+                { "pattern": "pingpong", "transport": "shm", "impl": "memcpy",
+                  "size": 64, "bandwidth_mbps": 21000.5 }
+            ]
+        }),
+        "no `skipped` key when nothing was skipped; absent figures are left out"
+    );
+    doc.skipped.push(Skip {
+        pattern: "pingpong".into(),
+        transport: "shm".into(),
+        implementation: "navette".into(),
+        kind: SkipKind::Unavailable,
+        sizes: vec![8],
+        reason: "not available yet".into(),
+    });
+    let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(
+        value["skipped"],
+        serde_json::json!([{ "pattern": "pingpong", "transport": "shm", "impl": "navette",
+                             "kind": "unavailable", "sizes": [8], "reason": "not available yet" }])
+    );
+    // What navette-compare writes, navette's own reader takes back.
+    let back = navette::parse(&doc.to_json()).unwrap();
+    assert_eq!(back, doc.runs);
+}

@@ -57,6 +57,10 @@ struct Args {
     /// Allow sizes up to 64M (default limit: 1M).
     #[arg(long)]
     large: bool,
+    /// Run over the shm driver and, on rank 0, print the shared memory the
+    /// job's segment maps and the part of it in memory after the exchanges.
+    #[arg(long)]
+    shm_report: bool,
 }
 
 fn main() -> ExitCode {
@@ -85,7 +89,13 @@ fn run(args: &Args) -> Result<String> {
         return Err(format!("size {} is above {}{hint}", ShortSize(big), ShortSize(max)).into());
     }
     // Joins the job started by `navette run` (or a job of one, alone).
-    let node = navette::init()?;
+    let (node, shm) = if args.shm_report {
+        let bootstrap = std::sync::Arc::from(navette_session::from_env()?);
+        let (node, driver) = navette::init_shm(bootstrap, navette::RuntimeConfig::default())?;
+        (node, Some(driver))
+    } else {
+        (navette::init()?, None)
+    };
     let (me, size) = (node.rank(), node.size());
     // Errors from here on name the rank that saw them.
     let on_rank = |err: Error| -> Error { format!("rank {me}: {err}").into() };
@@ -93,6 +103,15 @@ fn run(args: &Args) -> Result<String> {
     let tagged = tagged_phase(&node, sizes).map_err(on_rank)?;
     any_source_phase(&node).map_err(on_rank)?;
     let packed = packed_phase(&node, sizes).map_err(on_rank)?;
+    if let (0, Some(shm)) = (me, &shm) {
+        let mapped = shm.stats().segment_bytes;
+        let resident = shm.resident_bytes()?.unwrap_or(0);
+        println!(
+            "alltoall: shm segment of {size} ranks: {} KiB mapped, {} KiB in memory",
+            mapped >> 10,
+            resident >> 10
+        );
+    }
     // Waits until every send this rank accepted has completed, then for
     // every other rank: nobody leaves while a peer still needs it.
     node.finalize().map_err(|e| on_rank(e.into()))?;

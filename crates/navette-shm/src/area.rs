@@ -228,6 +228,21 @@ impl<'a> RankArea<'a> {
     /// Owner: as [`sleep`](Self::sleep), but returns at once if the
     /// doorbell rang since `ticket` was taken.
     pub fn sleep_until(&self, ticket: Ticket, timeout: Duration) -> io::Result<()> {
+        self.sleep_unless(ticket, timeout, || false)
+    }
+
+    /// Owner: as [`sleep_until`](Self::sleep_until), and does not wait if
+    /// `has_work` (checked after the sleeper is announced) says there is
+    /// local work. Whoever makes `has_work` true and then calls
+    /// [`ring_doorbell`](Self::ring_doorbell) cannot be missed (the same
+    /// handshake as a pushed cell), so such wakers need no
+    /// [`wake`](Self::wake) and its doorbell write while nobody sleeps.
+    pub fn sleep_unless(
+        &self,
+        ticket: Ticket,
+        timeout: Duration,
+        has_work: impl FnOnce() -> bool,
+    ) -> io::Result<()> {
         let timeout = futex::Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
@@ -245,7 +260,7 @@ impl<'a> RankArea<'a> {
             }
         };
         self.bell()
-            .sleep(ticket, || !self.is_empty(), wait)
+            .sleep(ticket, || !self.is_empty() || has_work(), wait)
             .map(|_| ())
     }
 

@@ -202,7 +202,9 @@ impl NodeCore {
 
     /// Whether work was submitted since the last call (and clears the mark).
     pub fn take_dirty(&self) -> bool {
-        self.dirty.swap(false, Ordering::AcqRel)
+        // A load first: spinning rounds find the mark clear, and a load
+        // does not take the cache line exclusive as a swap would.
+        self.dirty.load(Ordering::Acquire) && self.dirty.swap(false, Ordering::AcqRel)
     }
 
     /// Whether work was submitted since the last [`Self::take_dirty`],

@@ -362,6 +362,15 @@ impl Engine {
         }
         let (peer, caps) = (r.peer, r.caps);
         let peer_state = self.peers.get_mut(&peer)?;
+        let gates = &self.gates;
+        if peer_state
+            .gates
+            .iter()
+            .all(|g| gates[g.0].window.is_empty())
+        {
+            // The common answer after a packet completes: nothing to send.
+            return None;
+        }
         let count = peer_state.gates.len();
         let mut packet = self.pool.builder();
         for step in 0..count {

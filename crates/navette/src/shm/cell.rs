@@ -1,7 +1,7 @@
 //! What one cell of a receive ring carries.
 //!
-//! Every rank's ring is shared by all its senders, so a cell starts with an
-//! 8-byte header naming its kind and its sender, then a body:
+//! Every rank's ring is shared by all its senders, so a cell starts with a
+//! 4-byte header naming its kind and its sender, then a body:
 //!
 //! | kind | body |
 //! |---|---|
@@ -9,7 +9,9 @@
 //! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy |
 //! | [`Cell::Pulled`] | the receiver read the data of the sender's last pull (or could not) |
 //!
-//! Header: kind (u8), three zero bytes, sender rank (u32, little endian).
+//! Header: kind (u8), then the sender's rank on 3 bytes (little endian;
+//! the shm driver serves at most 2^24 ranks per host). Four bytes, so that
+//! a small message, its cell word and its headers share one cache line.
 //! Cells come from other processes of the job: parsing checks every length
 //! and rejects unknown kinds; the engine then decodes packets strictly.
 
@@ -18,7 +20,9 @@ use thiserror::Error;
 use navette_core::Rank;
 
 /// Bytes of the cell header.
-pub(super) const HEADER_LEN: usize = 8;
+pub(super) const HEADER_LEN: usize = 4;
+/// Ranks a cell header can name.
+pub(super) const MAX_RANKS: u32 = 1 << 24;
 
 const PACKET: u8 = 1;
 const PULL: u8 = 2;
@@ -60,7 +64,7 @@ impl<'a> Cell<'a> {
     pub(super) fn parse(bytes: &'a [u8]) -> Result<Self, CellError> {
         let short = || CellError::Short(bytes.len());
         let header = bytes.get(..HEADER_LEN).ok_or_else(short)?;
-        let from = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
+        let from = u32::from_le_bytes([header[1], header[2], header[3], 0]);
         let body = &bytes[HEADER_LEN..];
         match header[0] {
             PACKET => Ok(Self::Packet { from, packet: body }),
@@ -85,11 +89,11 @@ impl<'a> Cell<'a> {
     }
 }
 
-/// Writes a cell header into the start of `out`.
+/// Writes a cell header into the start of `out` (`from` < [`MAX_RANKS`],
+/// checked when the driver starts).
 fn header(out: &mut [u8], kind: u8, from: Rank) {
     out[0] = kind;
-    out[1..4].fill(0);
-    out[4..8].copy_from_slice(&from.to_le_bytes());
+    out[1..4].copy_from_slice(&from.to_le_bytes()[..3]);
 }
 
 /// Length of a packet cell carrying `packet_len` bytes.
@@ -132,12 +136,12 @@ mod tests {
     #[test]
     fn cells_round_trip() {
         let mut buf = vec![0u8; packet_len(5)];
-        write_packet_header(&mut buf, 7);
+        write_packet_header(&mut buf, MAX_RANKS - 1);
         buf[HEADER_LEN..].copy_from_slice(b"hello");
         assert_eq!(
             Cell::parse(&buf),
             Ok(Cell::Packet {
-                from: 7,
+                from: MAX_RANKS - 1,
                 packet: b"hello"
             })
         );

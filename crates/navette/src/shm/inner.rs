@@ -11,7 +11,6 @@
 //! peer's pulled cell comes back.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use navette_core::memory;
 use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
@@ -52,7 +51,6 @@ enum Out {
 #[derive(Debug)]
 pub(super) struct Inner {
     me: Rank,
-    segment: Option<Arc<Segment>>,
     peers: Vec<Option<PeerSlot>>,
     /// Pulled cells waiting for room in their peer's ring.
     acks: VecDeque<(Rank, bool)>,
@@ -62,15 +60,9 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    pub(super) fn new(
-        me: Rank,
-        segment: Option<Arc<Segment>>,
-        limits: Limits,
-        start: Clock,
-    ) -> Self {
+    pub(super) fn new(me: Rank, limits: Limits, start: Clock) -> Self {
         Self {
             me,
-            segment,
             peers: Vec::new(),
             acks: VecDeque::new(),
             limits,
@@ -104,18 +96,15 @@ impl Inner {
     }
 
     /// One round: receive, send back acknowledgements, send.
-    pub(super) fn progress(&mut self, node: &NodeCore) -> bool {
-        let Some(segment) = self.segment.clone() else {
-            return false;
-        };
-        let mut any = self.receive(&segment, node);
-        any |= self.flush_acks(&segment);
+    pub(super) fn progress(&mut self, segment: &Segment, node: &NodeCore) -> bool {
+        let mut any = self.receive(segment, node);
+        any |= self.flush_acks(segment);
         for _ in 0..SEND_PASSES {
             let dirty = node.take_dirty();
             if !dirty && !self.is_stuck() {
                 break;
             }
-            let sent = self.transmit(&segment, node);
+            let sent = self.transmit(segment, node);
             any |= sent;
             if !sent {
                 break;

@@ -151,7 +151,7 @@ fn shm_error(what: &str, err: impl std::fmt::Display) -> Error {
 pub struct ShmDriver {
     inner: Mutex<Inner>,
     /// `None` in a job of one: no peer, no segment.
-    segment: Option<Arc<Segment>>,
+    segment: Option<Segment>,
     rank: Rank,
     bootstrap: Arc<dyn Bootstrap>,
     config: ShmConfig,
@@ -169,15 +169,21 @@ impl ShmDriver {
     /// rank 0 then unlinks the segment's name.
     pub fn open(bootstrap: Arc<dyn Bootstrap>, config: &ShmConfig) -> Result<Arc<Self>> {
         let (rank, size, job) = (bootstrap.rank(), bootstrap.size(), bootstrap.job_id());
+        if size > cell::MAX_RANKS {
+            return Err(shm_error(
+                "open",
+                format!("{size} ranks: at most {} on one host", cell::MAX_RANKS),
+            ));
+        }
         let probe = Box::new(rand_u64()?);
         let segment = if size > 1 {
-            Some(Arc::new(set_up(&*bootstrap, config, &probe)?))
+            Some(set_up(&*bootstrap, config, &probe)?)
         } else {
             None
         };
         let limits = navette_wire::Limits::default();
         let start = Clock::start();
-        let inner = Inner::new(rank, segment.clone(), limits, start);
+        let inner = Inner::new(rank, limits, start);
         tracing::debug!(rank, size, job, "shm: segment ready");
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
@@ -319,9 +325,9 @@ impl Driver for ShmDriver {
     }
 
     fn progress(&self, node: &NodeCore) -> Result<bool> {
-        match self.inner.try_lock() {
-            Some(mut inner) => Ok(inner.progress(node)),
-            None => Ok(false),
+        match (self.segment.as_ref(), self.inner.try_lock()) {
+            (Some(segment), Some(mut inner)) => Ok(inner.progress(segment, node)),
+            _ => Ok(false),
         }
     }
 
@@ -346,20 +352,18 @@ impl Driver for ShmDriver {
         };
         drop(inner);
         let own = segment.area(self.rank);
-        // The ticket first: work submitted after it rings the doorbell
-        // (`wake`), which ends the sleep; work submitted before it is seen
-        // here.
-        let ticket = own.ticket();
-        if node.has_work() {
-            return Ok(());
-        }
-        own.sleep_until(ticket, timeout)
+        // Work submitted by another thread is marked before `wake` rings
+        // the doorbell; the sleep checks the mark after announcing itself,
+        // so one of the two sees the other.
+        own.sleep_unless(own.ticket(), timeout, || node.has_work())
             .map_err(|e| shm_error("sleep", e))
     }
 
     fn wake(&self) {
+        // Only if one of our threads sleeps (no write to the doorbell's
+        // line otherwise: peers read it on every message they send us).
         if let Some(segment) = &self.segment {
-            segment.area(self.rank).wake();
+            segment.area(self.rank).ring_doorbell();
         }
     }
 

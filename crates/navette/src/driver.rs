@@ -76,14 +76,29 @@ impl<'a> DriverPort<'a> {
     ) -> Result<(), ProtocolError> {
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now, rail, bytes, mem);
-        self.core.mark_dirty();
+        self.mark_if_queued();
         out
     }
 
     /// Reports that the rail's packet has been sent.
     pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {
-        self.state.engine.handle_send_complete(now, rail);
-        self.core.mark_dirty();
+        let engine = &mut self.state.engine;
+        engine.handle_send_complete(now, rail);
+        let more = engine
+            .rail(rail)
+            .is_some_and(|(peer, _)| engine.has_pending(peer));
+        if engine.take_queued() || more {
+            self.core.mark_dirty();
+        }
+    }
+
+    /// Marks the node as having packets to send if the last event queued a
+    /// chunk: a received packet that only completes a receive (the usual
+    /// case) sends the driver on no needless pass over its rails.
+    fn mark_if_queued(&mut self) {
+        if self.state.engine.take_queued() {
+            self.core.mark_dirty();
+        }
     }
 
     /// The next packet for an idle rail.
@@ -125,7 +140,7 @@ impl<'a> DriverPort<'a> {
         header: &navette_wire::RdvDataHeader,
     ) -> Result<(), ProtocolError> {
         let out = self.state.engine.handle_rdv_landed(now, rail, header);
-        self.core.mark_dirty();
+        self.mark_if_queued();
         out
     }
 

@@ -105,6 +105,8 @@ pub struct Engine {
     next_req: u64,
     next_transfer: u32,
     events: VecDeque<Event>,
+    /// A window received a chunk since [`Engine::take_queued`] last asked.
+    queued: bool,
 }
 
 #[derive(Debug)]
@@ -162,6 +164,7 @@ impl Engine {
             next_req: 1,
             next_transfer: 1,
             events: VecDeque::new(),
+            queued: false,
         }
     }
 
@@ -406,6 +409,14 @@ impl Engine {
     /// a plan simply dropped costs allocations, nothing else).
     pub fn recycle_plan(&mut self, plan: PacketPlan) {
         self.pool.put_plan(plan);
+    }
+
+    /// Whether a window received a chunk since the last call (and clears
+    /// the mark): after feeding the engine an event, a driver polls its
+    /// idle rails only if this, or [`Self::has_pending`] for a rail that
+    /// just went idle, says there may be a packet.
+    pub fn take_queued(&mut self) -> bool {
+        std::mem::take(&mut self.queued)
     }
 
     /// Whether some window holds chunks for `peer`.

@@ -592,6 +592,7 @@ impl Engine {
                 offset: 0,
                 len: 0,
             }));
+            self.queued = true;
         }
     }
 }

@@ -84,6 +84,7 @@ impl Engine {
         };
         let gate = self.gate(super::ChannelId(cts.channel), peer);
         self.gates[gate.0].window.push(chunk);
+        self.queued = true;
         Ok(())
     }
 
@@ -118,6 +119,7 @@ impl Engine {
             offset: 0,
             len: dest.len as u64,
         }));
+        self.queued = true;
         if dest.len == 0 {
             self.complete(req, Ok(status));
             self.piece_done(key);

@@ -152,6 +152,7 @@ impl Engine {
                 },
             );
         }
+        self.queued = true;
         req
     }
 
@@ -177,5 +178,6 @@ impl Engine {
             data: MemRef::whole(MemHandle(u64::MAX), 0),
             done: None,
         });
+        self.queued = true;
     }
 }

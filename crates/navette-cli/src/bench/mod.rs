@@ -388,12 +388,15 @@ fn raw_stream(
 
 /// The table header.
 pub fn table_header(config: &BenchConfig) -> String {
-    let baseline = match config.baseline {
-        Some(Baseline::RawTcp) => "   raw-tcp µs  raw MB/s   lat ratio  bw ratio",
-        None => "",
+    let (baseline, ratios) = match config.baseline {
+        Some(Baseline::RawTcp) => (
+            "   raw-tcp µs  raw MB/s   lat ratio  bw ratio",
+            "; ratios are navette / raw",
+        ),
+        None => ("", ""),
     };
     format!(
-        "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s; ratios are navette / raw)\n\
+        "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s{ratios})\n\
          {:>9} {:>7} {:>12} {:>10}{baseline}\n",
         config.pattern.name(),
         config.transport,

@@ -1,4 +1,3 @@
-use navette_core::*;
 //! The engine's small-message path, hot in cache, without any driver: one
 //! engine sends 8-byte tagged messages to another through a byte vector,
 //! the receive posted first. Prints the mean time of each step (each
@@ -12,6 +11,8 @@ use navette_core::*;
 //! machine and in the same minute; not a test.
 
 use std::time::{Duration, Instant};
+
+use navette_core::*;
 fn main() {
     let caps = RailCaps {
         rdv_threshold: 256 * 1024,
@@ -40,12 +41,15 @@ fn main() {
     let t = || Instant::now();
     for _ in 0..n {
         let t0 = t();
-        let out = a.send_begin(ChannelId::DEFAULT, 1, 5).expect("the engines are connected");
+        let out = a
+            .send_begin(ChannelId::DEFAULT, 1, 5)
+            .expect("the engines are connected");
         let _req = a.send_tagged(out, src);
         let t1 = t();
         let plan = a.poll_transmit(now, ra).expect("the engines are connected");
         wire.clear();
-        plan.gather(&ma, &mut wire).expect("the engines are connected");
+        plan.gather(&ma, &mut wire)
+            .expect("the engines are connected");
         a.recycle_plan(plan);
         a.handle_send_complete(now, ra);
         while a.poll_event().is_some() {}
@@ -58,7 +62,8 @@ fn main() {
             &mut mb,
         );
         let t3 = t();
-        b.handle_packet(now, rb, &wire, &mut mb).expect("the engines are connected");
+        b.handle_packet(now, rb, &wire, &mut mb)
+            .expect("the engines are connected");
         let t4 = t();
         let ev = b.poll_event().expect("the engines are connected");
         assert_eq!(ev.req, rq);

@@ -28,7 +28,11 @@ pub struct NodeConfig {
     pub wait_timeout: Option<Duration>,
     /// Idle progress rounds spent spinning before yielding the CPU.
     pub spin_rounds: u32,
-    /// Idle rounds spent yielding before blocking in the driver.
+    /// Idle rounds spent yielding before blocking in the driver. Yielding
+    /// gives the core to any other runnable rank, so oversubscribed runs
+    /// lose nothing; blocking costs a kernel wake-up (tens of microseconds
+    /// on a virtual machine), so the default keeps a waiter yielding
+    /// through a large transfer (a few milliseconds of rounds).
     pub yield_rounds: u32,
     /// Longest a waiting thread blocks in the driver at a time.
     pub block_for: Duration,
@@ -42,7 +46,7 @@ impl Default for NodeConfig {
         Self {
             wait_timeout: None,
             spin_rounds: 64,
-            yield_rounds: 256,
+            yield_rounds: 4096,
             block_for: Duration::from_millis(1),
             report_after: Duration::from_secs(30),
         }

@@ -224,6 +224,7 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
     let NodeConfig {
         wait_timeout,
         spin_rounds,
+        oversubscribed_spin_rounds,
         yield_rounds,
         block_for,
         report_after,
@@ -239,7 +240,13 @@ fn node_config(section: &'static str, config: NodeConfig) -> Vec<Tunable> {
             section,
             "spin_rounds",
             spin_rounds.to_string(),
-            "idle progress rounds spent spinning before yielding the CPU",
+            "idle progress rounds spent spinning before yielding the CPU (a core per rank)",
+        ),
+        tunable(
+            section,
+            "oversubscribed_spin_rounds",
+            oversubscribed_spin_rounds.to_string(),
+            "the same when the session has more ranks than this host has cores",
         ),
         tunable(
             section,

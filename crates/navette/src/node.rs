@@ -26,8 +26,13 @@ pub struct NodeConfig {
     /// A wait that sees no progress for this long fails with
     /// [`Error::Stalled`]; `None` waits forever.
     pub wait_timeout: Option<Duration>,
-    /// Idle progress rounds spent spinning before yielding the CPU.
+    /// Idle progress rounds spent spinning before yielding the CPU, when
+    /// every rank of the session can have a core of this host.
     pub spin_rounds: u32,
+    /// The same when the session has more ranks than this host has cores:
+    /// a spinning rank then holds a core another rank needs, so it yields
+    /// sooner.
+    pub oversubscribed_spin_rounds: u32,
     /// Idle rounds spent yielding before blocking in the driver. Yielding
     /// gives the core to any other runnable rank, so oversubscribed runs
     /// lose nothing; blocking costs a kernel wake-up (tens of microseconds
@@ -45,7 +50,8 @@ impl Default for NodeConfig {
     fn default() -> Self {
         Self {
             wait_timeout: None,
-            spin_rounds: 64,
+            spin_rounds: 1024,
+            oversubscribed_spin_rounds: 64,
             yield_rounds: 4096,
             block_for: Duration::from_millis(1),
             report_after: Duration::from_secs(30),
@@ -178,6 +184,9 @@ pub struct NodeCore {
     rank: Rank,
     size: u32,
     config: NodeConfig,
+    /// Idle rounds spent spinning: `config`'s, for this session's ranks
+    /// and this host's cores.
+    spin_rounds: u32,
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
     dirty: AtomicBool,
@@ -259,11 +268,18 @@ impl Node {
         driver: Arc<dyn Driver>,
     ) -> Self {
         let engine = Engine::new(EngineConfig { rank, ..engine });
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let spin_rounds = if size as usize > cores {
+            config.oversubscribed_spin_rounds
+        } else {
+            config.spin_rounds
+        };
         Self {
             core: Arc::new(NodeCore {
                 rank,
                 size,
                 config,
+                spin_rounds,
                 state: Mutex::new(State {
                     engine,
                     mem: MemTable::default(),
@@ -393,14 +409,14 @@ impl Node {
 
     /// Idle rounds after which waiting blocks in the driver.
     fn blocking_after(&self) -> u32 {
-        self.core.config.spin_rounds + self.core.config.yield_rounds
+        self.core.spin_rounds + self.core.config.yield_rounds
     }
 
     /// Spins, then yields, then blocks in the driver: oversubscribed runs
     /// must not burn a core another rank needs.
     fn back_off(&self, idle: u32) -> Result<()> {
         let config = &self.core.config;
-        if idle <= config.spin_rounds {
+        if idle <= self.core.spin_rounds {
             std::hint::spin_loop();
         } else if idle <= self.blocking_after() {
             std::thread::yield_now();

@@ -62,12 +62,13 @@ impl BenchDocument {
     }
 }
 
-/// The host name from `/etc/hostname`, or `unknown`.
+/// This machine's name (the kernel's, else `/etc/hostname`), or `unknown`.
 pub fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
         .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+        .find(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_owned())
 }
 

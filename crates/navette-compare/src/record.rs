@@ -4,7 +4,7 @@
 //! document lists them under `skipped`, with the reason.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -123,50 +123,4 @@ pub struct Runs {
     pub runs: Vec<Record>,
 }
 
-/// This machine's name, or `unknown`.
-pub fn host_name() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|s| s.trim().to_owned())
-        .find(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// `time` as RFC 3339 in UTC to the second (`2025-01-31T12:00:00Z`).
-pub fn rfc3339_utc(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-}
-
-/// The Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, eras of 400 years).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + u64::from(month <= 2), month, day)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn dates() {
-        let at = |secs| rfc3339_utc(UNIX_EPOCH + Duration::from_secs(secs));
-        assert_eq!(at(0), "1970-01-01T00:00:00Z");
-        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
-    }
-}
+pub use navette_cli::json::{host_name, rfc3339_utc};

@@ -50,6 +50,32 @@ pub trait Driver: Send + Sync + fmt::Debug {
     }
 }
 
+/// Waits, while `driver` keeps serving peers for `node`, until every rank
+/// of the job reached the bootstrap's fence: how a driver ends a session
+/// without leaving a peer that still needs it.
+pub(crate) fn serve_until_fenced(
+    driver: &dyn Driver,
+    node: &NodeCore,
+    bootstrap: &dyn navette_session::Bootstrap,
+) -> Result<()> {
+    let fenced = std::thread::scope(|s| {
+        let fence = s.spawn(|| bootstrap.fence());
+        while !fence.is_finished() {
+            if !driver.progress(node)? {
+                driver.wait(node, Duration::from_millis(1))?;
+            }
+        }
+        Ok::<_, crate::Error>(fence.join())
+    })?;
+    match fenced {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(crate::Error::Driver {
+            driver: driver.name(),
+            message: "the bootstrap fence panicked".into(),
+        }),
+    }
+}
+
 /// A driver's locked access to a node's engine and memory.
 #[derive(Debug)]
 pub struct DriverPort<'a> {

@@ -139,23 +139,9 @@ pub fn init_shm(
     bootstrap: Arc<dyn Bootstrap>,
     config: RuntimeConfig,
 ) -> Result<(Node, Arc<ShmDriver>)> {
-    if config.log_to_stderr {
-        log_to_stderr();
-    }
-    let driver = ShmDriver::open(Arc::clone(&bootstrap), &config.shm.from_env()?)?;
-    let node = Node::new(
-        bootstrap.rank(),
-        bootstrap.size(),
-        config.engine,
-        config.node,
-        driver.clone(),
-    );
-    driver.attach(node.core());
-    if config.report_on_sigusr1 {
-        crate::diagnostics::report_on_sigusr1(&node)?;
-    }
-    bootstrap.fence()?;
-    Ok((node, driver))
+    start(bootstrap, config, |bootstrap, config| {
+        ShmDriver::open(bootstrap, &config.shm.clone().from_env()?)
+    })
 }
 
 /// As [`init_with`] over the tcp driver, also returning the driver (for
@@ -164,10 +150,42 @@ pub fn init_tcp(
     bootstrap: Arc<dyn Bootstrap>,
     config: RuntimeConfig,
 ) -> Result<(Node, Arc<TcpDriver>)> {
+    let (node, driver) = start(bootstrap, config, |bootstrap, config| {
+        TcpDriver::bind(bootstrap, &config.tcp)
+    })?;
+    driver.connect_eagerly(node.core());
+    Ok((node, driver))
+}
+
+/// What [`start`] needs of a driver beyond [`crate::driver::Driver`].
+trait Attach {
+    /// Declares the driver's rails on the node it serves.
+    fn declare_rails(&self, node: &crate::NodeCore);
+}
+
+impl Attach for ShmDriver {
+    fn declare_rails(&self, node: &crate::NodeCore) {
+        self.attach(node);
+    }
+}
+
+impl Attach for TcpDriver {
+    fn declare_rails(&self, node: &crate::NodeCore) {
+        self.attach(node);
+    }
+}
+
+/// Sets up logging, the driver that `open` makes, the node over it and its
+/// rails, then fences with every rank.
+fn start<D: crate::driver::Driver + Attach + 'static>(
+    bootstrap: Arc<dyn Bootstrap>,
+    config: RuntimeConfig,
+    open: impl FnOnce(Arc<dyn Bootstrap>, &RuntimeConfig) -> Result<Arc<D>>,
+) -> Result<(Node, Arc<D>)> {
     if config.log_to_stderr {
         log_to_stderr();
     }
-    let driver = TcpDriver::bind(Arc::clone(&bootstrap), &config.tcp)?;
+    let driver = open(Arc::clone(&bootstrap), &config)?;
     let node = Node::new(
         bootstrap.rank(),
         bootstrap.size(),
@@ -175,12 +193,11 @@ pub fn init_tcp(
         config.node,
         driver.clone(),
     );
-    driver.attach(node.core());
+    driver.declare_rails(node.core());
     if config.report_on_sigusr1 {
         crate::diagnostics::report_on_sigusr1(&node)?;
     }
     bootstrap.fence()?;
-    driver.connect_eagerly(node.core());
     Ok((node, driver))
 }
 

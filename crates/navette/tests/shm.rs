@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{check, pattern};
@@ -49,20 +48,8 @@ fn run<R: Send>(
 ) -> Vec<R> {
     let job = fresh_job_id();
     let ranks = LocalBootstrap::job(size, job, JOB_KEY);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = ranks
-            .into_iter()
-            .map(|b| {
-                let (f, config) = (&f, config.clone());
-                s.spawn(move || {
-                    let (node, driver) = init_shm(Arc::new(b), config).expect("init");
-                    let out = f(&node, &driver, job);
-                    node.finalize().expect("finalize");
-                    out
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    common::run_ranks(ranks, &config, init_shm, |node, driver| {
+        f(node, driver, job)
     })
 }
 

@@ -5,7 +5,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -39,21 +38,7 @@ fn run<R: Send>(
     f: impl Fn(&Node, &TcpDriver) -> R + Sync,
 ) -> Vec<R> {
     let ranks = LocalBootstrap::job(size, JOB_ID, JOB_KEY);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = ranks
-            .into_iter()
-            .map(|b| {
-                let (f, config) = (&f, config.clone());
-                s.spawn(move || {
-                    let (node, driver) = init_tcp(Arc::new(b), config).expect("init");
-                    let out = f(&node, &driver);
-                    node.finalize().expect("finalize");
-                    out
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+    common::run_ranks(ranks, &config, init_tcp, f)
 }
 
 const SIZES: [usize; 10] = [

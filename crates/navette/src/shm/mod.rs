@@ -251,19 +251,7 @@ impl ShmDriver {
     /// Ends the session for `node`: waits, while still serving peers, until
     /// every rank reached the bootstrap's fence.
     fn shut_down(&self, node: &NodeCore) -> Result<()> {
-        let fenced = std::thread::scope(|s| {
-            let fence = s.spawn(|| self.bootstrap.fence());
-            while !fence.is_finished() {
-                if !self.progress(node)? {
-                    self.wait(node, Duration::from_millis(1))?;
-                }
-            }
-            Ok::<_, Error>(fence.join())
-        })?;
-        match fenced {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(shm_error("finalize", "the bootstrap fence panicked")),
-        }
+        crate::driver::serve_until_fenced(self, node, &*self.bootstrap)
     }
 }
 

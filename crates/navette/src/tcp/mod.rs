@@ -195,23 +195,9 @@ impl TcpDriver {
     /// every rank reached the bootstrap's fence, then closes every socket.
     fn shut_down(&self, node: &NodeCore) -> Result<()> {
         self.inner.lock().finalizing = true;
-        let fenced = std::thread::scope(|s| {
-            let fence = s.spawn(|| self.bootstrap.fence());
-            while !fence.is_finished() {
-                if !self.progress(node)? {
-                    self.wait(node, Duration::from_millis(1))?;
-                }
-            }
-            Ok::<_, Error>(fence.join())
-        })?;
+        let fenced = crate::driver::serve_until_fenced(self, node, &*self.bootstrap);
         self.inner.lock().close();
-        match fenced {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(Error::Driver {
-                driver: "tcp",
-                message: "the bootstrap fence panicked".into(),
-            }),
-        }
+        fenced
     }
 }
 

@@ -40,3 +40,32 @@ pub fn check(got: &[u8], len: usize, salt: u64) {
         panic!("byte {i} of {len} differs (salt {salt})");
     }
 }
+
+/// Runs `f` on the `ranks` of one job, a thread each, between `init` and
+/// finalize; returns what each rank returned, by rank.
+pub fn run_ranks<D, R: Send>(
+    ranks: Vec<navette_session::local::LocalBootstrap>,
+    config: &navette::RuntimeConfig,
+    init: impl Fn(
+        std::sync::Arc<dyn navette_session::Bootstrap>,
+        navette::RuntimeConfig,
+    ) -> navette::Result<(navette::Node, std::sync::Arc<D>)>
+    + Sync,
+    f: impl Fn(&navette::Node, &D) -> R + Sync,
+) -> Vec<R> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|b| {
+                let (init, f, config) = (&init, &f, config.clone());
+                s.spawn(move || {
+                    let (node, driver) = init(std::sync::Arc::new(b), config).expect("init");
+                    let out = f(&node, &driver);
+                    node.finalize().expect("finalize");
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{CH, Net, Order, Piece, caps, from, pattern, pieces};
-use navette_core::{Rank, ReceiveMode, SendMode, Source, TagMatch};
+use std::time::Duration;
+
+use navette_core::{Engine, Rank, ReceiveMode, SendMode, Source, TagMatch};
 
 /// Sizes around the fragment size (1000) and the eager threshold (64).
 const SIZES: &[usize] = &[0, 1, 63, 64, 65, 999, 1000, 1001, 2500, 10_000];
@@ -340,4 +342,67 @@ fn rail_capabilities_are_kept_within_the_limits() {
     net.send(0, 1, 1, std::slice::from_ref(&piece));
     net.run();
     net.check_received(1, 0, 1, &r, &[piece]);
+}
+
+/// A small message sent at once (no window, no request) reaches its
+/// receive like any other and keeps its place in the gate's order; it is
+/// refused while the window holds chunks, while the rail is busy, and for
+/// rendezvous sizes.
+#[test]
+fn sending_at_once_when_the_rail_is_idle() {
+    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let link = net
+        .links
+        .iter()
+        .position(|l| l.from == 0)
+        .expect("a link from 0");
+    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
+    let dests: Vec<_> = (0..3).map(|_| net.alloc(1, vec![0; 16])).collect();
+    let recvs: Vec<_> = dests
+        .iter()
+        .map(|&d| net.engines[1].recv_tagged(CH, from(0), TagMatch::exact(5), d, &mut net.mems[1]))
+        .collect();
+    // First through the window, then at once, then through the window.
+    let first = net.alloc(0, b"first".to_vec());
+    let out = net.begin(0, 1, 5);
+    net.engines[0].send_tagged(out, first);
+    assert!(
+        !net.engines[0].can_send_now(CH, 1, rail_a, 6),
+        "the window holds a chunk"
+    );
+    net.run();
+    assert!(
+        !net.engines[0].can_send_now(CH, 1, rail_a, 1024),
+        "rendezvous size"
+    );
+    assert!(net.engines[0].can_send_now(CH, 1, rail_a, 6));
+    let mut packet = vec![0u8; Engine::tagged_packet_len(6)];
+    net.engines[0].send_tagged_now(CH, 1, 5, b"second", &mut packet);
+    let last = net.alloc(0, b"third".to_vec());
+    let out = net.begin(0, 1, 5);
+    net.engines[0].send_tagged(out, last);
+    let plan = net.engines[0]
+        .poll_transmit(Duration::ZERO, rail_a)
+        .expect("a packet");
+    assert!(
+        !net.engines[0].can_send_now(CH, 1, rail_a, 6),
+        "the rail is busy"
+    );
+    // The packet sent at once is delivered after the third: the receiver
+    // reorders by sequence number.
+    let mut third = Vec::new();
+    plan.gather(&net.mems[0], &mut third)
+        .expect("memory resolves");
+    net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
+    net.inject(1, rail_b, &third).expect("a valid packet");
+    net.inject(1, rail_b, &packet).expect("a valid packet");
+    net.collect();
+    for (recv, (dest, want)) in
+        recvs
+            .iter()
+            .zip(dests.iter().zip([&b"first"[..], b"second", b"third"]))
+    {
+        assert_eq!(net.ok(1, *recv).len, want.len());
+        assert_eq!(&net.read(1, *dest)[..want.len()], want);
+    }
 }

@@ -35,6 +35,22 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// Wakes threads blocked in [`Driver::wait`]: work was submitted.
     fn wake(&self) {}
 
+    /// Sends a small tagged message at once, without a request, if the
+    /// driver can put it on its rail to `gate`'s peer right now (see
+    /// [`navette_core::Engine::can_send_now`]): `Some(result)` when the
+    /// message has left the caller's memory, `None` to go the usual way.
+    /// The default never does.
+    fn send_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<Result<navette_core::Status>> {
+        let _ = (node, gate, tag, data);
+        None
+    }
+
     /// The driver's clock, the time it gives the engine, if it has one
     /// apart from events (reports read it so that ages grow during a stall).
     fn now(&self) -> Option<Duration> {
@@ -168,6 +184,20 @@ impl<'a> DriverPort<'a> {
         let out = self.state.engine.handle_rdv_landed(now, rail, header);
         self.mark_if_queued();
         out
+    }
+
+    /// See [`navette_core::Engine::can_send_now`].
+    pub fn can_send_now(&mut self, gate: crate::Gate, rail: RailId, len: usize) -> bool {
+        self.state
+            .engine
+            .can_send_now(gate.channel, gate.peer, rail, len)
+    }
+
+    /// See [`navette_core::Engine::send_tagged_now`].
+    pub fn send_tagged_now(&mut self, gate: crate::Gate, tag: u64, data: &[u8], out: &mut [u8]) {
+        self.state
+            .engine
+            .send_tagged_now(gate.channel, gate.peer, tag, data, out);
     }
 
     /// The memory that rendezvous data lands in, writable.

@@ -19,6 +19,7 @@
 
 mod failure;
 mod incoming;
+mod now;
 mod piece;
 mod recv;
 mod rendezvous;
@@ -107,6 +108,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// A window received a chunk since [`Engine::take_queued`] last asked.
     queued: bool,
+    /// Headers of a packet sent at once, reused.
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -165,6 +168,7 @@ impl Engine {
             next_transfer: 1,
             events: VecDeque::new(),
             queued: false,
+            scratch: Vec::new(),
         }
     }
 

@@ -30,10 +30,11 @@ mod cell;
 mod inner;
 
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use navette_core::{RailCaps, Rank};
+use navette_core::{RailCaps, RailId, Rank};
 use navette_session::Bootstrap;
 use navette_shm::{Segment, SegmentConfig};
 use navette_wire::{EagerHeader, PacketHeader, RdvDataHeader};
@@ -156,6 +157,12 @@ pub struct ShmDriver {
     bootstrap: Arc<dyn Bootstrap>,
     config: ShmConfig,
     start: Clock,
+    /// The rail to each peer rank, once attached (read without the
+    /// driver's lock by [`Driver::send_now`]).
+    rails: OnceLock<Vec<Option<RailId>>>,
+    /// Packets and bytes sent at once by [`Driver::send_now`].
+    sent_now: AtomicU64,
+    bytes_now: AtomicU64,
     /// A word of this process's memory that peers read once to test single
     /// copy; boxed so that its address is stable.
     _probe: Box<u64>,
@@ -192,6 +199,9 @@ impl ShmDriver {
             bootstrap,
             config: config.clone(),
             start,
+            rails: OnceLock::new(),
+            sent_now: AtomicU64::new(0),
+            bytes_now: AtomicU64::new(0),
             _probe: probe,
         }))
     }
@@ -207,6 +217,7 @@ impl ShmDriver {
         let fragment_max = payload - PacketHeader::LEN - RdvDataHeader::LEN;
         let mut inner = self.inner.lock();
         let mut port = node.port();
+        let mut rails = vec![None; segment.ranks() as usize];
         for peer in 0..segment.ranks() {
             if peer == self.rank {
                 continue;
@@ -225,12 +236,17 @@ impl ShmDriver {
             };
             let rail = port.add_rail(peer, caps);
             inner.add_peer(peer, rail, pulls);
+            rails[peer as usize] = Some(rail);
         }
+        // A second attach (a caller bug) keeps the first rails.
+        let _ = self.rails.set(rails);
     }
 
     /// The driver's counters.
     pub fn stats(&self) -> ShmStats {
         let mut stats = self.inner.lock().stats;
+        stats.packets_sent += self.sent_now.load(Ordering::Relaxed);
+        stats.bytes_copied_in += self.bytes_now.load(Ordering::Relaxed);
         if let Some(segment) = &self.segment {
             stats.can_pull = segment.area(self.rank).can_pull();
             stats.segment_bytes = segment.mapped_bytes();
@@ -345,6 +361,42 @@ impl Driver for ShmDriver {
         // so one of the two sees the other.
         own.sleep_unless(own.ticket(), timeout, || node.has_work())
             .map_err(|e| shm_error("sleep", e))
+    }
+
+    fn send_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<Result<navette_core::Status>> {
+        let segment = self.segment.as_ref()?;
+        let rail = (*self.rails.get()?.get(gate.peer as usize)?)?;
+        let packet = navette_core::Engine::tagged_packet_len(data.len());
+        let len = cell::packet_len(packet);
+        if len > segment.cell_payload() {
+            return None;
+        }
+        let mut port = node.port();
+        if !port.can_send_now(gate, rail, data.len()) {
+            return None;
+        }
+        let area = segment.area(gate.peer);
+        let me = self.rank;
+        // A full ring: the usual way waits for room.
+        area.try_push(len, |out| {
+            cell::write_packet_header(out, me);
+            port.send_tagged_now(gate, tag, data, &mut out[cell::HEADER_LEN..]);
+        })
+        .ok()?;
+        area.ring_doorbell();
+        self.sent_now.fetch_add(1, Ordering::Relaxed);
+        self.bytes_now.fetch_add(packet as u64, Ordering::Relaxed);
+        Some(Ok(navette_core::Status {
+            peer: gate.peer,
+            tag,
+            len: data.len(),
+        }))
     }
 
     fn wake(&self) {

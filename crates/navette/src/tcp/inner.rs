@@ -10,7 +10,7 @@
 //! both ranks dial each other at once, each ends up with two connections,
 //! and the engine reorders what arrives by sequence number.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +43,8 @@ const READ_BUDGET: usize = 64;
 const DIRECT_READ_MAX: usize = 4;
 /// See [`DIRECT_READ_MAX`].
 const EPOLL_EVERY: u32 = 16;
+/// Largest packet [`Inner::send_now`] sends (from the stack).
+const SEND_NOW_MAX: usize = 512;
 
 /// One peer rank as the driver sees it.
 #[derive(Debug)]
@@ -671,6 +673,75 @@ impl Inner {
             }
         }
         (wrote, completed)
+    }
+
+    /// Sends a small tagged message at once on an idle, established
+    /// connection (see [`crate::driver::Driver::send_now`]): the engine
+    /// encodes the packet onto the stack, one `write` sends it. `None` when
+    /// the message must go the usual way. Bytes the socket does not take
+    /// wait as the connection's packet in progress, written before any
+    /// other; the caller's memory is free either way.
+    pub(super) fn send_now(
+        &mut self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<crate::Result<navette_core::Status>> {
+        let len = navette_core::Engine::tagged_packet_len(data.len());
+        if len > SEND_NOW_MAX || self.closed {
+            return None;
+        }
+        let slot = self.slot(gate.peer)?;
+        let (rail, token) = (slot.rail, slot.send_conn?);
+        if slot.closed || slot.out.is_some() || !self.conns.get(&token)?.writable {
+            return None;
+        }
+        let mut packet = [0u8; SEND_NOW_MAX];
+        {
+            let mut port = node.port();
+            if !port.can_send_now(gate, rail, data.len()) {
+                return None;
+            }
+            port.send_tagged_now(gate, tag, data, &mut packet[..len]);
+        }
+        let status = navette_core::Status {
+            peer: gate.peer,
+            tag,
+            len: data.len(),
+        };
+        let conn = self.conns.get_mut(&token)?;
+        let written = loop {
+            match conn.stream.write(&packet[..len]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.writable = false;
+                    break 0;
+                }
+                Err(e) => {
+                    self.drop_conn(node, token, &ConnError::Io(e));
+                    let peer = gate.peer;
+                    return Some(Err(
+                        navette_core::RequestError::PeerUnreachable { peer }.into()
+                    ));
+                }
+            }
+        };
+        self.stats.sent_now += 1;
+        if written < len {
+            // Rare (a full socket): the rest goes first, by `write_all`.
+            self.stats.sent_now_deferred += 1;
+            let rest = packet[written..len].to_vec();
+            let plan = navette_core::PacketPlan {
+                segments: vec![navette_core::Segment::Local(0..rest.len())],
+                bytes: rest,
+            };
+            if let Some(slot) = self.slot_mut(gate.peer) {
+                slot.out = Some(OutPacket::new(plan));
+            }
+        }
+        Some(Ok(status))
     }
 
     /// Closes every socket; the driver does nothing afterwards.

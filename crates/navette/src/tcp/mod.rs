@@ -105,6 +105,11 @@ pub struct TcpStats {
     /// Rendezvous data bytes that had come with their headers and were
     /// copied from the connection's buffer into their destination.
     pub landed_copied: u64,
+    /// Small messages sent at once (one `write`, no request).
+    pub sent_now: u64,
+    /// Of those, the ones the socket did not take whole: the rest went out
+    /// later, before anything else on their connection.
+    pub sent_now_deferred: u64,
 }
 
 /// The tcp driver of one rank.
@@ -215,6 +220,16 @@ impl Driver for TcpDriver {
 
     fn now(&self) -> Option<Duration> {
         Some(self.start.now())
+    }
+
+    fn send_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<Result<navette_core::Status>> {
+        self.inner.try_lock()?.send_now(node, gate, tag, data)
     }
 
     fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {

@@ -53,6 +53,21 @@ impl PacketPlan {
         self.len() == 0
     }
 
+    /// Copies the whole packet into the start of `out` (at least
+    /// [`Self::len`] bytes); returns the packet's length.
+    pub fn gather_into(&self, mem: &dyn Memory, out: &mut [u8]) -> Result<usize, MissingMemory> {
+        let mut at = 0;
+        for segment in &self.segments {
+            let bytes = match segment {
+                Segment::Local(range) => &self.bytes[range.clone()],
+                Segment::User(range) => memory::read(mem, *range).ok_or(MissingMemory(*range))?,
+            };
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        }
+        Ok(at)
+    }
+
     /// Copies the whole packet into `out`.
     pub fn gather(&self, mem: &dyn Memory, out: &mut Vec<u8>) -> Result<(), MissingMemory> {
         out.reserve(self.len());

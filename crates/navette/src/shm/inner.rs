@@ -397,7 +397,8 @@ fn push_packet(
             };
             area.try_push(cell::packet_len(len), |out| {
                 cell::write_packet_header(out, me);
-                gather(plan, mem, &mut out[cell::HEADER_LEN..]);
+                // The memory resolved just above, under the same lock.
+                let _ = plan.gather_into(mem, &mut out[cell::HEADER_LEN..]);
             })
             .map(|()| Pushed::Copied)
         }
@@ -428,20 +429,6 @@ fn resolved_len(plan: &PacketPlan, mem: &dyn Memory) -> Option<usize> {
             PlanSegment::Local(range) => Some(len + range.len()),
             PlanSegment::User(range) => memory::read(mem, *range).map(|_| len + range.len),
         })
-}
-
-/// Copies the packet into `out` (exactly its length; memory checked by
-/// [`resolved_len`]).
-fn gather(plan: &PacketPlan, mem: &dyn Memory, out: &mut [u8]) {
-    let mut at = 0;
-    for segment in &plan.segments {
-        let bytes = match segment {
-            PlanSegment::Local(range) => &plan.bytes[range.clone()],
-            PlanSegment::User(range) => memory::read(mem, *range).unwrap_or_default(),
-        };
-        out[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
-    }
 }
 
 /// Checks a pull cell's packet headers: one rendezvous data chunk whose

@@ -336,11 +336,20 @@ impl EagerHeader {
 
     /// Appends the header; the caller appends `len` data bytes after it.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        common(out, ChunkKind::EAGER, self.flags.bits(), self.channel);
-        put_u32(out, self.seq);
-        put_u32(out, self.msg);
-        put_u64(out, self.tag);
-        put_u32(out, self.len);
+        out.extend_from_slice(&self.to_bytes());
+    }
+
+    /// The encoded header, for a caller that writes it in place.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = ChunkKind::EAGER.0;
+        b[1] = self.flags.bits();
+        b[2..4].copy_from_slice(&self.channel.to_le_bytes());
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.msg.to_le_bytes());
+        b[12..20].copy_from_slice(&self.tag.to_le_bytes());
+        b[20..24].copy_from_slice(&self.len.to_le_bytes());
+        b
     }
 }
 

@@ -38,6 +38,28 @@ const TIGHT: Limits = Limits {
     max_message_len: 4096,
 };
 
+/// Checks that [`Packet::decode_single`] agrees with [`Packet::decode`]:
+/// the same chunk for a valid packet of one chunk, `None` for a valid
+/// header announcing another count, the same error otherwise.
+fn check_single(bytes: &[u8], limits: &Limits) {
+    let single = Packet::decode_single(bytes, limits);
+    match PacketHeader::decode(bytes, limits) {
+        Ok(h) if h.chunk_count != 1 => assert_eq!(
+            single,
+            Ok(None),
+            "single chunk of a packet of {}",
+            h.chunk_count
+        ),
+        _ => {
+            let full = Packet::decode(bytes, limits).map(|p| p.chunks().next());
+            assert_eq!(
+                single, full,
+                "single-chunk decoding disagrees with packet decoding"
+            );
+        }
+    }
+}
+
 /// Feeds `bytes` to every decoder and checks the decoders' invariants.
 ///
 /// # Panics
@@ -56,6 +78,7 @@ pub fn fuzz_decode(bytes: &[u8]) -> FuzzOutcome {
         );
     }
     let header = PacketHeader::decode(bytes, &limits);
+    check_single(bytes, &limits);
     if packet.is_ok() {
         let h = header
             .as_ref()

@@ -4,7 +4,7 @@
 //! chunk count u16, reserved u16 (zero), body length u32. A stream driver
 //! reads the header first to learn how many body bytes follow.
 
-use crate::codec::{Reader, check_len, put_u16, put_u32};
+use crate::codec::{Reader, check_len};
 use crate::{Chunk, DecodeError, Limits};
 
 const MAGIC: [u8; 2] = *b"NV";
@@ -26,12 +26,18 @@ impl PacketHeader {
 
     /// Appends the header.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&MAGIC);
-        out.push(Self::VERSION);
-        out.push(0);
-        put_u16(out, self.chunk_count);
-        put_u16(out, 0);
-        put_u32(out, self.body_len);
+        out.extend_from_slice(&self.to_bytes());
+    }
+
+    /// The encoded header, for a caller that writes it in place.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..2].copy_from_slice(&MAGIC);
+        b[2] = Self::VERSION;
+        // b[3], flags, and b[6..8], reserved, stay zero.
+        b[4..6].copy_from_slice(&self.chunk_count.to_le_bytes());
+        b[8..12].copy_from_slice(&self.body_len.to_le_bytes());
+        b
     }
 
     /// Decodes and checks a header from the first [`Self::LEN`] bytes of `bytes`
@@ -110,6 +116,27 @@ impl<'a> Packet<'a> {
             body,
             limits: *limits,
         })
+    }
+
+    /// Decodes a packet of exactly one chunk and returns that chunk,
+    /// checked as [`Self::decode`] checks it but decoded once (`decode`
+    /// then [`Self::chunks`] decode it twice): `Ok(None)` if the header is
+    /// valid and announces another number of chunks.
+    pub fn decode_single(
+        bytes: &'a [u8],
+        limits: &Limits,
+    ) -> Result<Option<Chunk<'a>>, DecodeError> {
+        let header = PacketHeader::decode(bytes, limits)?;
+        if header.chunk_count != 1 {
+            return Ok(None);
+        }
+        let mut r = Reader::new(&bytes[PacketHeader::LEN..]);
+        let body = r.take(header.body_len as usize, "packet body")?;
+        r.finish("packet")?;
+        let mut chunks = Reader::new(body);
+        let chunk = Chunk::decode(&mut chunks, limits)?;
+        chunks.finish("packet body")?;
+        Ok(Some(chunk))
     }
 
     /// The header.

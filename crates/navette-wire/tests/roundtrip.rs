@@ -103,6 +103,8 @@ proptest! {
         prop_assert_eq!(packet.header().chunk_count as usize, input.len());
         prop_assert_eq!(packet.header().total_len(), bytes.len());
         prop_assert_eq!(packet.chunks().size_hint(), (input.len(), Some(input.len())));
+        let single = (input.len() == 1).then(|| input[0]);
+        prop_assert_eq!(Packet::decode_single(&bytes, &Limits::default()), Ok(single));
         prop_assert_eq!(packet.chunks().collect::<Vec<_>>(), input);
     }
 

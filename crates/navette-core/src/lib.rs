@@ -40,7 +40,7 @@ mod window;
 pub use config::{EngineConfig, RailCaps};
 pub use engine::{
     Engine, Event, OutMsg, PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport,
-    RecvPiece, Report,
+    RecvNow, RecvNowOutcome, RecvPiece, Report,
 };
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};

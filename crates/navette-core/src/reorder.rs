@@ -50,6 +50,23 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// Whether `seq` is the expected number and nothing waits behind it:
+    /// a chunk with it may be processed at once, after
+    /// [`Self::take_next`].
+    pub(crate) fn is_next(&self, seq: u32) -> bool {
+        seq == self.expected && self.is_empty()
+    }
+
+    /// Whether no chunk is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Moves past the expected number (after [`Self::is_next`]).
+    pub(crate) fn take_next(&mut self) {
+        self.expected = self.expected.wrapping_add(1);
+    }
+
     /// Keeps a chunk that arrived ahead (after [`Arrival::Ahead`]).
     pub(crate) fn hold(&mut self, seq: u32, chunk: T) {
         self.waiting.insert(seq, chunk);

@@ -116,6 +116,9 @@ impl<'a> DriverPort<'a> {
         rail: RailId,
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
+        if self.state.recv_now(now, rail, bytes) {
+            return Ok(());
+        }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now, rail, bytes, mem);
         self.mark_if_queued();

@@ -9,7 +9,7 @@
 use std::marker::PhantomData;
 
 use bytes::Bytes;
-use navette_core::{ReqId, Status, TagMatch};
+use navette_core::{RecvNow, ReqId, Status, TagMatch};
 
 use crate::node::State;
 use crate::{Error, Gate, Node, RecvFrom, Result};
@@ -189,12 +189,27 @@ impl Node {
         dest: &mut [u8],
     ) -> Result<Status> {
         let (from, tag) = (from.into(), tag.into());
-        let (id, lent) = self.with_state(|s| {
-            let (range, lent) = self.lend_mut(s, dest);
+        // Nothing before it on its channel: it waits outside the engine
+        // while it spins, and its message lands with no request at all.
+        let (lean, want, lent) = {
+            let mut s = self.core().lock();
+            let (dest, lent) = self.lend_mut(&mut s, dest);
+            let want = RecvNow {
+                channel: from.channel,
+                source: from.source,
+                tag,
+                dest,
+            };
+            (s.try_lean(want), want, lent)
+        };
+        if lean {
+            return self.wait_lean(lent);
+        }
+        let id = self.with_state(|s| {
             let State { engine, mem, .. } = &mut *s;
-            let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
+            let id = engine.recv_tagged(want.channel, want.source, want.tag, want.dest, mem);
             s.watch(id, None);
-            (id, lent)
+            id
         });
         self.wait_releasing(id, lent)
     }

@@ -42,6 +42,7 @@ use crate::{
     RequestError, Status, Window,
 };
 
+pub use now::{RecvNow, RecvNowOutcome};
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};
@@ -94,6 +95,9 @@ pub struct Engine {
     rails: Vec<Rail>,
     gates: Vec<Gate>,
     gate_index: HashMap<(ChannelId, Rank), GateId, PeerKeyed>,
+    /// The gate last looked up: a flow of messages with one peer on one
+    /// channel, both ways, finds its gate without hashing.
+    last_gate: Option<(ChannelId, Rank, GateId)>,
     channels: IndexMap<ChannelId, Channel, PeerKeyed>,
     recv_msgs: FxHashMap<ReqId, RecvMsg>,
     deferred: FxHashMap<ReqId, recv::DeferredPiece>,
@@ -108,8 +112,6 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// A window received a chunk since [`Engine::take_queued`] last asked.
     queued: bool,
-    /// Headers of a packet sent at once, reused.
-    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -130,6 +132,8 @@ struct Rail {
 #[derive(Debug)]
 struct Gate {
     channel: ChannelId,
+    /// Index of the channel in `Engine::channels` (never removed).
+    channel_index: usize,
     peer: Rank,
     window: Window,
     rdv_threshold: usize,
@@ -156,6 +160,7 @@ impl Engine {
             rails: Vec::new(),
             gates: Vec::new(),
             gate_index: HashMap::default(),
+            last_gate: None,
             channels: IndexMap::default(),
             recv_msgs: FxHashMap::default(),
             deferred: FxHashMap::default(),
@@ -168,7 +173,6 @@ impl Engine {
             next_transfer: 1,
             events: VecDeque::new(),
             queued: false,
-            scratch: Vec::new(),
         }
     }
 
@@ -478,13 +482,21 @@ impl Engine {
 
     /// The gate of `(channel, peer)`, created on first use.
     fn gate(&mut self, channel: ChannelId, peer: Rank) -> GateId {
+        if let Some((c, p, id)) = self.last_gate {
+            if (c, p) == (channel, peer) {
+                return id;
+            }
+        }
         if let Some(&id) = self.gate_index.get(&(channel, peer)) {
+            self.last_gate = Some((channel, peer, id));
             return id;
         }
         let id = GateId(self.gates.len());
         let rdv_threshold = self.rdv_threshold(peer);
+        let channel_index = self.channel_index(channel);
         self.gates.push(Gate {
             channel,
+            channel_index,
             peer,
             window: Window::default(),
             rdv_threshold,
@@ -497,22 +509,25 @@ impl Engine {
         if let Some(p) = self.peers.get_mut(&peer) {
             p.gates.push(id);
         }
-        let strategy = self.config.strategy;
-        self.channels.entry(channel).or_insert_with(|| Channel {
-            strategy: strategy.build(),
-            posted: VecDeque::new(),
-            unexpected: VecDeque::new(),
-        });
         id
     }
 
     fn channel(&mut self, channel: ChannelId) -> &mut Channel {
+        let index = self.channel_index(channel);
+        &mut self.channels[index]
+    }
+
+    /// The index of `channel` in `channels`, created on first use.
+    fn channel_index(&mut self, channel: ChannelId) -> usize {
+        let entry = self.channels.entry(channel);
+        let index = entry.index();
         let strategy = self.config.strategy;
-        self.channels.entry(channel).or_insert_with(|| Channel {
+        entry.or_insert_with(|| Channel {
             strategy: strategy.build(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
-        })
+        });
+        index
     }
 
     /// Sets the strategy of a channel (before or after its first use).

@@ -1,4 +1,5 @@
-//! Sending a small tagged message at once, when nothing waits for its rail.
+//! Small tagged messages at once: sent when nothing waits for their rail,
+//! received when nothing waits before their receive.
 //!
 //! The window exists to optimize a flow of requests while rails are busy.
 //! When a rail is idle and its gate's window empty, a one-piece eager
@@ -8,11 +9,52 @@
 //! message takes the gate's next message and sequence numbers like any
 //! other, so the receiver sees no difference; the sender gets no request
 //! (the caller's blocking send is done once its transfer is).
+//!
+//! On the receive side, a blocking tagged receive with nothing before it on
+//! its channel (no posted receive, no unexpected message) may wait outside
+//! the engine as a [`RecvNow`]: the driver shows each packet to
+//! [`Engine::recv_now`] first, which lands a one-piece eager message that
+//! the receive accepts straight in its destination — no request, posted
+//! entry, completion event or message state. Any packet that could match
+//! the receive otherwise asks for it to be posted the usual way
+//! ([`Engine::recv_tagged`]) before the packet is handled.
 
-use navette_wire::{EagerHeader, PacketHeader, PieceFlags};
+use std::time::Duration;
+
+use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags};
 
 use super::Engine;
-use crate::{ChannelId, RailId, Rank};
+use crate::memory::{self, Memory};
+use crate::{ChannelId, MemRef, RailId, Rank, Source, Status, TagMatch};
+
+/// A blocking tagged receive waiting outside the engine (see
+/// [`Engine::recv_now`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvNow {
+    /// The channel.
+    pub channel: ChannelId,
+    /// The accepted senders.
+    pub source: Source,
+    /// The accepted tags.
+    pub tag: TagMatch,
+    /// Where the message goes; it may be shorter, not longer.
+    pub dest: MemRef,
+}
+
+/// What [`Engine::recv_now`] made of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvNowOutcome {
+    /// The receive's message landed in its destination: the receive is
+    /// complete and the packet handled.
+    Landed(Status),
+    /// The packet cannot match the receive: handle it with
+    /// [`Engine::handle_packet`]; the receive keeps waiting.
+    Unrelated,
+    /// The packet might match the receive in a way only the usual path
+    /// handles: post the receive with [`Engine::recv_tagged`], then handle
+    /// the packet with [`Engine::handle_packet`].
+    Post,
+}
 
 impl Engine {
     /// Length of the packet [`Self::send_tagged_now`] writes for `len`
@@ -73,25 +115,137 @@ impl Engine {
         g.next_seq = g.next_seq.wrapping_add(1);
         g.next_msg = g.next_msg.wrapping_add(1);
         let len = u32::try_from(data.len()).expect("checked by can_send_now");
-        let mut headers = std::mem::take(&mut self.scratch);
-        headers.clear();
-        PacketHeader {
+        let packet = PacketHeader {
             chunk_count: 1,
             body_len: EagerHeader::LEN as u32 + len,
-        }
-        .encode(&mut headers);
-        EagerHeader {
+        };
+        let eager = EagerHeader {
             channel: channel.0,
             flags: PieceFlags::TAGGED,
             seq,
             msg,
             tag,
             len,
-        }
-        .encode(&mut headers);
-        let (head, body) = out.split_at_mut(headers.len());
-        head.copy_from_slice(&headers);
+        };
+        let (head, rest) = out.split_at_mut(PacketHeader::LEN);
+        let (eager_head, body) = rest.split_at_mut(EagerHeader::LEN);
+        head.copy_from_slice(&packet.to_bytes());
+        eager_head.copy_from_slice(&eager.to_bytes());
         body.copy_from_slice(data);
-        self.scratch = headers;
+    }
+}
+
+impl Engine {
+    /// Whether a tagged receive on `channel` from `source` may wait outside
+    /// the engine ([`Self::recv_now`]): nothing is posted or unexpected on
+    /// the channel, so nothing received so far could be matched before it,
+    /// and its source is not known to be lost.
+    pub fn can_recv_now(&self, channel: ChannelId, source: Source) -> bool {
+        let quiet = self
+            .channels
+            .get(&channel)
+            .is_none_or(|ch| ch.posted.is_empty() && ch.unexpected.is_empty());
+        quiet && !self.source_is_lost(source)
+    }
+
+    /// Shows a packet received on `rail` to a receive waiting outside the
+    /// engine, which [`Self::can_recv_now`] allowed. A packet made of one
+    /// in-order eager message of one piece that `want` accepts and that
+    /// fits lands in `want.dest`, as the usual path would have landed it:
+    /// it takes the gate's next sequence number and completes the receive.
+    /// Otherwise see [`RecvNowOutcome`].
+    pub fn recv_now(
+        &mut self,
+        now: Duration,
+        rail: RailId,
+        bytes: &[u8],
+        want: &RecvNow,
+        mem: &mut dyn Memory,
+    ) -> RecvNowOutcome {
+        let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) if !r.closed => r.peer,
+            // Ignored, or refused, by the usual path.
+            _ => return RecvNowOutcome::Unrelated,
+        };
+        // A packet the usual path refuses fails its peer's requests, posted
+        // ones included: post to be failed alike.
+        let chunk = match Packet::decode_single(bytes, &self.config.limits) {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return self.recv_now_several(peer, bytes, want),
+            Err(_) => return RecvNowOutcome::Post,
+        };
+        let Some((channel, flags, tag)) = sequenced(&chunk) else {
+            return RecvNowOutcome::Unrelated;
+        };
+        if ChannelId(channel) != want.channel || !want.source.accepts(peer) {
+            return RecvNowOutcome::Unrelated;
+        }
+        let gate = self.gate(want.channel, peer);
+        let g = &self.gates[gate.0];
+        // A chunk in order releases those held behind it, which may match.
+        if !g.reorder.is_empty() {
+            return RecvNowOutcome::Post;
+        }
+        if !flags.first() || !want.tag.matches(tag) {
+            return RecvNowOutcome::Unrelated;
+        }
+        let Chunk::Eager(e) = chunk else {
+            return RecvNowOutcome::Post;
+        };
+        let h = e.header;
+        let quiet = self.channels[g.channel_index].posted.is_empty();
+        let fits = h.flags.last() && !h.flags.aborted() && e.data.len() <= want.dest.len;
+        if !fits
+            || !quiet
+            || !g.reorder.is_next(h.seq)
+            || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
+        {
+            return RecvNowOutcome::Post;
+        }
+        let g = &mut self.gates[gate.0];
+        g.reorder.take_next();
+        self.handle_tick(now);
+        memory::write(mem, want.dest, 0, e.data);
+        RecvNowOutcome::Landed(Status {
+            peer,
+            tag: h.tag,
+            len: e.data.len(),
+        })
+    }
+}
+
+impl Engine {
+    /// [`Self::recv_now`] for a packet of several chunks (or none): only the
+    /// usual path lands them, so the receive is posted if any of them might
+    /// match it.
+    fn recv_now_several(&mut self, peer: Rank, bytes: &[u8], want: &RecvNow) -> RecvNowOutcome {
+        let Ok(packet) = Packet::decode(bytes, &self.config.limits) else {
+            return RecvNowOutcome::Post;
+        };
+        let held = self
+            .gate_index
+            .get(&(want.channel, peer))
+            .is_some_and(|g| !self.gates[g.0].reorder.is_empty());
+        let might_match = packet.chunks().any(|chunk| {
+            sequenced(&chunk).is_some_and(|(channel, flags, tag)| {
+                let accepted = ChannelId(channel) == want.channel && want.source.accepts(peer);
+                // In order, it releases chunks held behind it.
+                accepted && (held || (flags.first() && want.tag.matches(tag)))
+            })
+        });
+        if might_match {
+            RecvNowOutcome::Post
+        } else {
+            RecvNowOutcome::Unrelated
+        }
+    }
+}
+
+/// Channel, flags and tag of a sequenced chunk (a piece of a message).
+fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {
+    match chunk {
+        Chunk::Eager(e) => Some((e.header.channel, e.header.flags, e.header.tag)),
+        Chunk::RdvRequest(r) => Some((r.channel, r.flags, r.tag)),
+        _ => None,
     }
 }

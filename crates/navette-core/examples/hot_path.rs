@@ -81,11 +81,11 @@ fn main() {
             channel: ChannelId::DEFAULT,
             source: Source::Rank(0),
             tag: TagMatch::exact(5),
-            dest: dst,
         };
+        let dest = mb.get_mut(dst.handle).expect("the destination resolves");
         let t6 = t();
         assert!(b.can_recv_now(want.channel, want.source));
-        let landed = b.recv_now(now, rb, &wire, &want, &mut mb);
+        let landed = b.recv_now(now, rb, &wire, &want, dest);
         let t7 = t();
         assert!(matches!(landed, RecvNowOutcome::Landed(_)));
         t_now += (t7 - t6).as_nanos();

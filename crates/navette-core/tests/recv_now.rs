@@ -7,7 +7,7 @@ mod common;
 
 use common::{CH, Net, Order, Piece, caps, from};
 use navette_core::{
-    ChannelId, MemRef, RailId, RecvNow, RecvNowOutcome, RequestError, Status, TagMatch,
+    ChannelId, MemRef, Memory, RailId, RecvNow, RecvNowOutcome, RequestError, Status, TagMatch,
 };
 use navette_wire::PacketHeader;
 
@@ -19,13 +19,21 @@ enum Outcome {
     Posted(navette_core::ReqId),
 }
 
+/// A receive waiting outside the engine and its destination.
+struct Want {
+    recv: RecvNow,
+    dest: MemRef,
+}
+
 /// Node 1's receive from node 0 with `tag`, into a fresh `len`-byte buffer.
-fn want(net: &mut Net, tag: u64, len: usize) -> RecvNow {
+fn want(net: &mut Net, tag: u64, len: usize) -> Want {
     assert!(net.engines[1].can_recv_now(CH, from(0)), "a quiet channel");
-    RecvNow {
-        channel: CH,
-        source: from(0),
-        tag: TagMatch::exact(tag),
+    Want {
+        recv: RecvNow {
+            channel: CH,
+            source: from(0),
+            tag: TagMatch::exact(tag),
+        },
         dest: net.alloc(1, vec![0xee; len]),
     }
 }
@@ -34,22 +42,30 @@ fn want(net: &mut Net, tag: u64, len: usize) -> RecvNow {
 /// ends the waiting, an unrelated packet is handled the usual way, and a
 /// packet that might match posts the receive before it is handled. Every
 /// packet is handled.
-fn show(net: &mut Net, want: &RecvNow, packets: &[(RailId, Vec<u8>)]) -> Option<Outcome> {
+fn show(net: &mut Net, want: &Want, packets: &[(RailId, Vec<u8>)]) -> Option<Outcome> {
     let mut outcome = None;
     for (rail, bytes) in packets {
         if outcome.is_none() {
             let now = net.now;
-            match net.engines[1].recv_now(now, *rail, bytes, want, &mut net.mems[1]) {
+            let dest = net.mems[1]
+                .get_mut(want.dest.handle)
+                .expect("the destination resolves");
+            match net.engines[1].recv_now(now, *rail, bytes, &want.recv, dest) {
                 RecvNowOutcome::Landed(status) => {
                     outcome = Some(Outcome::Landed(status));
                     continue;
                 }
                 RecvNowOutcome::Unrelated => {}
                 RecvNowOutcome::Post => {
+                    let RecvNow {
+                        channel,
+                        source,
+                        tag,
+                    } = want.recv;
                     let req = net.engines[1].recv_tagged(
-                        want.channel,
-                        want.source,
-                        want.tag,
+                        channel,
+                        source,
+                        tag,
                         want.dest,
                         &mut net.mems[1],
                     );

@@ -7,7 +7,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank};
+use std::sync::atomic::Ordering;
+
+use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
 use parking_lot::MutexGuard;
 
 use crate::Result;
@@ -116,8 +118,13 @@ impl<'a> DriverPort<'a> {
         rail: RailId,
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
-        if self.state.recv_now(now, rail, bytes) {
-            return Ok(());
+        match self.state.recv_now(now, rail, bytes) {
+            Some(RecvNowOutcome::Landed(_)) => {
+                self.core.lean_moved.store(true, Ordering::Release);
+                return Ok(());
+            }
+            Some(RecvNowOutcome::Post) => self.core.lean_moved.store(true, Ordering::Release),
+            Some(RecvNowOutcome::Unrelated) | None => {}
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now, rail, bytes, mem);

@@ -48,6 +48,7 @@ mod clock;
 pub mod diagnostics;
 pub mod driver;
 mod error;
+mod lean;
 mod memtable;
 pub mod message;
 mod node;

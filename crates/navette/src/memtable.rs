@@ -3,13 +3,15 @@
 //! Regions are either owned by the table (buffers of non-blocking requests,
 //! SAFER copies) or borrowed from the caller of a blocking call for exactly
 //! the duration of that call (`crate::node::Registration` removes them on
-//! every exit path, unwinding included). Borrowed regions are why this module holds
-//! the only `unsafe` code of the crate.
+//! every exit path, unwinding included). A receive waiting outside the
+//! engine (`crate::lean`) keeps its borrowed destination beside the table,
+//! as a [`LentMut`], until it is landed in or registered. Borrowed regions
+//! are why this module holds the only `unsafe` code of the crate.
 //!
 //! Invariant that every `unsafe` block below relies on: a borrowed entry
-//! exists only while the thread that registered it is inside the blocking
-//! call that holds the borrow, and every access to an entry happens under
-//! the node's state lock.
+//! (or [`LentMut`]) exists only while the thread that registered it is
+//! inside the blocking call that holds the borrow, and every access to it
+//! happens under the node's state lock.
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -46,7 +48,51 @@ pub(crate) struct MemTable {
 // table to another thread therefore creates no unsynchronised access.
 unsafe impl Send for MemTable {}
 
+/// Caller memory lent, writable, for one blocking call, outside the table
+/// (module invariant).
+#[derive(Debug)]
+pub(crate) struct LentMut {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: as for `MemTable`: the pointer comes from a unique `&mut [u8]`
+// whose owner is blocked in the call that holds it, and it is only
+// dereferenced under the node's state lock (module invariant).
+unsafe impl Send for LentMut {}
+
+impl LentMut {
+    /// Lends `data`. The caller must drop the value (or register it with
+    /// [`MemTable::insert_lent`] and remove that region) before the borrow
+    /// ends (module invariant); `crate::lean` does.
+    pub(crate) fn new(data: &mut [u8]) -> Self {
+        let len = data.len();
+        Self {
+            ptr: NonNull::from(data).cast::<u8>(),
+            len,
+        }
+    }
+
+    /// The lent memory.
+    pub(crate) fn get_mut(&mut self) -> &mut [u8] {
+        // SAFETY: by the module invariant the borrow this came from is live
+        // and its owner is blocked, and we are under the state lock, which
+        // `&mut self` (reached through the locked state) extends to the
+        // returned slice: nothing else accesses it meanwhile. Pointer and
+        // length come from that `&mut [u8]`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
 impl MemTable {
+    /// Registers lent memory (the same region as [`Self::borrow_mut`] of
+    /// the slice it came from).
+    pub(crate) fn insert_lent(&mut self, lent: LentMut) -> MemRef {
+        let LentMut { ptr, len } = lent;
+        let handle = self.insert(Region::BorrowedMut { ptr, len });
+        MemRef::whole(handle, len)
+    }
+
     fn insert(&mut self, region: Region) -> MemHandle {
         let handle = MemHandle(self.next);
         self.next += 1;

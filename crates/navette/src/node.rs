@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use navette_core::{
-    ChannelId, Engine, EngineConfig, MemHandle, MemRef, RailId, Rank, RecvNow, RecvNowOutcome,
-    ReqId, RequestError, Status,
+    ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, Status,
 };
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
@@ -117,18 +116,6 @@ struct Slot {
     detached: bool,
 }
 
-/// A blocking tagged receive that waits outside the engine while its
-/// thread spins (see [`navette_core::Engine::recv_now`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum LeanRecv {
-    /// Shown every received packet first.
-    Waiting(RecvNow),
-    /// Its message landed.
-    Landed(Status),
-    /// Posted to the engine as the usual request.
-    Posted(ReqId),
-}
-
 /// The state behind the node's lock.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -136,7 +123,7 @@ pub(crate) struct State {
     pub(crate) mem: MemTable,
     slots: FxHashMap<ReqId, Slot>,
     /// At most one receive waits outside the engine at a time.
-    pub(crate) lean: Option<LeanRecv>,
+    pub(crate) lean: Option<crate::lean::LeanRecv>,
 }
 
 impl State {
@@ -150,45 +137,6 @@ impl State {
                 detached: false,
             },
         );
-    }
-
-    /// Lets `want` wait outside the engine if nothing posted or unexpected
-    /// could come before it and no other receive does; whether it does.
-    pub(crate) fn try_lean(&mut self, want: RecvNow) -> bool {
-        let lean = self.lean.is_none() && self.engine.can_recv_now(want.channel, want.source);
-        if lean {
-            self.lean = Some(LeanRecv::Waiting(want));
-        }
-        lean
-    }
-
-    /// Shows a received packet to the receive waiting outside the engine,
-    /// if any; whether its message landed (the packet is then handled).
-    pub(crate) fn recv_now(&mut self, now: Duration, rail: RailId, bytes: &[u8]) -> bool {
-        let Some(LeanRecv::Waiting(want)) = self.lean else {
-            return false;
-        };
-        match self.engine.recv_now(now, rail, bytes, &want, &mut self.mem) {
-            RecvNowOutcome::Landed(status) => {
-                self.lean = Some(LeanRecv::Landed(status));
-                true
-            }
-            RecvNowOutcome::Unrelated => false,
-            RecvNowOutcome::Post => {
-                self.post_lean();
-                false
-            }
-        }
-    }
-
-    /// Posts the receive waiting outside the engine as the usual request.
-    fn post_lean(&mut self) {
-        if let Some(LeanRecv::Waiting(want)) = self.lean {
-            let Self { engine, mem, .. } = self;
-            let id = engine.recv_tagged(want.channel, want.source, want.tag, want.dest, mem);
-            self.watch(id, None);
-            self.lean = Some(LeanRecv::Posted(id));
-        }
     }
 
     /// Moves engine completions into their slots.
@@ -244,6 +192,9 @@ pub struct NodeCore {
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
     dirty: AtomicBool,
+    /// The receive waiting outside the engine landed or was posted (read
+    /// without the lock by its spinning thread).
+    pub(crate) lean_moved: AtomicBool,
 }
 
 impl fmt::Debug for NodeCore {
@@ -342,6 +293,7 @@ impl Node {
                 }),
                 driver,
                 dirty: AtomicBool::new(false),
+                lean_moved: AtomicBool::new(false),
             }),
         }
     }
@@ -462,6 +414,11 @@ impl Node {
         }
     }
 
+    /// Idle rounds spent spinning before yielding.
+    pub(crate) fn spin_rounds(&self) -> u32 {
+        self.core.spin_rounds
+    }
+
     /// Idle rounds after which waiting blocks in the driver.
     fn blocking_after(&self) -> u32 {
         self.core.spin_rounds + self.core.config.yield_rounds
@@ -499,55 +456,6 @@ impl Node {
             Some(out)
         })?;
         outcome
-    }
-
-    /// Waits for the receive that [`State::try_lean`] let wait outside the
-    /// engine, releasing its destination `lent` under the lock that sees it
-    /// land. It waits so while spinning, then as the usual request.
-    pub(crate) fn wait_lean(&self, lent: Registration<'_>) -> Result<Status> {
-        // Every exit path leaves no receive waiting outside the engine
-        // (before `lent`, a parameter, is dropped).
-        struct Clear<'c>(&'c NodeCore);
-        impl Drop for Clear<'_> {
-            fn drop(&mut self) {
-                self.0.lock().lean = None;
-            }
-        }
-        let clear = Clear(&self.core);
-        let mut idle: u32 = 0;
-        let posted = loop {
-            let progressed = self.progress()?;
-            let mut state = self.core.lock();
-            match state.lean {
-                Some(LeanRecv::Landed(status)) => {
-                    state.lean = None;
-                    lent.release(&mut state);
-                    std::mem::forget(clear);
-                    return Ok(status);
-                }
-                Some(LeanRecv::Posted(id)) => break id,
-                _ if idle >= self.core.spin_rounds => {
-                    state.post_lean();
-                    if let Some(LeanRecv::Posted(id)) = state.lean {
-                        // Posting may have queued a chunk (a clear-to-send).
-                        drop(state);
-                        self.core.mark_dirty();
-                        self.core.driver.wake();
-                        break id;
-                    }
-                }
-                _ => {}
-            }
-            drop(state);
-            if progressed {
-                idle = 0;
-            } else {
-                idle += 1;
-                std::hint::spin_loop();
-            }
-        };
-        drop(clear);
-        self.wait_releasing(posted, lent)
     }
 
     /// Waits for all of `reqs`; returns their outcomes in order.
@@ -589,7 +497,7 @@ impl Node {
         (range, self.registration(range))
     }
 
-    fn registration<'b>(&self, range: MemRef) -> Registration<'b> {
+    pub(crate) fn registration<'b>(&self, range: MemRef) -> Registration<'b> {
         Registration {
             core: Arc::clone(&self.core),
             handle: Some(range.handle),

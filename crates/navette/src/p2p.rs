@@ -189,27 +189,22 @@ impl Node {
         dest: &mut [u8],
     ) -> Result<Status> {
         let (from, tag) = (from.into(), tag.into());
+        let want = RecvNow {
+            channel: from.channel,
+            source: from.source,
+            tag,
+        };
         // Nothing before it on its channel: it waits outside the engine
         // while it spins, and its message lands with no request at all.
-        let (lean, want, lent) = {
-            let mut s = self.core().lock();
-            let (dest, lent) = self.lend_mut(&mut s, dest);
-            let want = RecvNow {
-                channel: from.channel,
-                source: from.source,
-                tag,
-                dest,
-            };
-            (s.try_lean(want), want, lent)
-        };
-        if lean {
-            return self.wait_lean(lent);
+        if let Some(received) = self.recv_lean(want, dest) {
+            return received;
         }
-        let id = self.with_state(|s| {
+        let (id, lent) = self.with_state(|s| {
+            let (range, lent) = self.lend_mut(s, dest);
             let State { engine, mem, .. } = &mut *s;
-            let id = engine.recv_tagged(want.channel, want.source, want.tag, want.dest, mem);
+            let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
             s.watch(id, None);
-            id
+            (id, lent)
         });
         self.wait_releasing(id, lent)
     }

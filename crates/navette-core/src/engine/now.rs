@@ -24,8 +24,7 @@ use std::time::Duration;
 use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags};
 
 use super::Engine;
-use crate::memory::{self, Memory};
-use crate::{ChannelId, MemRef, RailId, Rank, Source, Status, TagMatch};
+use crate::{ChannelId, RailId, Rank, Source, Status, TagMatch};
 
 /// A blocking tagged receive waiting outside the engine (see
 /// [`Engine::recv_now`]).
@@ -37,8 +36,6 @@ pub struct RecvNow {
     pub source: Source,
     /// The accepted tags.
     pub tag: TagMatch,
-    /// Where the message goes; it may be shorter, not longer.
-    pub dest: MemRef,
 }
 
 /// What [`Engine::recv_now`] made of a packet.
@@ -151,16 +148,18 @@ impl Engine {
     /// Shows a packet received on `rail` to a receive waiting outside the
     /// engine, which [`Self::can_recv_now`] allowed. A packet made of one
     /// in-order eager message of one piece that `want` accepts and that
-    /// fits lands in `want.dest`, as the usual path would have landed it:
-    /// it takes the gate's next sequence number and completes the receive.
-    /// Otherwise see [`RecvNowOutcome`].
+    /// fits lands at the start of `dest` (which the message may not fill),
+    /// as the usual path would have landed it: it takes the gate's next
+    /// sequence number and completes the receive. Otherwise see
+    /// [`RecvNowOutcome`]. The receive's memory is the caller's, not the
+    /// engine's [`crate::Memory`]: posted, it must be registered there.
     pub fn recv_now(
         &mut self,
         now: Duration,
         rail: RailId,
         bytes: &[u8],
         want: &RecvNow,
-        mem: &mut dyn Memory,
+        dest: &mut [u8],
     ) -> RecvNowOutcome {
         let peer = match self.rails.get(rail.0 as usize) {
             Some(r) if !r.closed => r.peer,
@@ -194,7 +193,7 @@ impl Engine {
         };
         let h = e.header;
         let quiet = self.channels[g.channel_index].posted.is_empty();
-        let fits = h.flags.last() && !h.flags.aborted() && e.data.len() <= want.dest.len;
+        let fits = h.flags.last() && !h.flags.aborted() && e.data.len() <= dest.len();
         if !fits
             || !quiet
             || !g.reorder.is_next(h.seq)
@@ -205,7 +204,7 @@ impl Engine {
         let g = &mut self.gates[gate.0];
         g.reorder.take_next();
         self.handle_tick(now);
-        memory::write(mem, want.dest, 0, e.data);
+        dest[..e.data.len()].copy_from_slice(e.data);
         RecvNowOutcome::Landed(Status {
             peer,
             tag: h.tag,

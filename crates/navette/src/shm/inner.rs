@@ -11,6 +11,7 @@
 //! peer's pulled cell comes back.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 
 use navette_core::memory;
 use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
@@ -133,6 +134,12 @@ impl Inner {
                 break;
             }
             handled += 1;
+            // A blocking receive's message landed: back to its thread at
+            // once. Looking at the next cell now would pull in its line,
+            // which the sender is about to write.
+            if node.lean_moved.load(Ordering::Relaxed) {
+                break;
+            }
         }
         handled > 0
     }

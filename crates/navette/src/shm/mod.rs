@@ -317,6 +317,12 @@ fn set_up(bootstrap: &dyn Bootstrap, config: &ShmConfig, probe: &u64) -> Result<
     Ok(segment)
 }
 
+/// Adds `n` to a counter that only one thread updates at a time.
+fn count(counter: &AtomicU64, n: u64) {
+    let v = counter.load(Ordering::Relaxed);
+    counter.store(v.wrapping_add(n), Ordering::Relaxed);
+}
+
 fn rand_u64() -> Result<u64> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| shm_error("random probe", e))?;
@@ -390,8 +396,12 @@ impl Driver for ShmDriver {
         })
         .ok()?;
         area.ring_doorbell();
-        self.sent_now.fetch_add(1, Ordering::Relaxed);
-        self.bytes_now.fetch_add(packet as u64, Ordering::Relaxed);
+        // Counted under the node's lock (`port`), which every send at once
+        // holds: a load and a store, not a locked read-modify-write (which
+        // would wait for the cell's stores to leave the store buffer).
+        count(&self.sent_now, 1);
+        count(&self.bytes_now, packet as u64);
+        drop(port);
         Some(Ok(navette_core::Status {
             peer: gate.peer,
             tag,

@@ -421,7 +421,10 @@ impl Node {
 
     /// Idle rounds after which waiting blocks in the driver.
     fn blocking_after(&self) -> u32 {
-        self.core.spin_rounds + self.core.config.yield_rounds
+        // Saturating: `u32::MAX` rounds means spinning (or yielding) for ever.
+        self.core
+            .spin_rounds
+            .saturating_add(self.core.config.yield_rounds)
     }
 
     /// Spins, then yields, then blocks in the driver: oversubscribed runs

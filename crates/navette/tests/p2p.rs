@@ -250,3 +250,46 @@ fn the_report_says_what_is_pending() {
     send.wait().unwrap();
     assert!(a.report().requests.is_empty());
 }
+
+/// Blocking receives keep the order of posting whether they land at once
+/// (waiting outside the engine while they spin) or wait as requests (no
+/// spin phase, or a receive posted before them on the channel).
+#[test]
+fn blocking_receives_keep_posting_order_spinning_or_not() {
+    for spin_rounds in [0u32, u32::MAX] {
+        let cluster = cluster(2)
+            .rdv_threshold(4096)
+            .node_config(navette::NodeConfig {
+                spin_rounds,
+                oversubscribed_spin_rounds: spin_rounds,
+                ..navette::NodeConfig::default()
+            })
+            .build();
+        let (a, b) = (cluster.node(0), cluster.node(1));
+        // Posted first: it takes the first message with tag 2.
+        let early = b.irecv(b.gate(0), 2u64, vec![0u8; 64]);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for (tag, n, salt) in [
+                    (2u64, 20usize, 1u64),
+                    (2, 30, 2),
+                    (3, 10_000, 3),
+                    (3, 40, 4),
+                ] {
+                    a.send(a.gate(1), tag, &pattern(n, salt)).unwrap();
+                }
+            });
+            let mut buf = vec![0u8; 10_000];
+            for (tag, n, salt) in [(2u64, 30usize, 2u64), (3, 10_000, 3), (3, 40, 4)] {
+                let status = b.recv(b.gate(0), tag, &mut buf).unwrap();
+                assert_eq!(
+                    (status.tag, status.len),
+                    (tag, n),
+                    "spin_rounds {spin_rounds}"
+                );
+                check(&buf[..n], n, salt);
+            }
+        });
+        check(&early.wait().unwrap().data, 20, 1);
+    }
+}

@@ -95,6 +95,23 @@ fn recv_usual(net: &mut Net, tag: u64, len: usize) -> (Status, Vec<u8>) {
     (status, net.read(1, dest)[..status.len].to_vec())
 }
 
+/// Shows `packets` to `want`, which they must post (`why`), and returns
+/// what the usual path then received.
+#[track_caller]
+fn posted_and_received(
+    net: &mut Net,
+    want: &Want,
+    packets: &[(RailId, Vec<u8>)],
+    why: &str,
+) -> Vec<u8> {
+    let Some(Outcome::Posted(req)) = show(net, want, packets) else {
+        panic!("{why}");
+    };
+    net.collect();
+    let status = net.ok(1, req);
+    landed_bytes(net, want.dest, status)
+}
+
 fn landed_bytes(net: &Net, dest: MemRef, status: Status) -> Vec<u8> {
     net.read(1, dest)[..status.len].to_vec()
 }
@@ -160,29 +177,32 @@ fn other_channels_and_peers_are_unrelated() {
     assert_eq!(landed_bytes(&net, w.dest, status), b"mine");
 }
 
+/// Shows what node 0 sent to a receive of tag 5 into `len` bytes, which
+/// it must post (`why`), then runs the net: the request and destination.
+#[track_caller]
+fn post_and_run(net: &mut Net, len: usize, why: &str) -> (navette_core::ReqId, MemRef) {
+    let packets = net.capture(0, 1);
+    let w = want(net, 5, len);
+    let Some(Outcome::Posted(req)) = show(net, &w, &packets) else {
+        panic!("{why}");
+    };
+    net.run();
+    (req, w.dest)
+}
+
 #[test]
 fn rendezvous_too_long_and_multi_piece_messages_are_posted() {
     // Rendezvous: the request is a first piece only the usual path serves.
     let mut net = Net::new(2, 1, caps(64, 1000));
     let big = common::pattern(300, 1);
     send(&mut net, 5, &big);
-    let packets = net.capture(0, 1);
-    let w = want(&mut net, 5, 300);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets) else {
-        panic!("a rendezvous request posts the receive");
-    };
-    net.run();
+    let (req, dest) = post_and_run(&mut net, 300, "a rendezvous request posts the receive");
     assert_eq!(net.ok(1, req).len, 300);
-    assert_eq!(net.read(1, w.dest), big);
+    assert_eq!(net.read(1, dest), big);
 
     // Too long for the destination: the usual path reports truncation.
     send(&mut net, 5, b"0123456789");
-    let packets = net.capture(0, 1);
-    let w = want(&mut net, 5, 4);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets) else {
-        panic!("a message too long posts the receive");
-    };
-    net.run();
+    let (req, _) = post_and_run(&mut net, 4, "a message too long posts the receive");
     assert!(
         matches!(net.err(1, req), RequestError::Truncated { .. }),
         "{:?}",
@@ -192,12 +212,7 @@ fn rendezvous_too_long_and_multi_piece_messages_are_posted() {
     // Two pieces: the first is not the whole message, and the usual path
     // tells a tagged receive so.
     net.send(0, 1, 5, &[Piece::new(8, 2), Piece::new(8, 3)]);
-    let packets = net.capture(0, 1);
-    let w = want(&mut net, 5, 16);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets) else {
-        panic!("a message of two pieces posts the receive");
-    };
-    net.run();
+    let (req, _) = post_and_run(&mut net, 16, "a message of two pieces posts the receive");
     assert!(
         matches!(net.err(1, req), RequestError::PieceCountMismatch { .. }),
         "{:?}",
@@ -216,12 +231,8 @@ fn reordered_messages_keep_their_order() {
     let mut packets = net.capture(0, 1);
     packets.reverse();
     let w = want(&mut net, 5, 16);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets) else {
-        panic!("a message ahead of its sequence posts the receive");
-    };
-    net.collect();
-    let status = net.ok(1, req);
-    assert_eq!(landed_bytes(&net, w.dest, status), b"first");
+    let why = "a message ahead of its sequence posts the receive";
+    assert_eq!(posted_and_received(&mut net, &w, &packets, why), b"first");
     assert_eq!(recv_usual(&mut net, 5, 16).1, b"second");
 
     // A matching message is already held when the receive starts waiting;
@@ -232,12 +243,11 @@ fn reordered_messages_keep_their_order() {
     net.inject(1, packets[1].0, &packets[1].1)
         .expect("a valid packet");
     let w = want(&mut net, 5, 16);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets[..1]) else {
-        panic!("a packet that releases held chunks posts the receive");
-    };
-    net.collect();
-    let status = net.ok(1, req);
-    assert_eq!(landed_bytes(&net, w.dest, status), b"held");
+    let why = "a packet that releases held chunks posts the receive";
+    assert_eq!(
+        posted_and_received(&mut net, &w, &packets[..1], why),
+        b"held"
+    );
     assert_eq!(recv_usual(&mut net, 7, 16).1, b"gap");
 }
 
@@ -266,12 +276,8 @@ fn a_packet_of_several_chunks_that_might_match_is_posted() {
     send(&mut net, 5, b"five");
     let packets = aggregate(net.capture(0, 1));
     let w = want(&mut net, 5, 16);
-    let Some(Outcome::Posted(req)) = show(&mut net, &w, &packets) else {
-        panic!("an aggregated packet with a matching chunk posts the receive");
-    };
-    net.collect();
-    let status = net.ok(1, req);
-    assert_eq!(landed_bytes(&net, w.dest, status), b"five");
+    let why = "an aggregated packet with a matching chunk posts the receive";
+    assert_eq!(posted_and_received(&mut net, &w, &packets, why), b"five");
     assert_eq!(recv_usual(&mut net, 7, 16).1, b"seven");
 
     // None of them matches: the receive keeps waiting.

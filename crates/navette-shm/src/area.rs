@@ -25,6 +25,8 @@ use crate::ring::{self, Full, Popped, RingMemory};
 #[derive(Clone, Copy)]
 pub struct RankArea<'a> {
     control: &'a AreaControl,
+    /// This process's cache of the ring's head (see `ring`).
+    head_cache: &'a AtomicU64,
     /// First cell (64-byte aligned), followed by `cells * cell_size` bytes.
     cells: NonNull<u8>,
     cell_size: usize,
@@ -57,12 +59,14 @@ impl<'a> RankArea<'a> {
     /// bytes of the mapping (the caller, `Segment::area`, checks it).
     pub(crate) fn new(
         control: &'a AreaControl,
+        head_cache: &'a AtomicU64,
         cells: NonNull<u8>,
         rank: u32,
         g: &Geometry,
     ) -> Self {
         Self {
             control,
+            head_cache,
             cells,
             cell_size: g.cell_size,
             cells_count: g.ring_cells,
@@ -287,6 +291,10 @@ impl<'a> RankArea<'a> {
 unsafe impl RingMemory for RankArea<'_> {
     fn head(&self) -> &AtomicU64 {
         &self.control.head
+    }
+
+    fn head_cache(&self) -> &AtomicU64 {
+        self.head_cache
     }
 
     fn tail(&self) -> &AtomicU64 {

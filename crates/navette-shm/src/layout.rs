@@ -14,8 +14,10 @@ use crate::SegmentConfig;
 
 /// `b"NAVSHM\0\x01"` read as a little-endian u64.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NAVSHM\0\x01");
-/// Layout version; bumped on any change to this file's encodings.
-pub(crate) const VERSION: u32 = 1;
+/// Layout version; bumped on any change to this file's encodings or to the
+/// ring protocol over them (2: producers check for room against `head`, the
+/// consumer no longer writes cells).
+pub(crate) const VERSION: u32 = 2;
 /// Bytes from the start of the segment to the first rank area.
 pub(crate) const HEADER_BYTES: usize = 128;
 /// Bytes of a cell header: stamp (u64), length (u32), reserved (u32).

@@ -10,8 +10,8 @@
 //! pop, so that loom lets it read a cell published meanwhile (loom 0.7's
 //! partial-order reduction can otherwise skip that schedule): the models
 //! were checked to fail when a Release or Acquire of the ring is weakened
-//! to Relaxed, when the consumer lock is removed, and when the sleeper's
-//! fence is removed.
+//! to Relaxed (the head's, and the producers' head cache's), when the
+//! consumer lock is removed, and when the sleeper's fence is removed.
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -26,6 +26,9 @@ const PAYLOAD: usize = 8;
 /// A ring whose words and cells live on the heap.
 struct HeapRing {
     head: AtomicU64,
+    /// One cache for every producer thread: they model producers of one
+    /// process (the cache is then shared, its most racy use).
+    head_cache: AtomicU64,
     tail: AtomicU64,
     consumer: AtomicU32,
     skipped: AtomicU64,
@@ -39,6 +42,7 @@ impl HeapRing {
         assert!(cells.is_power_of_two() && cells >= 2);
         Self {
             head: AtomicU64::new(0),
+            head_cache: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             consumer: AtomicU32::new(0),
             skipped: AtomicU64::new(0),
@@ -57,6 +61,9 @@ impl HeapRing {
 unsafe impl RingMemory for HeapRing {
     fn head(&self) -> &AtomicU64 {
         &self.head
+    }
+    fn head_cache(&self) -> &AtomicU64 {
+        &self.head_cache
     }
     fn tail(&self) -> &AtomicU64 {
         &self.tail

@@ -3,29 +3,38 @@
 //!
 //! # Algorithm
 //!
-//! Dmitry Vyukov's bounded MPMC queue ("Bounded MPMC queue",
-//! 1024cores.net, 2010; the algorithm of crossbeam's `ArrayQueue`), used
-//! with a single consumer. Every cell carries a sequence number `seq`; ring
+//! A bounded multi-producer single-consumer queue after Dmitry Vyukov's
+//! bounded queue ("Bounded MPMC queue", 1024cores.net, 2010; crossbeam's
+//! `ArrayQueue`), with one change for shared memory: producers learn that a
+//! cell is free from the consumer's `head`, not from the cell. Ring
 //! positions are `u64` counters that only grow (wrapping at 2^64, which
 //! `wrapping_*` arithmetic and a power-of-two capacity make harmless: the
 //! cell of position `p` is `p & (capacity - 1)` on both sides of the wrap).
-//! For the cell of position `p` and capacity `C`:
+//! Every cell carries the sequence number `seq` of the last message
+//! published in it.
 //!
-//! | `seq` | state | owner |
-//! |---|---|---|
-//! | `p` | free for position `p` | whichever producer claims `p` |
-//! | `p` (tail > `p`) | claimed, being written | that producer alone |
-//! | `p + 1` | published | the consumer alone |
-//! | `p + C` | freed: free for position `p + C` | producers |
+//! * A producer reads `tail` as `pos`; the cell of `pos` is free once the
+//!   consumer is past its previous lap, `pos - head < C` (capacity `C`).
+//!   It checks that against a *cached* `head` in its own process's memory
+//!   ([`RingMemory::head_cache`]), which it refreshes from the shared one
+//!   (Acquire) only when the cached value says full: `head` only grows, so
+//!   a stale value is merely cautious. It claims `pos` by CAS `tail: pos ->
+//!   pos + 1`, writes the payload, then publishes with `seq = pos + 1`
+//!   (Release).
+//! * The consumer reads at `head` when `seq == head + 1` (Acquire), hands
+//!   the payload out, then advances `head` (Release), which frees the cell.
+//!   Nothing else of the consumer's is shared: it never writes a cell.
 //!
-//! A producer reads `tail`, and claims position `pos` by CAS `tail: pos ->
-//! pos + 1` when `seq == pos`; `seq < pos` (by wrapping difference) means
-//! the cell still holds the message of the previous lap: the ring is full.
-//! It writes the payload, then publishes with `seq = pos + 1` (Release).
-//! The consumer reads at `head` when `seq == head + 1` (Acquire), hands the
-//! payload out, then frees the cell with `seq = head + C` (Release) and
-//! advances `head`. `C >= 2` keeps "published" (`p + 1`) distinct from
-//! "free for the next lap" (`p + C`).
+//! On a cache-coherent machine this is what makes the small-message path
+//! short. In Vyukov's queue the consumer frees a cell by writing its `seq`,
+//! so the next producer of that cell reads a line the consumer owns, then
+//! writes it: two transfers of the line, and the consumer's write waits at
+//! its next atomic read-modify-write. Here a producer's only shared write
+//! is the cell it fills (one transfer, to the consumer that polls it), and
+//! it reads the consumer's `head` line about once a lap. The consumer
+//! checks for exactly `head + 1`: a cell's previous message (`seq = head +
+//! 1 - C`) or the initial state (`seq = index`) never equals it, as `C >=
+//! 2`.
 //!
 //! # Field encodings
 //!
@@ -33,8 +42,8 @@
 //!   are claimed or published.
 //! * stamp (first word of a cell): `seq - index`, wrapping, where `index`
 //!   is the cell's index. Storing the difference makes all-zero memory the
-//!   initial state (`seq == index`), so a fresh segment needs no writes to
-//!   its cells and its pages stay untouched until used.
+//!   initial state (`seq == index`: nothing published), so a fresh segment
+//!   needs no writes to its cells and its pages stay untouched until used.
 //! * `len` (second word of a cell): the payload length in bytes; any value
 //!   above the payload capacity (a buggy peer, or [`ABANDONED`] written when
 //!   a producer's `fill` panicked) makes the consumer free the cell without
@@ -80,10 +89,15 @@ pub struct Full;
 ///   `payload_capacity` bytes that overlaps no other cell, no cell word and
 ///   no ring word;
 /// * the words returned by `head`, `tail`, `consumer` and `skipped` are
-///   distinct from each other and from every cell.
+///   distinct from each other and from every cell;
+/// * [`head_cache`](Self::head_cache) is this producer process's own word
+///   for this ring (not shared with other processes), never written but by
+///   [`try_push`].
 pub(crate) unsafe trait RingMemory {
     /// Position of the next message to consume.
     fn head(&self) -> &AtomicU64;
+    /// A value `head` had, as producers of this process last read it.
+    fn head_cache(&self) -> &AtomicU64;
     /// Position of the next cell to claim.
     fn tail(&self) -> &AtomicU64;
     /// Consumer try-lock (0 free, 1 held).
@@ -146,12 +160,13 @@ pub(crate) fn try_push<M: RingMemory>(
     m.with_payload_mut(index, |payload| {
         // SAFETY: `payload` is valid for `payload_capacity >= len` bytes of
         // this cell only (RingMemory contract). Our CAS claimed position
-        // `pos` while the cell's seq was `pos`: no other producer can claim
-        // this cell before the consumer frees it at `pos + C`, which needs
-        // our publication first, and the consumer does not read it before
-        // seq becomes `pos + 1`; the previous lap's consumer finished its
-        // reads before its Release store of seq = `pos`, which our Acquire
-        // load observed. So the bytes are ours alone until we publish.
+        // `pos`, so no other producer writes this cell before position
+        // `pos + C` is claimed, which needs head past `pos`, which needs our
+        // publication first; the consumer does not read it before seq
+        // becomes `pos + 1`. The previous lap's consumer finished its reads
+        // before its Release store of a head past `pos - C`, which we (or a
+        // producer of this process, whose cache we read after it) acquired
+        // before claiming. So the bytes are ours alone until we publish.
         let bytes = unsafe { std::slice::from_raw_parts_mut(payload, len) };
         fill(bytes);
     });
@@ -162,33 +177,40 @@ pub(crate) fn try_push<M: RingMemory>(
 
 /// CAS loop of the producer: returns the claimed cell and position.
 fn claim<M: RingMemory>(m: &M) -> Result<(usize, u64), Full> {
+    let capacity = m.capacity();
     let mut pos = m.tail().load(Ordering::Relaxed);
+    // Acquire / Release on the cache too: a head read by another producer
+    // thread of this process frees cells for us only through it.
+    let mut head = m.head_cache().load(Ordering::Acquire);
     loop {
-        let index = index_of(m, pos);
-        let seq = load_seq(m, index, Ordering::Acquire);
-        // Wrapping difference: negative means an older lap.
-        let diff = seq.wrapping_sub(pos) as i64;
-        if diff == 0 {
-            match m.tail().compare_exchange_weak(
-                pos,
-                pos.wrapping_add(1),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok((index, pos)),
-                Err(now) => pos = now,
+        // Positions ahead of `pos` in use: wrapping, so a head that another
+        // producer's claims left behind a stale `pos` reads as negative.
+        let mut used = pos.wrapping_sub(head) as i64;
+        if used < 0 || used >= capacity as i64 {
+            // The cached head says full (or is newer than `pos`): read the
+            // consumer's. Acquire: its reads of the cells it freed happen
+            // before our writes to them.
+            head = m.head().load(Ordering::Acquire);
+            m.head_cache().store(head, Ordering::Release);
+            used = pos.wrapping_sub(head) as i64;
+            if used < 0 {
+                // `pos` is stale: others claimed and the consumer consumed
+                // past it meanwhile.
+                pos = m.tail().load(Ordering::Relaxed);
+                continue;
             }
-        } else if diff < 0 {
-            return Err(Full);
-        } else {
-            // Another producer claimed `pos`; its claim happens-before the
-            // seq we acquired, so a fresh tail is past `pos`. If it is not,
-            // the words were corrupted: report Full rather than spin.
-            let now = m.tail().load(Ordering::Relaxed);
-            if now == pos {
+            if used >= capacity as i64 {
                 return Err(Full);
             }
-            pos = now;
+        }
+        match m.tail().compare_exchange_weak(
+            pos,
+            pos.wrapping_add(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return Ok((index_of(m, pos), pos)),
+            Err(now) => pos = now,
         }
     }
 }
@@ -247,7 +269,7 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
         return Popped::Empty;
     }
     let len = m.len(index).load(Ordering::Relaxed) as usize;
-    let _free = Free { m, index, head };
+    let _free = Free { m, head };
     if len > m.payload_capacity() {
         m.skipped().fetch_add(1, Ordering::Relaxed);
         return Popped::Skipped;
@@ -256,8 +278,8 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
         // SAFETY: `payload` is valid for `payload_capacity >= len` bytes of
         // this cell only (RingMemory contract). seq == head + 1, loaded with
         // Acquire, means the producer published this cell with Release after
-        // writing it; no producer can claim it again before we free it at
-        // head + C (after `f` returns), and we hold the consumer lock, so
+        // writing it; no producer can claim it again before we advance head
+        // past it (after `f` returns), and we hold the consumer lock, so
         // no other consumer reads it: nobody writes these bytes while the
         // slice lives.
         let bytes = unsafe { std::slice::from_raw_parts(payload, len) };
@@ -266,17 +288,16 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
     Popped::Item(r)
 }
 
-/// Frees the consumed cell and advances head when dropped.
+/// Frees the consumed cell by advancing head when dropped.
 struct Free<'m, M: RingMemory> {
     m: &'m M,
-    index: usize,
     head: u64,
 }
 
 impl<M: RingMemory> Drop for Free<'_, M> {
     fn drop(&mut self) {
-        let next_lap = self.head.wrapping_add(self.m.capacity());
-        store_seq(self.m, self.index, next_lap, Ordering::Release);
+        // Release: our reads of the cell happen before a producer's
+        // writes to it (it acquires head before claiming the cell again).
         self.m
             .head()
             .store(self.head.wrapping_add(1), Ordering::Release);
@@ -313,5 +334,6 @@ pub(crate) fn reset_at<M: RingMemory>(m: &M, start: u64) {
         store_seq(m, index_of(m, pos), pos, Ordering::Relaxed);
     }
     m.head().store(start, Ordering::Relaxed);
+    m.head_cache().store(start, Ordering::Relaxed);
     m.tail().store(start, Ordering::Release);
 }

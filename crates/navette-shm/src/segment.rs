@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::Mode;
 use rustix::io::Errno;
@@ -99,6 +99,9 @@ impl Default for SegmentConfig {
 /// launcher with [`unlink_job`]).
 pub struct Segment {
     map: Mapping,
+    /// Per rank's ring, the head its producers in this process last read
+    /// (see `ring`): local memory, never shared.
+    head_caches: Box<[HeadCache]>,
     geometry: Geometry,
     job_id: u64,
     name: String,
@@ -149,6 +152,7 @@ impl Segment {
         match Self::init(fd, geometry, job_id, &name) {
             Ok(map) => Ok(Self {
                 map,
+                head_caches: head_caches(&geometry),
                 geometry,
                 job_id,
                 name,
@@ -172,8 +176,8 @@ impl Segment {
         rustix::fs::ftruncate(&fd, g.total_size as u64)
             .map_err(|e| ShmError::io("ftruncate", name, e))?;
         let map = Mapping::new(&fd, g.total_size, name)?;
-        // The object is zero-filled: every ring is empty at position 0 with
-        // its cells free (see `ring` on the stamp encoding), every flag
+        // The object is zero-filled: every ring is empty at position 0, no
+        // cell published (see `ring` on the stamp encoding), every flag
         // clear. Only the header needs writing.
         let h = map.header();
         h.version.store(VERSION, Ordering::Relaxed);
@@ -202,6 +206,7 @@ impl Segment {
         let geometry = validate_header(map.header(), job_id, ranks, size, &name)?;
         Ok(Self {
             map,
+            head_caches: head_caches(&geometry),
             geometry,
             job_id,
             name,
@@ -271,7 +276,7 @@ impl Segment {
         // SAFETY: `CONTROL_BYTES + ring_cells * cell_size == area_size`, so
         // the cells lie inside this rank's area.
         let cells = unsafe { base.add(CONTROL_BYTES) };
-        RankArea::new(control, cells, rank, g)
+        RankArea::new(control, &self.head_caches[rank as usize].0, cells, rank, g)
     }
 
     /// Bytes mapped (the whole segment).
@@ -424,4 +429,14 @@ pub fn unlink_job(job_id: u64) -> Result<bool, ShmError> {
         Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(ShmError::io("shm_unlink", &name, e)),
     }
+}
+
+/// A producer-side cache of one ring's head, on its own pair of lines so
+/// that threads pushing to different rings do not share one.
+#[repr(align(128))]
+#[derive(Debug, Default)]
+struct HeadCache(AtomicU64);
+
+fn head_caches(g: &Geometry) -> Box<[HeadCache]> {
+    (0..g.ranks).map(|_| HeadCache::default()).collect()
 }

@@ -5,7 +5,7 @@
 //! reads the header first to learn how many body bytes follow.
 
 use crate::codec::{Reader, check_len};
-use crate::{Chunk, DecodeError, Limits};
+use crate::{Chunk, ChunkKind, DecodeError, Eager, EagerHeader, Limits, PieceFlags};
 
 const MAGIC: [u8; 2] = *b"NV";
 
@@ -126,6 +126,9 @@ impl<'a> Packet<'a> {
         bytes: &'a [u8],
         limits: &Limits,
     ) -> Result<Option<Chunk<'a>>, DecodeError> {
+        if let Some(eager) = Self::lone_eager(bytes, limits) {
+            return Ok(Some(Chunk::Eager(eager)));
+        }
         let header = PacketHeader::decode(bytes, limits)?;
         if header.chunk_count != 1 {
             return Ok(None);
@@ -137,6 +140,39 @@ impl<'a> Packet<'a> {
         let chunk = Chunk::decode(&mut chunks, limits)?;
         chunks.finish("packet body")?;
         Ok(Some(chunk))
+    }
+
+    /// The commonest packet, one eager chunk, read at fixed offsets: the
+    /// same checks as the general path, without its error reporting. `None`
+    /// for anything else, valid or not (the general path then decides).
+    fn lone_eager(bytes: &'a [u8], limits: &Limits) -> Option<Eager<'a>> {
+        let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+        let u32_at =
+            |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (head, body) = bytes.split_first_chunk::<{ PacketHeader::LEN }>()?;
+        let body_len = u32_at(head, 8);
+        let header_ok = head[0..2] == MAGIC
+            && head[2] == PacketHeader::VERSION
+            && head[3] == 0
+            && u16_at(head, 4) == 1
+            && limits.max_chunks >= 1
+            && u16_at(head, 6) == 0
+            && body_len <= limits.max_body_len
+            && body_len as usize == body.len();
+        let (chunk, data) = body.split_first_chunk::<{ EagerHeader::LEN }>()?;
+        if !header_ok || chunk[0] != ChunkKind::EAGER.0 {
+            return None;
+        }
+        let header = EagerHeader {
+            channel: u16_at(chunk, 2),
+            flags: PieceFlags::from_bits(chunk[1]).ok()?,
+            seq: u32_at(chunk, 4),
+            msg: u32_at(chunk, 8),
+            tag: u64::from_le_bytes(chunk[12..20].try_into().ok()?),
+            len: u32_at(chunk, 20),
+        };
+        let fits = header.len <= limits.max_eager_len && header.len as usize == data.len();
+        (fits && !(header.flags.aborted() && header.len != 0)).then_some(Eager { header, data })
     }
 
     /// The header.

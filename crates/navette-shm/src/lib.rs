@@ -48,12 +48,14 @@
 //!
 //! # The ring
 //!
-//! Each rank's receive ring is Dmitry Vyukov's bounded MPMC queue (as in
-//! crossbeam's `ArrayQueue`) used with a single consumer: producers claim a
-//! position by CAS on `tail` when that cell's sequence number equals it,
-//! write, and publish with `seq = pos + 1` (Release); the owner reads at
-//! `head` when `seq == head + 1` (Acquire) and frees with
-//! `seq = head + cells` (Release). [`RankArea::try_push`] returns
+//! Each rank's receive ring is a bounded multi-producer single-consumer
+//! queue after Dmitry Vyukov's (crossbeam's `ArrayQueue`): producers claim
+//! a position by CAS on `tail` when the consumer's `head` (cached in each
+//! producer process, refreshed when it says full) leaves room, write, and
+//! publish with the cell's `seq = pos + 1` (Release); the owner reads at
+//! `head` when `seq == head + 1` (Acquire) and frees the cell by advancing
+//! `head` (Release), never writing a cell, so that a small message moves
+//! its cell's cache line once. [`RankArea::try_push`] returns
 //! [`Full`] when no cell is free, an ordinary "retry later". The payload
 //! slices handed out cover only a cell the protocol gives to the caller
 //! alone (claimed and not yet published for the producer; published and

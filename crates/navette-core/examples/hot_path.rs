@@ -85,7 +85,7 @@ fn main() {
         let dest = mb.get_mut(dst.handle).expect("the destination resolves");
         let t6 = t();
         assert!(b.can_recv_now(want.channel, want.source));
-        let landed = b.recv_now(now, rb, &wire, &want, dest);
+        let landed = b.recv_now(rb, &wire, &want, dest);
         let t7 = t();
         assert!(matches!(landed, RecvNowOutcome::Landed(_)));
         t_now += (t7 - t6).as_nanos();

@@ -46,11 +46,10 @@ fn show(net: &mut Net, want: &Want, packets: &[(RailId, Vec<u8>)]) -> Option<Out
     let mut outcome = None;
     for (rail, bytes) in packets {
         if outcome.is_none() {
-            let now = net.now;
             let dest = net.mems[1]
                 .get_mut(want.dest.handle)
                 .expect("the destination resolves");
-            match net.engines[1].recv_now(now, *rail, bytes, &want.recv, dest) {
+            match net.engines[1].recv_now(*rail, bytes, &want.recv, dest) {
                 RecvNowOutcome::Landed(status) => {
                     outcome = Some(Outcome::Landed(status));
                     continue;

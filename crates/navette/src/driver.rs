@@ -112,13 +112,15 @@ impl<'a> DriverPort<'a> {
     }
 
     /// Feeds a received packet; an error means the rail must be closed.
+    /// `now` reads the driver's clock: a packet that lands a receive
+    /// waiting outside the engine needs no time, and does not read it.
     pub fn handle_packet(
         &mut self,
-        now: Duration,
+        now: impl FnOnce() -> Duration,
         rail: RailId,
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
-        match self.state.recv_now(now, rail, bytes) {
+        match self.state.recv_now(rail, bytes) {
             Some(RecvNowOutcome::Landed(_)) => {
                 self.core.lean_moved.store(true, Ordering::Release);
                 return Ok(());
@@ -127,7 +129,7 @@ impl<'a> DriverPort<'a> {
             Some(RecvNowOutcome::Unrelated) | None => {}
         }
         let State { engine, mem, .. } = &mut *self.state;
-        let out = engine.handle_packet(now, rail, bytes, mem);
+        let out = engine.handle_packet(now(), rail, bytes, mem);
         self.mark_if_queued();
         out
     }

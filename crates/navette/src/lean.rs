@@ -12,7 +12,6 @@
 //! blocking, with stall reports).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use navette_core::{MemRef, RailId, RecvNow, RecvNowOutcome, ReqId, Status};
 
@@ -35,16 +34,11 @@ pub(crate) enum LeanRecv {
 impl State {
     /// Shows a received packet to the receive waiting outside the engine,
     /// if any: what it made of it (`Landed`: the packet is handled).
-    pub(crate) fn recv_now(
-        &mut self,
-        now: Duration,
-        rail: RailId,
-        bytes: &[u8],
-    ) -> Option<RecvNowOutcome> {
+    pub(crate) fn recv_now(&mut self, rail: RailId, bytes: &[u8]) -> Option<RecvNowOutcome> {
         let Some(LeanRecv::Waiting { want, dest }) = &mut self.lean else {
             return None;
         };
-        let outcome = self.engine.recv_now(now, rail, bytes, want, dest.get_mut());
+        let outcome = self.engine.recv_now(rail, bytes, want, dest.get_mut());
         match outcome {
             RecvNowOutcome::Landed(status) => self.lean = Some(LeanRecv::Landed(status)),
             RecvNowOutcome::Unrelated => {}

@@ -295,7 +295,7 @@ impl World {
                     else {
                         continue;
                     };
-                    let result = core.port().handle_packet(now, rail, &bytes);
+                    let result = core.port().handle_packet(|| now, rail, &bytes);
                     if let Err(err) = result {
                         tracing::warn!(rank = to, %link, %err, "closing rail");
                         self.faults.push(format!("rank {to}: {err}"));

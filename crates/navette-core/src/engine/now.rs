@@ -19,8 +19,6 @@
 //! the receive otherwise asks for it to be posted the usual way
 //! ([`Engine::recv_tagged`]) before the packet is handled.
 
-use std::time::Duration;
-
 use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags};
 
 use super::Engine;
@@ -155,7 +153,6 @@ impl Engine {
     /// engine's [`crate::Memory`]: posted, it must be registered there.
     pub fn recv_now(
         &mut self,
-        now: Duration,
         rail: RailId,
         bytes: &[u8],
         want: &RecvNow,
@@ -203,7 +200,6 @@ impl Engine {
         }
         let g = &mut self.gates[gate.0];
         g.reorder.take_next();
-        self.handle_tick(now);
         dest[..e.data.len()].copy_from_slice(e.data);
         RecvNowOutcome::Landed(Status {
             peer,

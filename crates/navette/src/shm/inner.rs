@@ -151,7 +151,7 @@ impl Inner {
                 let Some(rail) = self.open_rail(from) else {
                     return;
                 };
-                if let Err(e) = port.handle_packet(self.start.now(), rail, packet) {
+                if let Err(e) = port.handle_packet(|| self.start.now(), rail, packet) {
                     self.fail(port, from, &e);
                 }
             }

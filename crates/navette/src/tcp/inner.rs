@@ -539,7 +539,7 @@ impl Inner {
             if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
                 let bytes = &conn.frames.bytes()[frame];
                 node.port()
-                    .handle_packet(start.now(), rail, bytes)
+                    .handle_packet(|| start.now(), rail, bytes)
                     .map_err(|e| ConnError::Refused(e.to_string()))?;
                 delivered += 1;
                 if delivered == READ_BUDGET {

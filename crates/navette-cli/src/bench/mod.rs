@@ -3,7 +3,8 @@
 //! Both ranks run the same code; rank 0 (the client) times and reports,
 //! rank 1 (the server) echoes or drains. With `--baseline raw-tcp`, each
 //! size is also measured over plain TCP sockets between the same two ranks,
-//! right after the Navette figure, and the table shows the ratio.
+//! the two taking turns in eight slices of the iterations (so that a host
+//! whose speed drifts weighs on both alike), and the table shows the ratio.
 
 pub mod command;
 pub mod raw_tcp;
@@ -122,7 +123,7 @@ pub struct SizeFigures {
     pub iterations: u32,
     /// Navette.
     pub navette: Figure,
-    /// The baseline, measured right after.
+    /// The baseline, measured in turns with Navette.
     pub baseline: Option<Figure>,
 }
 
@@ -185,20 +186,38 @@ pub fn run_rank(
         let iterations = config
             .iterations
             .unwrap_or_else(|| default_iterations(size));
-        let navette = match config.pattern {
-            Pattern::Pingpong => navette_pingpong(node, role, size, iterations)?,
-            Pattern::Stream => navette_stream(node, role, size, iterations, config.window)?,
-            Pattern::Rpc => rpc::navette_rpc(node, role, size, iterations)?,
-        };
         // Plain TCP cannot send an empty message: no baseline at size 0.
-        let baseline = match raw.as_mut().filter(|_| size > 0) {
-            Some(raw) => Some(match config.pattern {
-                // The raw baseline of an RPC is the same bytes as a ping-pong.
-                Pattern::Pingpong | Pattern::Rpc => raw_pingpong(raw, role, size, iterations)?,
-                Pattern::Stream => raw_stream(raw, role, size, iterations, config.window)?,
-            }),
-            None => None,
+        let mut raw = raw.as_mut().filter(|_| size > 0);
+        // With a baseline, the two alternate in slices of the iterations:
+        // a host whose speed drifts during the run (a virtual machine's
+        // neighbours) then weighs on both alike, and the ratio stays fair.
+        let slices = if raw.is_some() { SLICES } else { 1 };
+        let (mut navette, mut baseline) = (Duration::ZERO, Duration::ZERO);
+        for (i, count) in split(iterations, slices).enumerate() {
+            let warm = if i == 0 { warmup(iterations) } else { 0 };
+            let window = config.window;
+            navette += match config.pattern {
+                Pattern::Pingpong => navette_pingpong(node, role, size, warm, count)?,
+                Pattern::Stream => navette_stream(node, role, size, warm, count, window)?,
+                Pattern::Rpc => rpc::navette_rpc(node, role, size, warm, count)?,
+            };
+            if let Some(raw) = raw.as_deref_mut() {
+                baseline += match config.pattern {
+                    // The raw baseline of an RPC is the same bytes as a
+                    // ping-pong.
+                    Pattern::Pingpong | Pattern::Rpc => raw_pingpong(raw, role, size, warm, count)?,
+                    Pattern::Stream => raw_stream(raw, role, size, warm, count, window)?,
+                };
+            }
+        }
+        let figure = |elapsed| match config.pattern {
+            Pattern::Pingpong | Pattern::Rpc => {
+                Figure::from_one_way(size, elapsed / (2 * iterations))
+            }
+            Pattern::Stream => per_message(size, elapsed, iterations, config.window),
         };
+        let navette = figure(navette);
+        let baseline = raw.is_some().then(|| figure(baseline));
         let figures = SizeFigures {
             size,
             iterations,
@@ -213,38 +232,47 @@ pub fn run_rank(
     Ok(results)
 }
 
+/// Slices of the iterations that Navette and a baseline take in turns.
+const SLICES: u32 = 8;
+
 fn warmup(iterations: u32) -> u32 {
     (iterations / 10).clamp(2, 100)
 }
 
-/// Runs `series` for a warm-up, then for `iterations` under the clock;
-/// the time of the timed series.
+/// `iterations` cut into at most `slices` non-empty counts.
+fn split(iterations: u32, slices: u32) -> impl Iterator<Item = u32> {
+    let slices = slices.clamp(1, iterations.max(1));
+    let (each, extra) = (iterations / slices, iterations % slices);
+    (0..slices).map(move |i| each + u32::from(i < extra))
+}
+
+/// Runs `series` for a warm-up of `warm` iterations (if any), then for
+/// `count` under the clock; the time of the timed series.
 fn time_series<E>(
-    iterations: u32,
+    warm: u32,
+    count: u32,
     mut series: impl FnMut(u32) -> Result<(), E>,
-) -> Result<std::time::Duration, E> {
-    series(warmup(iterations))?;
+) -> Result<Duration, E> {
+    if warm > 0 {
+        series(warm)?;
+    }
     let start = Instant::now();
-    series(iterations)?;
+    series(count)?;
     Ok(start.elapsed())
 }
 
-/// Runs `round` for a warm-up, then `iterations` times under the clock;
-/// the time of the timed rounds.
+/// Runs `round` `warm` times, then `count` times under the clock; the time
+/// of the timed rounds.
 fn time_rounds<E>(
-    iterations: u32,
+    warm: u32,
+    count: u32,
     mut round: impl FnMut() -> Result<(), E>,
-) -> Result<std::time::Duration, E> {
-    time_series(iterations, |count| (0..count).try_for_each(|_| round()))
+) -> Result<Duration, E> {
+    time_series(warm, count, |n| (0..n).try_for_each(|_| round()))
 }
 
 /// The one-way figure of a stream: time per message sent.
-fn per_message(
-    size: usize,
-    elapsed: std::time::Duration,
-    iterations: u32,
-    window: usize,
-) -> Figure {
+fn per_message(size: usize, elapsed: Duration, iterations: u32, window: usize) -> Figure {
     let messages = (iterations * window as u32).max(1);
     Figure::from_one_way(size, elapsed / messages)
 }
@@ -261,15 +289,17 @@ fn check(got: &[u8], size: usize, implementation: &'static str) -> Result<(), Be
     }
 }
 
+/// Times `count` ping-pongs after `warm` untimed ones.
 fn navette_pingpong(
     node: &Node,
     role: Role,
     size: usize,
-    iterations: u32,
-) -> Result<Figure, BenchError> {
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
     let peer = role.peer(node);
     let mut buf = payload(size);
-    let elapsed = time_rounds(iterations, || -> navette::Result<()> {
+    let elapsed = time_rounds(warm, count, || -> navette::Result<()> {
         if role == Role::Client {
             node.send(peer, TAG, &buf)?;
             node.recv(peer, TAG, &mut buf)?;
@@ -280,17 +310,18 @@ fn navette_pingpong(
         Ok(())
     })?;
     check(&buf, size, "navette")?;
-    Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
+    Ok(elapsed)
 }
 
 fn raw_pingpong(
     raw: &mut RawTcp,
     role: Role,
     size: usize,
-    iterations: u32,
-) -> Result<Figure, BenchError> {
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
     let mut buf = payload(size);
-    let elapsed = time_rounds(iterations, || -> std::io::Result<()> {
+    let elapsed = time_rounds(warm, count, || -> std::io::Result<()> {
         if role == Role::Client {
             raw.send(&buf)?;
             raw.recv(&mut buf)
@@ -300,16 +331,18 @@ fn raw_pingpong(
         }
     })?;
     check(&buf, size, "raw-tcp")?;
-    Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
+    Ok(elapsed)
 }
 
+/// Times `count` windows of streamed messages after `warm` untimed ones.
 fn navette_stream(
     node: &Node,
     role: Role,
     size: usize,
-    iterations: u32,
+    warm: u32,
+    count: u32,
     window: usize,
-) -> Result<Figure, BenchError> {
+) -> Result<Duration, BenchError> {
     let peer = role.peer(node);
     let data = Bytes::from(payload(size));
     let mut buffers: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
@@ -340,7 +373,7 @@ fn navette_stream(
         }
         Ok(())
     };
-    let elapsed = time_series(iterations, series)?;
+    let elapsed = time_series(warm, count, series)?;
     if role == Role::Server && buffers.iter().any(|b| b.as_slice() != &data[..]) {
         return Err(BenchError::Corrupt {
             pattern: "stream",
@@ -348,16 +381,17 @@ fn navette_stream(
             size,
         });
     }
-    Ok(per_message(size, elapsed, iterations, window))
+    Ok(elapsed)
 }
 
 fn raw_stream(
     raw: &mut RawTcp,
     role: Role,
     size: usize,
-    iterations: u32,
+    warm: u32,
+    count: u32,
     window: usize,
-) -> Result<Figure, BenchError> {
+) -> Result<Duration, BenchError> {
     let data = payload(size);
     let mut buf = vec![0u8; size];
     let mut ack = [0u8; 1];
@@ -375,7 +409,7 @@ fn raw_stream(
             raw.send(&ack)
         }
     };
-    let elapsed = time_series(iterations, series)?;
+    let elapsed = time_series(warm, count, series)?;
     if role == Role::Server && buf != data {
         return Err(BenchError::Corrupt {
             pattern: "stream",
@@ -383,7 +417,7 @@ fn raw_stream(
             size,
         });
     }
-    Ok(per_message(size, elapsed, iterations, window))
+    Ok(elapsed)
 }
 
 /// The table header.
@@ -449,4 +483,25 @@ pub fn runs(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRun> {
         }
     }
     runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn slices_cover_the_iterations_without_empty_ones() {
+        for (iterations, slices) in [(20_000, 8), (16, 8), (9, 8), (3, 8), (1, 8), (10, 1)] {
+            let counts: Vec<u32> = split(iterations, slices).collect();
+            assert_eq!(
+                counts.iter().sum::<u32>(),
+                iterations,
+                "{iterations} in {slices}"
+            );
+            assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+            assert!(counts.len() <= slices as usize);
+            let (min, max) = (counts.iter().min(), counts.iter().max());
+            assert!(max.zip(min).is_some_and(|(a, b)| a - b <= 1), "{counts:?}");
+        }
+    }
 }

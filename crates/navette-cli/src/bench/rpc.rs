@@ -3,9 +3,11 @@
 //! after reading the header — by rendezvous, straight into it — and the
 //! same back.
 
+use std::time::Duration;
+
 use navette::{Gate, Node, ReceiveMode, SendMode};
 
-use super::{BenchError, Figure, Role, TAG, payload};
+use super::{BenchError, Role, TAG, payload};
 
 fn send_message(node: &Node, gate: Gate, body: &[u8]) -> navette::Result<()> {
     let header = (body.len() as u64).to_le_bytes();
@@ -30,12 +32,13 @@ pub(super) fn navette_rpc(
     node: &Node,
     role: Role,
     size: usize,
-    iterations: u32,
-) -> Result<Figure, BenchError> {
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
     let peer = role.peer(node);
     let body = payload(size);
     let mut last = Vec::new();
-    let elapsed = super::time_rounds(iterations, || -> navette::Result<()> {
+    let elapsed = super::time_rounds(warm, count, || -> navette::Result<()> {
         if role == Role::Client {
             send_message(node, peer, &body)?;
             last = receive_message(node, peer)?;
@@ -52,5 +55,5 @@ pub(super) fn navette_rpc(
             size,
         });
     }
-    Ok(Figure::from_one_way(size, elapsed / (2 * iterations)))
+    Ok(elapsed)
 }

@@ -76,7 +76,11 @@ impl Default for TcpConfig {
                 // Below this, copying at the receiver costs less than the
                 // request / clear-to-send round trip over loopback TCP.
                 rdv_threshold: 256 << 10,
-                max_fragment: 1 << 20,
+                // Rendezvous data is read straight into its destination,
+                // so a fragment costs no buffer: 4 MiB ones measured ~5 %
+                // faster than 1 MiB ones on 4 MiB messages over loopback
+                // (fewer hand-offs between fragments).
+                max_fragment: 4 << 20,
                 max_packet: 2 << 20,
                 latency: Duration::from_micros(15),
                 bandwidth: 2_000_000_000,

@@ -7,8 +7,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use std::sync::atomic::Ordering;
-
 use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
 use parking_lot::MutexGuard;
 
@@ -120,13 +118,11 @@ impl<'a> DriverPort<'a> {
         rail: RailId,
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
-        match self.state.recv_now(rail, bytes) {
-            Some(RecvNowOutcome::Landed(_)) => {
-                self.core.lean_moved.store(true, Ordering::Release);
+        if let Some(outcome) = self.state.recv_now(rail, bytes) {
+            self.core.lean_slot.record(outcome);
+            if matches!(outcome, RecvNowOutcome::Landed(_)) {
                 return Ok(());
             }
-            Some(RecvNowOutcome::Post) => self.core.lean_moved.store(true, Ordering::Release),
-            Some(RecvNowOutcome::Unrelated) | None => {}
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);

@@ -11,7 +11,7 @@
 //! spin phase, after which it waits as any request does (yielding, then
 //! blocking, with stall reports).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use navette_core::{MemRef, RailId, RecvNow, RecvNowOutcome, ReqId, Status};
 
@@ -19,28 +19,88 @@ use crate::memtable::LentMut;
 use crate::node::{NodeCore, State};
 use crate::{Node, Result};
 
-/// A blocking tagged receive waiting outside the engine.
+/// A blocking tagged receive waiting outside the engine, in the node's
+/// state.
 #[derive(Debug)]
 pub(crate) enum LeanRecv {
     /// Shown every received packet first.
     Waiting { want: RecvNow, dest: LentMut },
-    /// Its message landed.
-    Landed(Status),
     /// Posted to the engine as the usual request, its destination
     /// registered.
     Posted { req: ReqId, dest: MemRef },
 }
 
+/// What became of the receive waiting outside the engine, for its thread
+/// to read without the node's lock: the common outcome, a landed message,
+/// costs the waiter no lock at all.
+#[derive(Debug, Default)]
+pub(crate) struct LeanSlot {
+    /// [`PENDING`], [`LANDED`] (status below) or [`POSTED`] (the request is
+    /// in the state). Published with Release after the status.
+    outcome: AtomicU8,
+    peer: AtomicU32,
+    tag: AtomicU64,
+    len: AtomicU64,
+    /// From registration until the waiter has read the slot: no other
+    /// receive may use it meanwhile. Set under the state lock.
+    busy: AtomicBool,
+}
+
+const PENDING: u8 = 0;
+const LANDED: u8 = 1;
+const POSTED: u8 = 2;
+
+impl LeanSlot {
+    /// Whether a waiting receive landed or was posted and its thread has
+    /// not yet seen it.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.outcome.load(Ordering::Relaxed) != PENDING
+    }
+
+    /// Records what a packet made of the waiting receive (under the state
+    /// lock, after [`State::recv_now`]).
+    pub(crate) fn record(&self, outcome: RecvNowOutcome) {
+        match outcome {
+            RecvNowOutcome::Landed(status) => {
+                self.peer.store(status.peer, Ordering::Relaxed);
+                self.tag.store(status.tag, Ordering::Relaxed);
+                self.len.store(status.len as u64, Ordering::Relaxed);
+                self.outcome.store(LANDED, Ordering::Release);
+            }
+            RecvNowOutcome::Post => self.outcome.store(POSTED, Ordering::Release),
+            RecvNowOutcome::Unrelated => {}
+        }
+    }
+
+    /// Frees the slot for the next receive (its reader is done with it).
+    fn release(&self) {
+        self.outcome.store(PENDING, Ordering::Relaxed);
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// The landed status, once [`Self::record`] published one.
+    fn landed(&self) -> Option<Status> {
+        (self.outcome.load(Ordering::Acquire) == LANDED).then(|| Status {
+            peer: self.peer.load(Ordering::Relaxed),
+            tag: self.tag.load(Ordering::Relaxed),
+            // Written from a `usize`.
+            len: self.len.load(Ordering::Relaxed) as usize,
+        })
+    }
+}
+
 impl State {
     /// Shows a received packet to the receive waiting outside the engine,
-    /// if any: what it made of it (`Landed`: the packet is handled).
+    /// if any: what it made of it (`Landed`: the packet is handled, and
+    /// the receive is gone from the state; record the outcome with
+    /// [`LeanSlot::record`]).
     pub(crate) fn recv_now(&mut self, rail: RailId, bytes: &[u8]) -> Option<RecvNowOutcome> {
         let Some(LeanRecv::Waiting { want, dest }) = &mut self.lean else {
             return None;
         };
         let outcome = self.engine.recv_now(rail, bytes, want, dest.get_mut());
         match outcome {
-            RecvNowOutcome::Landed(status) => self.lean = Some(LeanRecv::Landed(status)),
+            RecvNowOutcome::Landed(_) => self.lean = None,
             RecvNowOutcome::Unrelated => {}
             RecvNowOutcome::Post => self.post_lean(),
         }
@@ -61,9 +121,9 @@ impl State {
     }
 }
 
-/// Leaves no receive waiting outside the engine and no destination
-/// registered, on every exit from [`Node::recv_lean`] that does not hand
-/// them on (errors and unwinding included), before the borrow ends.
+/// Leaves no receive waiting outside the engine, no destination registered
+/// and the slot free, on every exit from [`Node::recv_lean`] that does not
+/// hand them on (errors and unwinding included), before the borrow ends.
 struct Clear<'c>(&'c NodeCore);
 
 impl Drop for Clear<'_> {
@@ -72,6 +132,7 @@ impl Drop for Clear<'_> {
         if let Some(LeanRecv::Posted { dest, .. }) = state.lean.take() {
             state.mem.remove(dest.handle);
         }
+        self.0.lean_slot.release();
     }
 }
 
@@ -81,16 +142,19 @@ impl Node {
     /// cannot (the caller posts it the usual way).
     pub(crate) fn recv_lean(&self, want: RecvNow, dest: &mut [u8]) -> Option<Result<Status>> {
         let core = self.core();
+        let slot = &core.lean_slot;
         {
             let mut state = core.lock();
-            if state.lean.is_some() || !state.engine.can_recv_now(want.channel, want.source) {
+            let free = state.lean.is_none() && !slot.busy.load(Ordering::Acquire);
+            if !free || !state.engine.can_recv_now(want.channel, want.source) {
                 return None;
             }
             state.lean = Some(LeanRecv::Waiting {
                 want,
                 dest: LentMut::new(dest),
             });
-            core.lean_moved.store(false, Ordering::Relaxed);
+            slot.busy.store(true, Ordering::Relaxed);
+            slot.outcome.store(PENDING, Ordering::Relaxed);
         }
         // From here on `dest` is reached only through the lent pointer,
         // under the lock, until `Clear` or the code below takes it back.
@@ -102,34 +166,36 @@ impl Node {
     /// the end of the spin phase), then, posted, waits for it as usual.
     fn wait_lean(&self, clear: Clear<'_>) -> Result<Status> {
         let core = self.core();
+        let slot = &core.lean_slot;
         let mut idle: u32 = 0;
         loop {
             let progressed = self.progress()?;
+            if let Some(status) = slot.landed() {
+                // Landed: the state no longer holds the receive.
+                slot.release();
+                std::mem::forget(clear);
+                return Ok(status);
+            }
             let spun = idle >= self.spin_rounds();
-            if core.lean_moved.load(Ordering::Acquire) || spun {
+            if slot.is_settled() || spun {
                 let mut state = core.lock();
                 match state.lean {
-                    Some(LeanRecv::Landed(status)) => {
-                        state.lean = None;
-                        drop(state);
-                        std::mem::forget(clear);
-                        return Ok(status);
-                    }
                     Some(LeanRecv::Posted { req, dest }) => {
                         state.lean = None;
+                        slot.release();
                         drop(state);
                         std::mem::forget(clear);
                         // Released under the lock that sees the request done.
                         let lent = self.registration(dest);
                         return self.wait_releasing(req, lent);
                     }
-                    _ if spun => {
+                    Some(LeanRecv::Waiting { .. }) if spun => {
                         state.post_lean();
                         drop(state);
                         // Posting may have queued a chunk (a clear-to-send).
                         core.mark_dirty();
                         self.wake_driver();
-                        core.lean_moved.store(true, Ordering::Release);
+                        slot.record(RecvNowOutcome::Post);
                         continue;
                     }
                     _ => {}

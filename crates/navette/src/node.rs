@@ -192,9 +192,9 @@ pub struct NodeCore {
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
     dirty: AtomicBool,
-    /// The receive waiting outside the engine landed or was posted (read
-    /// without the lock by its spinning thread).
-    pub(crate) lean_moved: AtomicBool,
+    /// What became of the receive waiting outside the engine (read without
+    /// the lock by its spinning thread).
+    pub(crate) lean_slot: crate::lean::LeanSlot,
 }
 
 impl fmt::Debug for NodeCore {
@@ -293,7 +293,7 @@ impl Node {
                 }),
                 driver,
                 dirty: AtomicBool::new(false),
-                lean_moved: AtomicBool::new(false),
+                lean_slot: crate::lean::LeanSlot::default(),
             }),
         }
     }

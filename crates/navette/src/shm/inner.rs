@@ -11,7 +11,6 @@
 //! peer's pulled cell comes back.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 
 use navette_core::memory;
 use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
@@ -137,7 +136,7 @@ impl Inner {
             // A blocking receive's message landed: back to its thread at
             // once. Looking at the next cell now would pull in its line,
             // which the sender is about to write.
-            if node.lean_moved.load(Ordering::Relaxed) {
+            if node.lean_slot.is_settled() {
                 break;
             }
         }

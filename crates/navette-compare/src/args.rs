@@ -109,6 +109,12 @@ pub struct Cli {
     /// floor picks its own.
     #[arg(long)]
     pub iterations: Option<u32>,
+    /// Rounds of the whole comparison, one tool after the other in each:
+    /// every figure is the best of the rounds (lowest latency, highest
+    /// bandwidth), so that a host whose speed drifts (a virtual machine's
+    /// neighbours) favours no tool.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
     /// Patterns to compare, comma-separated (only pingpong so far).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "pingpong")]
     pub patterns: Vec<Pattern>,

@@ -29,7 +29,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::args::Cli;
-use crate::patterns::Context;
+use crate::patterns::{Context, Outcome};
 use crate::record::{Document, SkipKind};
 use crate::runner::Runner;
 
@@ -76,14 +76,25 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
         write_out(out, &format!("compare: warning: {warning}\n"));
     }
     for &pattern in &cli.patterns {
-        let mut ctx = Context {
-            runner: &mut runner,
-            programs: cli.programs(),
-            transport,
-            sizes: &cli.sizes.0,
-            iterations: cli.iterations,
-        };
-        let mut outcome = patterns::run(pattern, &mut ctx);
+        let mut outcome = Outcome::default();
+        for round in 1..=cli.rounds {
+            let mut ctx = Context {
+                runner: &mut runner,
+                programs: cli.programs(),
+                transport,
+                sizes: &cli.sizes.0,
+                iterations: cli.iterations,
+                round: (cli.rounds > 1).then_some(round),
+            };
+            outcome.keep_best(patterns::run(pattern, &mut ctx));
+        }
+        if cli.rounds > 1 {
+            outcome.notes.push(format!(
+                "each figure is the best of {} rounds (lowest latency, highest bandwidth); \
+                 the tools take turns within each round",
+                cli.rounds
+            ));
+        }
         outcome.notes.extend(busy.clone());
         let view = table::View::new(pattern.name(), transport.name(), &outcome.records);
         let text = table::render(&view, &outcome.skipped, &outcome.notes);

@@ -40,6 +40,21 @@ pub struct Context<'a> {
     pub sizes: &'a [usize],
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
+    /// Which of several rounds this is (it names the raw outputs), if
+    /// there are several.
+    pub round: Option<u32>,
+}
+
+impl Context<'_> {
+    /// The stem of a tool's raw output files: `PATTERN-TRANSPORT-TOOL`,
+    /// with `-rN` in round N of several.
+    pub(crate) fn raw_name(&self, pattern: Pattern, tool: &str) -> String {
+        let stem = format!("{}-{}-{tool}", pattern.name(), self.transport.name());
+        match self.round {
+            Some(round) => format!("{stem}-r{round}"),
+            None => stem,
+        }
+    }
 }
 
 /// What a pattern measured.
@@ -54,6 +69,59 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Merges the outcome of another round: per implementation and size,
+    /// the lowest latency and the highest bandwidth of the two; a skip
+    /// stays only for sizes no round measured; notes once each.
+    pub fn keep_best(&mut self, other: Self) {
+        for record in other.records {
+            let same = self.records.iter_mut().find(|r| {
+                (&r.pattern, &r.transport, &r.implementation, r.size)
+                    == (
+                        &record.pattern,
+                        &record.transport,
+                        &record.implementation,
+                        record.size,
+                    )
+            });
+            match same {
+                Some(kept) => {
+                    kept.latency_us = best(kept.latency_us, record.latency_us, f64::min);
+                    kept.bandwidth_mbps =
+                        best(kept.bandwidth_mbps, record.bandwidth_mbps, f64::max);
+                }
+                None => self.records.push(record),
+            }
+        }
+        for skip in other.skipped {
+            if !self.skipped.contains(&skip) {
+                self.skipped.push(skip);
+            }
+        }
+        let records = &self.records;
+        for skip in &mut self.skipped {
+            skip.sizes.retain(|&size| {
+                !records.iter().any(|r| {
+                    (&r.pattern, &r.transport, &r.implementation, r.size)
+                        == (&skip.pattern, &skip.transport, &skip.implementation, size)
+                })
+            });
+        }
+        // A skip of every size of a size-less implementation (the cache
+        // line) has no sizes to begin with: keep those unless measured.
+        self.skipped.retain(|s| {
+            !s.sizes.is_empty()
+                || !records.iter().any(|r| {
+                    (&r.pattern, &r.transport, &r.implementation)
+                        == (&s.pattern, &s.transport, &s.implementation)
+                })
+        });
+        for note in other.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+    }
+
     /// Adds `figures` of `imp` as rows.
     pub(crate) fn push(
         &mut self,
@@ -118,9 +186,81 @@ impl Outcome {
     }
 }
 
+/// The better of two optional figures by `pick`.
+fn best(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Runs `pattern` over `ctx.transport`.
 pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
     match pattern {
         Pattern::Pingpong => pingpong::run(ctx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+    use crate::record::{Record, Skip, SkipKind};
+
+    fn record(imp: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
+        Record {
+            pattern: "pingpong".into(),
+            transport: "shm".into(),
+            implementation: imp.into(),
+            size,
+            latency_us: lat,
+            bandwidth_mbps: bw,
+        }
+    }
+
+    fn skip(imp: &str, sizes: Vec<usize>) -> Skip {
+        Skip {
+            pattern: "pingpong".into(),
+            transport: "shm".into(),
+            implementation: imp.into(),
+            kind: SkipKind::Failed,
+            sizes,
+            reason: "it failed".into(),
+        }
+    }
+
+    #[test]
+    fn rounds_keep_the_best_figure_and_only_what_no_round_measured() {
+        let mut kept = Outcome {
+            records: vec![
+                record("navette", 8, Some(0.3), Some(26.0)),
+                record("openmpi", 8, Some(0.2), None),
+            ],
+            skipped: vec![skip("navette", vec![64]), skip("cacheline", Vec::new())],
+            notes: vec!["a note".into()],
+        };
+        kept.keep_best(Outcome {
+            records: vec![
+                record("navette", 8, Some(0.2), Some(40.0)),
+                record("navette", 64, Some(0.4), Some(160.0)),
+                record("openmpi", 8, Some(0.5), Some(16.0)),
+            ],
+            skipped: vec![skip("openmpi", vec![64])],
+            notes: vec!["a note".into(), "another".into()],
+        });
+        assert_eq!(
+            kept.records,
+            vec![
+                record("navette", 8, Some(0.2), Some(40.0)),
+                record("openmpi", 8, Some(0.2), Some(16.0)),
+                record("navette", 64, Some(0.4), Some(160.0)),
+            ]
+        );
+        // navette's 64 was measured in the second round; the cache line
+        // never was; openmpi's 64 never was.
+        assert_eq!(
+            kept.skipped,
+            vec![skip("cacheline", Vec::new()), skip("openmpi", vec![64])]
+        );
+        assert_eq!(kept.notes, vec!["a note".to_owned(), "another".to_owned()]);
     }
 }

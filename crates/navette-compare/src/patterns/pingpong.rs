@@ -24,9 +24,9 @@ pub(super) fn run(ctx: &mut Context<'_>) -> Outcome {
     outcome
 }
 
-/// The stem of raw file names: `pingpong-shm-TOOL`.
+/// The stem of raw file names: `pingpong-shm-TOOL` (and the round).
 fn raw_name(ctx: &Context<'_>, tool: &str) -> String {
-    format!("{}-{}-{tool}", PATTERN.name(), ctx.transport.name())
+    ctx.raw_name(PATTERN, tool)
 }
 
 /// Skips `imps` at every size (`sizes` empty for the size-less cache line).

@@ -68,6 +68,7 @@ fn shm_config() -> Vec<Tunable> {
         cell_size,
         rdv_threshold,
         pull_fragment,
+        single_copy_min,
         copy,
     } = navette::shm::ShmConfig::default();
     vec![
@@ -93,7 +94,14 @@ fn shm_config() -> Vec<Tunable> {
             section,
             "pull_fragment",
             bytes(pull_fragment as u64),
-            "rendezvous bytes read by one single-copy pull (process_vm_readv)",
+            "longest rendezvous fragment: one single-copy pull (process_vm_readv), or cut into cells",
+        ),
+        tunable(
+            section,
+            "single_copy_min",
+            bytes(single_copy_min as u64),
+            "rendezvous fragments this long or longer are pulled single-copy; shorter ones \
+             cross as two pipelined copies through the cells",
         ),
         tunable(
             section,

@@ -344,6 +344,26 @@ fn rail_capabilities_are_kept_within_the_limits() {
     net.check_received(1, 0, 1, &r, &[piece]);
 }
 
+/// A rail that would take fragments of any size gets ones whose packets
+/// stay within the body limit: a message longer than the largest body
+/// crosses in several fragments and lands whole.
+#[test]
+fn fragments_fit_the_packet_body_limit() {
+    let limits = navette_core::Limits::default();
+    let mut net = Net::new(2, 1, caps(1024, usize::MAX));
+    let piece = Piece::new(limits.max_body_len as usize + 10, 9);
+    let r = net.recv(
+        1,
+        from(0),
+        TagMatch::exact(2),
+        std::slice::from_ref(&piece),
+        false,
+    );
+    net.send(0, 1, 2, std::slice::from_ref(&piece));
+    net.run();
+    net.check_received(1, 0, 2, &r, &[piece]);
+}
+
 /// A small message sent at once (no window, no request) reaches its
 /// receive like any other and keeps its place in the gate's order; it is
 /// refused while the window holds chunks, while the rail is busy, and for

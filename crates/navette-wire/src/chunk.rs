@@ -369,10 +369,19 @@ impl RdvDataHeader {
 
     /// Appends the header; the caller appends `len` data bytes after it.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        common(out, ChunkKind::RDV_DATA, 0, self.channel);
-        put_u32(out, self.recv_id);
-        put_u64(out, self.offset);
-        put_u32(out, self.len);
+        out.extend_from_slice(&self.to_bytes());
+    }
+
+    /// The encoded header, for a caller that writes it in place.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = ChunkKind::RDV_DATA.0;
+        // b[1], flags, stays zero.
+        b[2..4].copy_from_slice(&self.channel.to_le_bytes());
+        b[4..8].copy_from_slice(&self.recv_id.to_le_bytes());
+        b[8..16].copy_from_slice(&self.offset.to_le_bytes());
+        b[16..20].copy_from_slice(&self.len.to_le_bytes());
+        b
     }
 }
 

@@ -105,6 +105,30 @@ fn two_copies_go_through_the_rings() {
     }
 }
 
+/// Automatic: rendezvous fragments below `single_copy_min` cross in pieces
+/// through the cells, longer ones are pulled.
+#[test]
+fn automatic_copy_pulls_only_long_fragments() {
+    let single_copy_min = 1 << 20;
+    let mut config = config(CopyMode::Auto);
+    config.shm.single_copy_min = single_copy_min;
+    let stats = run(2, config, |node, driver, _| exchange(node, driver));
+    let pulled: u64 = SIZES
+        .iter()
+        .filter(|&&s| s >= single_copy_min)
+        .map(|&s| s as u64)
+        .sum();
+    for s in &stats {
+        assert!(s.can_pull);
+        assert_eq!(s.bytes_pulled, pulled, "{s:?}");
+        assert!(s.bytes_copied_in >= total_bytes() - pulled, "{s:?}");
+        assert!(
+            s.bytes_copied_in < total_bytes() - pulled + 64 * 1024,
+            "{s:?}"
+        );
+    }
+}
+
 /// The segment's name is gone once every rank has attached; the ranks
 /// talk on regardless.
 #[test]

@@ -196,12 +196,16 @@ impl Engine {
     /// Capabilities beyond what peers decode are lowered to fit the
     /// configured [`navette_wire::Limits`]: an eager piece is at most
     /// `max_eager_len` bytes, a rendezvous fragment at most
-    /// `max_fragment_len`, and a fragment is at least one byte.
+    /// `max_fragment_len` and small enough for its packet's body to stay
+    /// within `max_body_len`, and a fragment is at least one byte.
     pub fn add_rail(&mut self, peer: Rank, caps: RailCaps) -> RailId {
         let limits = self.config.limits;
+        let fragment_max = (limits.max_fragment_len as usize)
+            .min((limits.max_body_len as usize).saturating_sub(navette_wire::RdvDataHeader::LEN))
+            .max(1);
         let caps = RailCaps {
             rdv_threshold: caps.rdv_threshold.min(limits.max_eager_len as usize + 1),
-            max_fragment: caps.max_fragment.clamp(1, limits.max_fragment_len as usize),
+            max_fragment: caps.max_fragment.clamp(1, fragment_max),
             ..caps
         };
         let id = RailId(u32::try_from(self.rails.len()).expect("fewer than 2^32 rails"));

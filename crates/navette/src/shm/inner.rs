@@ -32,8 +32,11 @@ const SEND_PASSES: usize = 4;
 #[derive(Debug)]
 struct PeerSlot {
     rail: RailId,
-    /// The peer reads our rendezvous data itself (single copy).
-    pulls: bool,
+    /// The peer reads our rendezvous data itself (single copy) from
+    /// fragments of this many bytes on.
+    pull_min: Option<usize>,
+    /// Rendezvous data bytes that fit in one cell beside their headers.
+    piece_max: usize,
     out: Option<Out>,
     closed: bool,
 }
@@ -41,8 +44,9 @@ struct PeerSlot {
 /// The packet in flight to a peer.
 #[derive(Debug)]
 enum Out {
-    /// Waiting for a free cell in the peer's ring.
-    Queued(PacketPlan),
+    /// Waiting for a free cell in the peer's ring; for rendezvous data
+    /// copied through several cells, the bytes already pushed.
+    Queued(PacketPlan, usize),
     /// Its data is being read by the peer; done when it says so.
     Pulling(PacketPlan),
 }
@@ -71,14 +75,21 @@ impl Inner {
         }
     }
 
-    pub(super) fn add_peer(&mut self, peer: Rank, rail: RailId, pulls: bool) {
+    pub(super) fn add_peer(
+        &mut self,
+        peer: Rank,
+        rail: RailId,
+        pull_min: Option<usize>,
+        piece_max: usize,
+    ) {
         let index = peer as usize;
         if self.peers.len() <= index {
             self.peers.resize_with(index + 1, || None);
         }
         self.peers[index] = Some(PeerSlot {
             rail,
-            pulls,
+            pull_min,
+            piece_max,
             out: None,
             closed: false,
         });
@@ -92,7 +103,7 @@ impl Inner {
                 .peers
                 .iter()
                 .flatten()
-                .any(|s| matches!(s.out, Some(Out::Queued(_))))
+                .any(|s| matches!(s.out, Some(Out::Queued(..))))
     }
 
     /// One round: receive, send back acknowledgements, send.
@@ -269,7 +280,7 @@ impl Inner {
         }
         tracing::warn!(rank = me, peer, %what, "shm: closing the rail");
         slot.closed = true;
-        if let Some(Out::Queued(plan) | Out::Pulling(plan)) = slot.out.take() {
+        if let Some(Out::Queued(plan, _) | Out::Pulling(plan)) = slot.out.take() {
             port.recycle_plan(plan);
         }
         let rail = slot.rail;
@@ -309,7 +320,7 @@ impl Inner {
             }
             if slot.out.is_none() {
                 match port.poll_transmit(now, slot.rail) {
-                    Some(plan) => slot.out = Some(Out::Queued(plan)),
+                    Some(plan) => slot.out = Some(Out::Queued(plan, 0)),
                     None => continue,
                 }
             }
@@ -324,29 +335,41 @@ impl Inner {
         let Some(slot) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
             return false;
         };
-        let Some(Out::Queued(plan)) = &slot.out else {
+        let Some(Out::Queued(plan, sent)) = &mut slot.out else {
             return false;
         };
         let area = segment.area(peer);
-        let pushed = push_packet(area, self.me, plan, slot.pulls, port.memory());
+        let way = Way {
+            pull_min: slot.pull_min,
+            piece_max: slot.piece_max,
+        };
+        let before = *sent;
+        let pushed = push_packet(area, self.me, plan, way, sent, port.memory());
+        let pieces = (*sent - before) as u64;
+        self.stats.bytes_copied_in += pieces;
         let rail = slot.rail;
         let plan = match pushed {
             Pushed::Full => {
                 self.stats.ring_full += 1;
-                return false;
+                if pieces > 0 {
+                    area.ring_doorbell();
+                }
+                return pieces > 0;
             }
             Pushed::Pull => {
                 area.ring_doorbell();
-                if let Some(Out::Queued(plan)) = slot.out.take() {
+                if let Some(Out::Queued(plan, _)) = slot.out.take() {
                     slot.out = Some(Out::Pulling(plan));
                 }
                 return true;
             }
             Pushed::Copied => {
                 area.ring_doorbell();
-                if let Some(Out::Queued(plan)) = &slot.out {
+                if let Some(Out::Queued(plan, _)) = &slot.out {
                     self.stats.packets_sent += 1;
-                    self.stats.bytes_copied_in += plan.len() as u64;
+                    if pieces == 0 {
+                        self.stats.bytes_copied_in += plan.len() as u64;
+                    }
                 }
                 slot.out.take()
             }
@@ -361,7 +384,7 @@ impl Inner {
                 slot.out.take()
             }
         };
-        if let Some(Out::Queued(plan) | Out::Pulling(plan)) = plan {
+        if let Some(Out::Queued(plan, _) | Out::Pulling(plan)) = plan {
             port.recycle_plan(plan);
         }
         port.handle_send_complete(now, rail);
@@ -382,22 +405,38 @@ enum Pushed {
     Missing,
 }
 
-/// Pushes one packet into `area`'s ring: a pull cell when the peer pulls and
-/// the packet is one rendezvous data chunk, else a copy of the packet.
+/// How a peer takes rendezvous data.
+#[derive(Clone, Copy, Debug)]
+struct Way {
+    /// It pulls fragments of this many bytes on (single copy).
+    pull_min: Option<usize>,
+    /// Data bytes of a rendezvous data chunk that fit in one cell.
+    piece_max: usize,
+}
+
+/// Pushes one packet into `area`'s ring: a pull cell when the packet is one
+/// rendezvous data chunk that the peer pulls, pieces of it cell by cell
+/// when it is one that the peer does not pull (or too small to pull; `sent`
+/// counts the data bytes pushed so far, across calls when the ring fills),
+/// else a copy of the packet.
 fn push_packet(
     area: navette_shm::RankArea<'_>,
     me: Rank,
     plan: &PacketPlan,
-    pulls: bool,
+    way: Way,
+    sent: &mut usize,
     mem: &dyn Memory,
 ) -> Pushed {
-    let result = match pulls.then(|| pull_source(plan, mem)).flatten() {
-        Some((headers, data)) => area
+    let result = match pull_source(plan, mem) {
+        Some((headers, data)) if way.pull_min.is_some_and(|min| data.len() >= min) => area
             .try_push(cell::pull_len(headers.len()), |out| {
                 cell::write_pull(out, me, data.as_ptr() as u64, data.len() as u64, headers);
             })
             .map(|()| Pushed::Pull),
-        None => {
+        Some((headers, data)) if data.len() > way.piece_max => {
+            return push_pieces(area, me, headers, data, way.piece_max, sent);
+        }
+        _ => {
             let Some(len) = resolved_len(plan, mem) else {
                 return Pushed::Missing;
             };
@@ -410,6 +449,52 @@ fn push_packet(
         }
     };
     result.unwrap_or(Pushed::Full)
+}
+
+/// Pushes the rendezvous data chunk of `headers` and `data` as chunks of at
+/// most `piece_max` bytes, one cell each, from byte `*sent` on: the
+/// receiver's engine takes each as a fragment at its offset. `Copied` once
+/// all are pushed, `Full` (with `*sent` advanced) when the ring fills.
+fn push_pieces(
+    area: navette_shm::RankArea<'_>,
+    me: Rank,
+    headers: &[u8],
+    data: &[u8],
+    piece_max: usize,
+    sent: &mut usize,
+) -> Pushed {
+    let whole = RdvDataHeader::decode(&headers[PacketHeader::LEN..], &Limits::default())
+        .expect("our engine encodes rendezvous data headers within the default limits");
+    while *sent < data.len() {
+        let piece = &data[*sent..(*sent + piece_max).min(data.len())];
+        // Both fit: a piece is at most `piece_max`, a cell's data bytes.
+        let len = piece.len() as u32;
+        let offset = whole.offset + *sent as u64;
+        let packet = PacketHeader {
+            chunk_count: 1,
+            body_len: RdvDataHeader::LEN as u32 + len,
+        };
+        let chunk = RdvDataHeader {
+            offset,
+            len,
+            ..whole
+        };
+        let cell_len = cell::packet_len(PacketHeader::LEN + RdvDataHeader::LEN + piece.len());
+        let pushed = area.try_push(cell_len, |out| {
+            cell::write_packet_header(out, me);
+            let out = &mut out[cell::HEADER_LEN..];
+            let (head, rest) = out.split_at_mut(PacketHeader::LEN);
+            let (chunk_head, body) = rest.split_at_mut(RdvDataHeader::LEN);
+            head.copy_from_slice(&packet.to_bytes());
+            chunk_head.copy_from_slice(&chunk.to_bytes());
+            body.copy_from_slice(piece);
+        });
+        if pushed.is_err() {
+            return Pushed::Full;
+        }
+        *sent += piece.len();
+    }
+    Pushed::Copied
 }
 
 /// The headers and data of a packet that is one rendezvous data chunk

@@ -93,6 +93,8 @@ pub struct Full;
 /// * [`head_cache`](Self::head_cache) is this producer process's own word
 ///   for this ring (not shared with other processes), never written but by
 ///   [`try_push`].
+// SAFETY: declaring the trait unsafe is what makes implementors promise
+// the contract above; the ring's unsafe blocks rely on it and say where.
 pub(crate) unsafe trait RingMemory {
     /// Position of the next message to consume.
     fn head(&self) -> &AtomicU64;

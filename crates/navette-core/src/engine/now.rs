@@ -128,9 +128,7 @@ impl Engine {
         eager_head.copy_from_slice(&eager.to_bytes());
         body.copy_from_slice(data);
     }
-}
 
-impl Engine {
     /// Whether a tagged receive on `channel` from `source` may wait outside
     /// the engine ([`Self::recv_now`]): nothing is posted or unexpected on
     /// the channel, so nothing received so far could be matched before it,
@@ -207,9 +205,7 @@ impl Engine {
             len: e.data.len(),
         })
     }
-}
 
-impl Engine {
     /// [`Self::recv_now`] for a packet of several chunks (or none): only the
     /// usual path lands them, so the receive is posted if any of them might
     /// match it.

@@ -35,8 +35,6 @@ struct PeerSlot {
     /// The peer reads our rendezvous data itself (single copy) from
     /// fragments of this many bytes on.
     pull_min: Option<usize>,
-    /// Rendezvous data bytes that fit in one cell beside their headers.
-    piece_max: usize,
     out: Option<Out>,
     closed: bool,
 }
@@ -58,30 +56,27 @@ pub(super) struct Inner {
     peers: Vec<Option<PeerSlot>>,
     /// Pulled cells waiting for room in their peer's ring.
     acks: VecDeque<(Rank, bool)>,
+    /// Rendezvous data bytes that fit in one cell beside their headers.
+    piece_max: usize,
     limits: Limits,
     start: Clock,
     pub(super) stats: ShmStats,
 }
 
 impl Inner {
-    pub(super) fn new(me: Rank, limits: Limits, start: Clock) -> Self {
+    pub(super) fn new(me: Rank, limits: Limits, start: Clock, piece_max: usize) -> Self {
         Self {
             me,
             peers: Vec::new(),
             acks: VecDeque::new(),
+            piece_max,
             limits,
             start,
             stats: ShmStats::default(),
         }
     }
 
-    pub(super) fn add_peer(
-        &mut self,
-        peer: Rank,
-        rail: RailId,
-        pull_min: Option<usize>,
-        piece_max: usize,
-    ) {
+    pub(super) fn add_peer(&mut self, peer: Rank, rail: RailId, pull_min: Option<usize>) {
         let index = peer as usize;
         if self.peers.len() <= index {
             self.peers.resize_with(index + 1, || None);
@@ -89,7 +84,6 @@ impl Inner {
         self.peers[index] = Some(PeerSlot {
             rail,
             pull_min,
-            piece_max,
             out: None,
             closed: false,
         });
@@ -341,7 +335,7 @@ impl Inner {
         let area = segment.area(peer);
         let way = Way {
             pull_min: slot.pull_min,
-            piece_max: slot.piece_max,
+            piece_max: self.piece_max,
         };
         let before = *sent;
         let pushed = push_packet(area, self.me, plan, way, sent, port.memory());
@@ -455,6 +449,11 @@ fn push_packet(
 /// most `piece_max` bytes, one cell each, from byte `*sent` on: the
 /// receiver's engine takes each as a fragment at its offset. `Copied` once
 /// all are pushed, `Full` (with `*sent` advanced) when the ring fills.
+///
+/// The engine still decides the fragment and its destination; how its
+/// bytes cross is the transport's choice, as for a pull cell. Cutting here
+/// rather than with cell-sized engine fragments saves a packet plan and a
+/// round through the engine per 16 KiB.
 fn push_pieces(
     area: navette_shm::RankArea<'_>,
     me: Rank,

@@ -205,7 +205,10 @@ impl ShmDriver {
         };
         let limits = navette_wire::Limits::default();
         let start = Clock::start();
-        let inner = Inner::new(rank, limits, start);
+        let piece_max = segment.as_ref().map_or(0, |s| {
+            s.cell_payload() - cell::HEADER_LEN - PacketHeader::LEN - RdvDataHeader::LEN
+        });
+        let inner = Inner::new(rank, limits, start, piece_max);
         tracing::debug!(rank, size, job, "shm: segment ready");
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
@@ -229,7 +232,6 @@ impl ShmDriver {
         };
         let payload = segment.cell_payload() - cell::HEADER_LEN;
         let eager_max = payload - PacketHeader::LEN - EagerHeader::LEN;
-        let fragment_max = payload - PacketHeader::LEN - RdvDataHeader::LEN;
         let mut inner = self.inner.lock();
         let mut port = node.port();
         let mut rails = vec![None; segment.ranks() as usize];
@@ -253,7 +255,7 @@ impl ShmDriver {
                 CopyMode::Single => 0,
                 _ => self.config.single_copy_min,
             });
-            inner.add_peer(peer, rail, pull_min, fragment_max);
+            inner.add_peer(peer, rail, pull_min);
             rails[peer as usize] = Some(rail);
         }
         // A second attach (a caller bug) keeps the first rails.

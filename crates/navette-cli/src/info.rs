@@ -47,6 +47,7 @@ pub fn tunables() -> Vec<Tunable> {
     all.extend(node_config("NodeConfig", NodeConfig::default()));
     all.extend(runtime_config());
     all.extend(shm_config());
+    all.extend(tcp_config());
     all.extend(sim_builder());
     all
 }
@@ -110,6 +111,52 @@ fn shm_config() -> Vec<Tunable> {
             "auto, single (process_vm_readv) or fallback (two copies through the rings)",
         ),
     ]
+}
+
+fn tcp_config() -> Vec<Tunable> {
+    let section = "TcpConfig";
+    let navette::tcp::TcpConfig {
+        bind,
+        eager_connect,
+        caps,
+        max_handshakes,
+        handshake_timeout,
+        congestion,
+    } = navette::tcp::TcpConfig::default();
+    let mut all = vec![
+        tunable(
+            section,
+            "bind",
+            bind.to_string(),
+            "address to listen on (port 0: any free one); peers dial it",
+        ),
+        tunable(
+            section,
+            "eager_connect",
+            eager_connect.to_string(),
+            "connect to every peer at start-up instead of on first use",
+        ),
+        tunable(
+            section,
+            "max_handshakes",
+            max_handshakes.to_string(),
+            "most connections in their handshake at once; more are refused",
+        ),
+        tunable(
+            section,
+            "handshake_timeout",
+            duration(handshake_timeout),
+            "a connection still in its handshake after this long is dropped",
+        ),
+        tunable(
+            section,
+            "congestion (env NAVETTE_TCP_CONGESTION)",
+            congestion.to_string(),
+            "congestion control: system, NAME (every connection) or loopback:NAME",
+        ),
+    ];
+    all.extend(rail_caps("TcpConfig.caps", caps));
+    all
 }
 
 fn engine_config() -> Vec<Tunable> {

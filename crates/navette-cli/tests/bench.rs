@@ -18,6 +18,7 @@ fn run(pattern: Pattern) -> Vec<bench::SizeFigures> {
         window: 4,
         baseline: Some(Baseline::RawTcp),
         transport: "sim".into(),
+        tcp_congestion: Default::default(),
     };
     std::thread::scope(|s| {
         let (node1, boot1, config1) = (cluster.node(1), &boots[1], &config);
@@ -55,11 +56,17 @@ fn pingpong_measures_every_size_against_raw_tcp() {
         window: 1,
         baseline: Some(Baseline::RawTcp),
         transport: "sim".into(),
+        tcp_congestion: Default::default(),
     };
     let runs = bench::runs(&config, &figures);
     assert_eq!(runs.len(), 7);
     assert_eq!(runs[2].implementation, "raw-tcp");
-    assert!(bench::table_header(&config).contains("raw-tcp"));
+    let header = bench::table_header(&config);
+    assert!(header.contains("raw-tcp"));
+    assert!(
+        header.contains("congestion control loopback:reno"),
+        "{header}"
+    );
 }
 
 #[test]

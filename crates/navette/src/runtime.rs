@@ -75,7 +75,8 @@ pub struct RuntimeConfig {
     pub engine: EngineConfig,
     /// The driver; `NAVETTE_DRIVER` overrides it.
     pub driver: DriverKind,
-    /// The tcp driver.
+    /// The tcp driver; `NAVETTE_TCP_CONGESTION` overrides its congestion
+    /// control.
     pub tcp: TcpConfig,
     /// The shm driver; `NAVETTE_SHM_COPY` overrides its copy mode.
     pub shm: ShmConfig,
@@ -151,7 +152,7 @@ pub fn init_tcp(
     config: RuntimeConfig,
 ) -> Result<(Node, Arc<TcpDriver>)> {
     let (node, driver) = start(bootstrap, config, |bootstrap, config| {
-        TcpDriver::bind(bootstrap, &config.tcp)
+        TcpDriver::bind(bootstrap, &config.tcp.clone().from_env()?)
     })?;
     driver.connect_eagerly(node.core());
     Ok((node, driver))

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{check, pattern};
-use navette::tcp::TcpDriver;
+use navette::tcp::{Congestion, TcpDriver};
 use navette::{Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, init_tcp};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
@@ -189,20 +189,7 @@ fn sum(data: &[u8]) -> u64 {
 #[test]
 fn connections_are_opened_only_between_ranks_that_talk() {
     let counts = run(8, config(), |node, driver| {
-        let mut buf = [0u8; 5];
-        match node.rank() {
-            0 => {
-                node.send(node.gate(1), 1, b"ping!").unwrap();
-                node.recv(node.gate(1), 2u64, &mut buf).unwrap();
-                assert_eq!(&buf, b"pong!");
-            }
-            1 => {
-                node.recv(node.gate(0), 1u64, &mut buf).unwrap();
-                assert_eq!(&buf, b"ping!");
-                node.send(node.gate(0), 2, b"pong!").unwrap();
-            }
-            _ => {}
-        }
+        ping_pong(node);
         let stats = driver.stats();
         (driver.connection_count(), stats.dialed)
     });
@@ -214,6 +201,40 @@ fn connections_are_opened_only_between_ranks_that_talk() {
         (1, 0),
         "rank 1 answers on the accepted connection"
     );
+}
+
+/// Rank 0 sends `b"ping!"` to rank 1, which answers `b"pong!"`.
+fn ping_pong(node: &Node) {
+    let mut buf = [0u8; 5];
+    match node.rank() {
+        0 => {
+            node.send(node.gate(1), 1, b"ping!").unwrap();
+            node.recv(node.gate(1), 2u64, &mut buf).unwrap();
+            assert_eq!(&buf, b"pong!");
+        }
+        1 => {
+            node.recv(node.gate(0), 1u64, &mut buf).unwrap();
+            assert_eq!(&buf, b"ping!");
+            node.send(node.gate(0), 2, b"pong!").unwrap();
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn loopback_connections_get_reno_and_a_refused_algorithm_changes_nothing_else() {
+    let set = run(2, config(), |node, driver| {
+        ping_pong(node);
+        driver.stats().congestion_set
+    });
+    assert_eq!(set, [1, 1], "the dialed and the accepted end");
+    let mut config = config();
+    config.tcp.congestion = Congestion::All("nosuchcc".into());
+    let set = run(2, config, |node, driver| {
+        ping_pong(node);
+        driver.stats().congestion_set
+    });
+    assert_eq!(set, [0, 0]);
 }
 
 #[test]

@@ -52,7 +52,9 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     if bootstrap.size() < 2 {
         return Err(BenchError::Setup("navette bench needs 2 ranks".into()));
     }
-    let node = init_with(Arc::clone(&bootstrap), RuntimeConfig::default())?;
+    let runtime = RuntimeConfig::default();
+    let tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
+    let node = init_with(Arc::clone(&bootstrap), runtime)?;
     let config = BenchConfig {
         pattern: args.pattern,
         sizes: args.sizes.0.clone(),
@@ -60,6 +62,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         window: args.window.max(1),
         baseline: args.baseline,
         transport: node.driver_name().to_owned(),
+        tcp_congestion,
     };
     let rank = node.rank();
     let progress = progress_bar(rank, config.sizes.len());
@@ -108,7 +111,9 @@ pub fn demo(
         return Ok(Some(self_launch()?));
     }
     let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
-    let node = init_with(Arc::clone(&bootstrap), RuntimeConfig::default())?;
+    let runtime = RuntimeConfig::default();
+    let tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
+    let node = init_with(Arc::clone(&bootstrap), runtime)?;
     let rank = node.rank();
     for pattern in [Pattern::Pingpong, Pattern::Rpc] {
         let config = BenchConfig {
@@ -118,6 +123,7 @@ pub fn demo(
             window: 1,
             baseline: (node.driver_name() == "tcp").then_some(Baseline::RawTcp),
             transport: node.driver_name().into(),
+            tcp_congestion: tcp_congestion.clone(),
         };
         if rank == 0 {
             writeln!(out)?;

@@ -13,6 +13,7 @@ mod rpc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use navette::tcp::Congestion;
 use navette::{Node, wait_all};
 use navette_session::{Bootstrap, BootstrapError};
 
@@ -84,6 +85,10 @@ pub struct BenchConfig {
     pub baseline: Option<Baseline>,
     /// The transport's name in the output (the driver in use).
     pub transport: String,
+    /// The congestion control of the tcp driver's connections, which the
+    /// raw TCP baseline's connection gets too: the baseline is the same
+    /// kernel path without Navette, so the ratio measures Navette alone.
+    pub tcp_congestion: Congestion,
 }
 
 /// Why a benchmark failed.
@@ -178,7 +183,7 @@ pub fn run_rank(
         _ => return Ok(Vec::new()),
     };
     let mut raw = match config.baseline {
-        Some(Baseline::RawTcp) => Some(RawTcp::connect(bootstrap, role)?),
+        Some(Baseline::RawTcp) => Some(RawTcp::connect(bootstrap, role, &config.tcp_congestion)?),
         None => None,
     };
     let mut results = Vec::new();
@@ -425,9 +430,12 @@ pub fn table_header(config: &BenchConfig) -> String {
     let (baseline, ratios) = match config.baseline {
         Some(Baseline::RawTcp) => (
             "   raw-tcp µs  raw MB/s   lat ratio  bw ratio",
-            "; ratios are navette / raw",
+            format!(
+                "; ratios are navette / raw; tcp congestion control {}, raw alike",
+                config.tcp_congestion
+            ),
         ),
-        None => ("", ""),
+        None => ("", String::new()),
     };
     format!(
         "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s{ratios})\n\

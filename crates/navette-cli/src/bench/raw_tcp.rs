@@ -5,6 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 
+use navette::tcp::Congestion;
 use navette_session::Bootstrap;
 
 use super::{BenchError, Role};
@@ -17,8 +18,14 @@ pub struct RawTcp {
 
 impl RawTcp {
     /// Connects rank 0 to rank 1 through the bootstrap: rank 1 listens and
-    /// publishes its address, rank 0 dials it.
-    pub fn connect(bootstrap: &dyn Bootstrap, role: Role) -> Result<Self, BenchError> {
+    /// publishes its address, rank 0 dials it. The connection gets the
+    /// congestion control Navette's would (`congestion`), so that both
+    /// measure the same kernel path.
+    pub fn connect(
+        bootstrap: &dyn Bootstrap,
+        role: Role,
+        congestion: &Congestion,
+    ) -> Result<Self, BenchError> {
         const KEY: &str = "bench-raw-tcp-addr";
         let stream = match role {
             Role::Server => {
@@ -39,6 +46,9 @@ impl RawTcp {
         };
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
+        congestion
+            .apply(&stream, stream.peer_addr()?.ip())
+            .map_err(|e| BenchError::Setup(format!("congestion control {congestion}: {e}")))?;
         Ok(Self { stream })
     }
 

@@ -22,6 +22,7 @@ use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::Limits;
 use rustc_hash::FxHashMap;
 
+use super::Congestion;
 use super::conn::{Conn, ConnError, Identity, Landing};
 use super::frame::{Filled, OutPacket, WriteError, Written};
 use super::{ADDR_KEY, TcpStats};
@@ -81,6 +82,10 @@ pub(super) struct Inner {
     pub(super) eager_connect: bool,
     pub(super) max_handshakes: usize,
     pub(super) handshake_timeout: Duration,
+    pub(super) congestion: Congestion,
+    /// The kernel refused `congestion` once (said once, not per
+    /// connection).
+    congestion_refused: bool,
     /// Set when the session is finalizing: connections closing then are
     /// expected, not worth a warning.
     pub(super) finalizing: bool,
@@ -122,6 +127,8 @@ impl Inner {
             eager_connect: false,
             max_handshakes: 1024,
             handshake_timeout: Duration::from_secs(10),
+            congestion: Congestion::default(),
+            congestion_refused: false,
             finalizing: false,
             closed: false,
             stats: TcpStats::default(),
@@ -309,6 +316,7 @@ impl Inner {
             tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
             return;
         }
+        self.set_congestion(&stream, addr);
         match Conn::accepted(stream, &self.identity()) {
             Ok(conn) => {
                 if let Err(e) = self.insert(conn) {
@@ -335,7 +343,12 @@ impl Inner {
     pub(super) fn dial(&mut self, node: &NodeCore, peer: Rank) {
         let result = self
             .peer_addr(peer)
-            .and_then(|addr| TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}")))
+            .and_then(|addr| {
+                let stream =
+                    TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+                self.set_congestion(&stream, addr);
+                Ok(stream)
+            })
             .and_then(|stream| {
                 self.insert(Conn::dialing(stream, peer))
                     .map_err(|e| e.to_string())
@@ -351,6 +364,24 @@ impl Inner {
                 tracing::warn!(rank = self.rank, peer, "tcp: cannot reach peer: {e}");
                 self.fail_peer(node, peer);
             }
+        }
+    }
+
+    /// Gives a new connection to `addr` its congestion control. A refusal
+    /// (unknown algorithm, or not allowed to this process) leaves the
+    /// system's, and is logged once.
+    fn set_congestion(&mut self, stream: &TcpStream, addr: SocketAddr) {
+        match self.congestion.apply(stream, addr.ip()) {
+            Ok(set) => self.stats.congestion_set += usize::from(set.is_some()),
+            Err(e) if !self.congestion_refused => {
+                self.congestion_refused = true;
+                let congestion = &self.congestion;
+                tracing::warn!(
+                    rank = self.rank, %congestion, %e,
+                    "tcp: congestion control refused, connections keep the system's"
+                );
+            }
+            Err(_) => {}
         }
     }
 

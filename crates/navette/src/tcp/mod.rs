@@ -24,9 +24,12 @@
 //! sockets, or by [`Driver::wake`] when a user thread submits work — a wake
 //! costs a system call only while a thread is actually blocked.
 
+mod congestion;
 mod conn;
 mod frame;
 mod inner;
+
+pub use congestion::{CONGESTION_VAR, Congestion};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,6 +68,10 @@ pub struct TcpConfig {
     /// A connection that has not completed its handshake after this long
     /// is dropped (so silent connections cannot hold every handshake slot).
     pub handshake_timeout: Duration,
+    /// Congestion control of the connections: Reno on loopback by default
+    /// (see [`Congestion`]); `NAVETTE_TCP_CONGESTION` overrides it (see
+    /// [`TcpConfig::from_env`]).
+    pub congestion: Congestion,
 }
 
 impl Default for TcpConfig {
@@ -87,7 +94,19 @@ impl Default for TcpConfig {
             },
             max_handshakes: 1024,
             handshake_timeout: Duration::from_secs(10),
+            congestion: Congestion::default(),
         }
+    }
+}
+
+impl TcpConfig {
+    /// This configuration with the congestion control that
+    /// `NAVETTE_TCP_CONGESTION` names, if set.
+    pub fn from_env(self) -> Result<Self> {
+        Ok(Self {
+            congestion: self.congestion.from_env()?,
+            ..self
+        })
     }
 }
 
@@ -114,6 +133,9 @@ pub struct TcpStats {
     /// Of those, the ones the socket did not take whole: the rest went out
     /// later, before anything else on their connection.
     pub sent_now_deferred: u64,
+    /// Connections given the configured congestion control
+    /// ([`TcpConfig::congestion`]); the others keep the system's.
+    pub congestion_set: usize,
 }
 
 /// The tcp driver of one rank.
@@ -153,6 +175,7 @@ impl TcpDriver {
         inner.eager_connect = config.eager_connect;
         inner.max_handshakes = config.max_handshakes;
         inner.handshake_timeout = config.handshake_timeout;
+        inner.congestion = config.congestion.clone();
         let start = inner.start;
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),

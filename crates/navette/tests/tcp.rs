@@ -237,6 +237,40 @@ fn loopback_connections_get_reno_and_a_refused_algorithm_changes_nothing_else() 
     assert_eq!(set, [0, 0]);
 }
 
+/// Spinning rounds read established connections outside epoll; a thread
+/// that blocks puts them back first. Whether every wait blocks at once or
+/// none ever does, small and large messages both ways all arrive. A missed
+/// wake-up would not go unseen: a blocked wait sleeps up to a minute, far
+/// past the stall limit, and fails as `Stalled`.
+#[test]
+fn waits_that_block_at_once_or_never_miss_nothing() {
+    for (spin_rounds, yield_rounds) in [(0, 0), (u32::MAX, 0)] {
+        let mut config = config();
+        config.node.spin_rounds = spin_rounds;
+        config.node.oversubscribed_spin_rounds = spin_rounds;
+        config.node.yield_rounds = yield_rounds;
+        config.node.block_for = Duration::from_secs(60);
+        config.node.wait_timeout = Some(Duration::from_secs(20));
+        run(2, config, |node, _| {
+            let (me, other) = (node.rank(), 1 - node.rank());
+            let peer = node.gate(other);
+            let mut buf = vec![0u8; 1 << 20];
+            for round in 0..200usize {
+                let n = if round % 50 == 49 { 1 << 20 } else { round };
+                let tag = round as u64;
+                if (round % 2 == 0) == (me == 0) {
+                    node.send(peer, tag, &pattern(n, salt(me, other, round)))
+                        .unwrap();
+                } else {
+                    let status = node.recv(peer, tag, &mut buf).unwrap();
+                    assert_eq!(status.len, n, "round {round}, spin {spin_rounds}");
+                    check(&buf[..n], n, salt(other, me, round));
+                }
+            }
+        });
+    }
+}
+
 #[test]
 fn eager_connection_opens_one_connection_per_pair() {
     let mut config = config();

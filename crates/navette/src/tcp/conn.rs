@@ -82,6 +82,9 @@ pub(super) struct Conn {
     pub(super) phase: Phase,
     /// The peer we dialed, for outgoing connections.
     pub(super) dialed: Option<Rank>,
+    /// Whether the socket is in the driver's epoll set (see
+    /// [`super::inner`] for when established connections leave it).
+    pub(super) registered: bool,
     /// Readiness seen by the poller and not yet consumed (edge-triggered:
     /// cleared by a `WouldBlock`, or by a short read unless `read_closed`).
     pub(super) readable: bool,
@@ -122,6 +125,7 @@ impl Conn {
             stream,
             phase,
             dialed,
+            registered: false,
             readable: true,
             writable: true,
             read_closed: false,
@@ -137,6 +141,13 @@ impl Conn {
             Phase::Established { peer } => Some(peer),
             _ => None,
         }
+    }
+
+    /// Whether a write is worth trying: epoll said the socket is writable,
+    /// or the connection is outside epoll, where a blocked write is simply
+    /// tried again.
+    pub(super) fn may_write(&self) -> bool {
+        self.writable || !self.registered
     }
 
     /// Whether the connection is before `Established` and has readiness

@@ -263,6 +263,11 @@ impl Driver for TcpDriver {
         let Some(mut inner) = self.inner.try_lock_for(timeout) else {
             return Ok(());
         };
+        // Connections that spinning rounds read directly come back into
+        // epoll, which reports at once what is already ready.
+        inner
+            .park()
+            .map_err(|e| io_error("epoll registration", e))?;
         if inner.has_ready_work() {
             return Ok(());
         }

@@ -143,6 +143,30 @@ impl Conn {
         }
     }
 
+    /// Puts the socket in the driver's epoll set (readable and writable,
+    /// edge-triggered), unless it is in already.
+    pub(super) fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> io::Result<()> {
+        if !self.registered {
+            let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+            registry.register(&mut self.stream, token, interest)?;
+            self.registered = true;
+        }
+        Ok(())
+    }
+
+    /// Takes the socket out of the driver's epoll set, if it is in.
+    pub(super) fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        if self.registered {
+            registry.deregister(&mut self.stream)?;
+            self.registered = false;
+        }
+        Ok(())
+    }
+
     /// Whether a write is worth trying: epoll said the socket is writable,
     /// or the connection is outside epoll, where a blocked write is simply
     /// tried again.

@@ -288,13 +288,7 @@ impl Inner {
     pub(super) fn park(&mut self) -> io::Result<()> {
         self.parked = true;
         for (&token, conn) in &mut self.conns {
-            if !conn.registered {
-                let interest = Interest::READABLE | Interest::WRITABLE;
-                self.poll
-                    .registry()
-                    .register(&mut conn.stream, token, interest)?;
-                conn.registered = true;
-            }
+            conn.register(self.poll.registry(), token)?;
         }
         Ok(())
     }
@@ -306,20 +300,15 @@ impl Inner {
     fn sync_registrations(&mut self) {
         self.parked = false;
         let direct = self.reads_directly();
+        let registry = self.poll.registry();
         for (&token, conn) in &mut self.conns {
-            let want = !direct || conn.peer().is_none();
-            let result = match (conn.registered, want) {
-                (false, true) => {
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    let registry = self.poll.registry();
-                    registry.register(&mut conn.stream, token, interest)
-                }
-                (true, false) => self.poll.registry().deregister(&mut conn.stream),
-                _ => continue,
+            let result = if direct && conn.peer().is_some() {
+                conn.deregister(registry)
+            } else {
+                conn.register(registry, token)
             };
-            match result {
-                Ok(()) => conn.registered = want,
-                Err(e) => tracing::debug!(rank = self.rank, %e, "tcp: epoll registration"),
+            if let Err(e) = result {
+                tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");
             }
         }
     }
@@ -389,12 +378,7 @@ impl Inner {
     fn insert(&mut self, mut conn: Conn) -> io::Result<Token> {
         let token = Token(self.next_token);
         self.next_token += 1;
-        self.poll.registry().register(
-            &mut conn.stream,
-            token,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        conn.registered = true;
+        conn.register(self.poll.registry(), token)?;
         self.conns.insert(token, conn);
         if self.conns.len() == DIRECT_READ_MAX + 1 {
             // Too many to read directly from now on: every one in epoll.
@@ -579,12 +563,13 @@ impl Inner {
 
     fn read_all(&mut self, node: &NodeCore) -> bool {
         let direct = self.reads_directly();
+        // Outside epoll, a connection is read without waiting for an event.
         let mut ready = std::mem::take(&mut self.scratch);
         ready.clear();
         ready.extend(
             self.conns
                 .iter()
-                .filter(|(_, c)| (direct || c.readable) && c.peer().is_some())
+                .filter(|(_, c)| (direct || c.readable || !c.registered) && c.peer().is_some())
                 .map(|(&t, _)| t),
         );
         let mut any = false;

@@ -75,6 +75,7 @@ pub enum Source {
 
 impl Source {
     /// Whether a message from `rank` is accepted.
+    #[inline]
     pub fn accepts(self, rank: Rank) -> bool {
         match self {
             Self::Any => true,
@@ -108,6 +109,7 @@ pub struct TagMatch {
 
 impl TagMatch {
     /// Exactly `tag`.
+    #[inline]
     pub fn exact(tag: u64) -> Self {
         Self {
             tag,
@@ -126,6 +128,7 @@ impl TagMatch {
     }
 
     /// Whether `tag` matches.
+    #[inline]
     pub fn matches(&self, tag: u64) -> bool {
         (tag ^ self.tag) & self.mask == 0
     }

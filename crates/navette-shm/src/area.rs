@@ -76,6 +76,7 @@ impl<'a> RankArea<'a> {
     }
 
     /// Pointer to byte `offset` of cell `index`.
+    #[inline]
     fn cell_ptr(&self, index: usize, offset: usize) -> *mut u8 {
         assert!(index < self.cells_count as usize && offset < self.cell_size);
         // SAFETY: index < cells and offset < cell_size (asserted), so the
@@ -83,6 +84,7 @@ impl<'a> RankArea<'a> {
         unsafe { self.cells.as_ptr().add(index * self.cell_size + offset) }
     }
 
+    #[inline]
     fn bell(&self) -> Bell<'a> {
         Bell {
             doorbell: &self.control.doorbell,
@@ -136,11 +138,13 @@ impl<'a> RankArea<'a> {
     }
 
     /// Number of cells in the ring.
+    #[inline]
     pub fn capacity(&self) -> u32 {
         self.cells_count
     }
 
     /// Largest payload of one cell.
+    #[inline]
     pub fn cell_payload(&self) -> usize {
         self.cell_size - CELL_HEADER_BYTES
     }
@@ -157,6 +161,7 @@ impl<'a> RankArea<'a> {
     /// If `len > self.cell_payload()` (a caller bug). If `fill` panics, the
     /// cell is published as abandoned (the consumer skips it) and the
     /// panic goes on.
+    #[inline]
     pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Full> {
         ring::try_push(self, len, fill)
     }
@@ -174,6 +179,7 @@ impl<'a> RankArea<'a> {
     /// [`skipped_cells`](Self::skipped_cells), and `pop` goes on to the next
     /// cell. Lengths are never trusted: `f` never sees bytes outside the
     /// cell.
+    #[inline]
     pub fn pop<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let mut f = Some(f);
         loop {
@@ -190,6 +196,7 @@ impl<'a> RankArea<'a> {
     }
 
     /// Whether no published message waits at the head of the ring.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         ring::is_empty(self)
     }
@@ -202,6 +209,7 @@ impl<'a> RankArea<'a> {
 
     /// After a push: wakes the owner if one of its threads sleeps; a
     /// `futex_wake` only then, otherwise no system call.
+    #[inline]
     pub fn ring_doorbell(&self) {
         self.bell().ring_if_sleeping(|| self.futex_wake());
     }
@@ -289,34 +297,42 @@ impl<'a> RankArea<'a> {
 // disjoint from the control block that holds head, tail, consumer and
 // skipped (distinct fields).
 unsafe impl RingMemory for RankArea<'_> {
+    #[inline]
     fn head(&self) -> &AtomicU64 {
         &self.control.head
     }
 
+    #[inline]
     fn head_cache(&self) -> &AtomicU64 {
         self.head_cache
     }
 
+    #[inline]
     fn tail(&self) -> &AtomicU64 {
         &self.control.tail
     }
 
+    #[inline]
     fn consumer(&self) -> &AtomicU32 {
         &self.control.consumer
     }
 
+    #[inline]
     fn skipped(&self) -> &AtomicU64 {
         &self.control.skipped
     }
 
+    #[inline]
     fn capacity(&self) -> u64 {
         u64::from(self.cells_count)
     }
 
+    #[inline]
     fn payload_capacity(&self) -> usize {
         self.cell_payload()
     }
 
+    #[inline]
     fn stamp(&self, index: usize) -> &AtomicU64 {
         let ptr = self.cell_ptr(index, 0).cast::<u64>();
         // SAFETY: `ptr` is inside the mapping (cell_ptr), 8-aligned (cells
@@ -325,16 +341,19 @@ unsafe impl RingMemory for RankArea<'_> {
         unsafe { AtomicU64::from_ptr(ptr) }
     }
 
+    #[inline]
     fn len(&self, index: usize) -> &AtomicU32 {
         let ptr = self.cell_ptr(index, 8).cast::<u32>();
         // SAFETY: as in `stamp`; offset 8 of a 64-aligned cell is 4-aligned.
         unsafe { AtomicU32::from_ptr(ptr) }
     }
 
+    #[inline]
     fn with_payload_mut<R>(&self, index: usize, f: impl FnOnce(*mut u8) -> R) -> R {
         f(self.cell_ptr(index, CELL_HEADER_BYTES))
     }
 
+    #[inline]
     fn with_payload<R>(&self, index: usize, f: impl FnOnce(*const u8) -> R) -> R {
         f(self.cell_ptr(index, CELL_HEADER_BYTES))
     }

@@ -45,6 +45,7 @@ pub(crate) struct Bell<'a> {
 
 impl Bell<'_> {
     /// Reads the current doorbell value.
+    #[inline]
     pub(crate) fn ticket(&self) -> Ticket {
         Ticket(self.doorbell.load(Ordering::Acquire))
     }
@@ -72,6 +73,7 @@ impl Bell<'_> {
 
     /// After publishing work: rings (bumps the doorbell and runs `wake`)
     /// only if a sleeper is announced. Returns whether it rang.
+    #[inline]
     pub(crate) fn ring_if_sleeping(&self, wake: impl FnOnce()) -> bool {
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) == 0 {

@@ -236,6 +236,7 @@ impl Segment {
     }
 
     /// Rank count.
+    #[inline]
     pub fn ranks(&self) -> u32 {
         self.geometry.ranks
     }
@@ -246,6 +247,7 @@ impl Segment {
     }
 
     /// Largest payload of one cell, in bytes (cell size less 16).
+    #[inline]
     pub fn cell_payload(&self) -> usize {
         self.geometry.cell_payload()
     }
@@ -255,6 +257,7 @@ impl Segment {
     /// # Panics
     ///
     /// If `rank >= self.ranks()` (a caller bug).
+    #[inline]
     pub fn area(&self, rank: u32) -> RankArea<'_> {
         let g = &self.geometry;
         assert!(

@@ -122,6 +122,7 @@ impl PieceFlags {
     pub const ABORT: Self = Self(Self::LAST | Self::ABORT_BIT);
 
     /// Decodes flags, rejecting unknown bits and the undefined send mode.
+    #[inline]
     pub fn from_bits(bits: u8) -> Result<Self, DecodeError> {
         let invalid = DecodeError::InvalidFlags {
             field: "piece flags",
@@ -146,11 +147,13 @@ impl PieceFlags {
     }
 
     /// First piece of its message.
+    #[inline]
     pub fn first(self) -> bool {
         self.0 & Self::FIRST != 0
     }
 
     /// Last piece of its message.
+    #[inline]
     pub fn last(self) -> bool {
         self.0 & Self::LAST != 0
     }
@@ -161,6 +164,7 @@ impl PieceFlags {
     }
 
     /// The sender abandoned the message; this empty piece ends it.
+    #[inline]
     pub fn aborted(self) -> bool {
         self.0 & Self::ABORT_BIT != 0
     }
@@ -195,6 +199,7 @@ impl CtsFlags {
     /// The receiver refused the piece.
     pub const REJECT: Self = Self(1);
 
+    #[inline]
     fn from_bits(bits: u8) -> Result<Self, DecodeError> {
         if bits > 1 {
             return Err(DecodeError::InvalidFlags {
@@ -340,6 +345,7 @@ impl EagerHeader {
     }
 
     /// The encoded header, for a caller that writes it in place.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0] = ChunkKind::EAGER.0;
@@ -373,6 +379,7 @@ impl RdvDataHeader {
     }
 
     /// The encoded header, for a caller that writes it in place.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0] = ChunkKind::RDV_DATA.0;

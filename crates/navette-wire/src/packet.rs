@@ -30,6 +30,7 @@ impl PacketHeader {
     }
 
     /// The encoded header, for a caller that writes it in place.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..2].copy_from_slice(&MAGIC);
@@ -122,6 +123,7 @@ impl<'a> Packet<'a> {
     /// checked as [`Self::decode`] checks it but decoded once (`decode`
     /// then [`Self::chunks`] decode it twice): `Ok(None)` if the header is
     /// valid and announces another number of chunks.
+    #[inline]
     pub fn decode_single(
         bytes: &'a [u8],
         limits: &Limits,

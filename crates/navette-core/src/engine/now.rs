@@ -54,6 +54,7 @@ pub enum RecvNowOutcome {
 impl Engine {
     /// Length of the packet [`Self::send_tagged_now`] writes for `len`
     /// bytes of data.
+    #[inline]
     pub const fn tagged_packet_len(len: usize) -> usize {
         PacketHeader::LEN + EagerHeader::LEN + len
     }
@@ -62,6 +63,7 @@ impl Engine {
     /// `channel` may leave at once on `rail`: the rail leads to `peer`, is
     /// open and idle, the gate's window is empty, and the message is eager
     /// and fits the rail's packets.
+    #[inline]
     pub fn can_send_now(
         &mut self,
         channel: ChannelId,
@@ -91,6 +93,7 @@ impl Engine {
     ///
     /// # Panics
     /// If `out` has another length (a caller bug).
+    #[inline]
     pub fn send_tagged_now(
         &mut self,
         channel: ChannelId,
@@ -133,6 +136,7 @@ impl Engine {
     /// the engine ([`Self::recv_now`]): nothing is posted or unexpected on
     /// the channel, so nothing received so far could be matched before it,
     /// and its source is not known to be lost.
+    #[inline]
     pub fn can_recv_now(&self, channel: ChannelId, source: Source) -> bool {
         let quiet = self
             .channels
@@ -149,6 +153,7 @@ impl Engine {
     /// sequence number and completes the receive. Otherwise see
     /// [`RecvNowOutcome`]. The receive's memory is the caller's, not the
     /// engine's [`crate::Memory`]: posted, it must be registered there.
+    #[inline]
     pub fn recv_now(
         &mut self,
         rail: RailId,

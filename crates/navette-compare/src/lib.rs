@@ -28,7 +28,7 @@ pub mod tools;
 use std::io::Write;
 use std::path::Path;
 
-use crate::args::Cli;
+use crate::args::{Cli, Transport};
 use crate::patterns::{Context, Outcome};
 use crate::record::{Document, SkipKind};
 use crate::runner::Runner;
@@ -95,6 +95,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
                 cli.rounds
             ));
         }
+        outcome.notes.extend(congestion_note(transport));
         outcome.notes.extend(busy.clone());
         let view = table::View::new(pattern.name(), transport.name(), &outcome.records);
         let text = table::render(&view, &outcome.skipped, &outcome.notes);
@@ -126,6 +127,26 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
     Ok(i32::from(failed))
 }
 
+/// Over tcp, the congestion control of each side's connections: it bounds
+/// large loopback transfers (see `navette::tcp::Congestion`), and Navette
+/// chooses its own while Open MPI and UCX keep the system's.
+fn congestion_note(transport: Transport) -> Option<String> {
+    if transport != Transport::Tcp {
+        return None;
+    }
+    let path = "/proc/sys/net/ipv4/tcp_congestion_control";
+    let system = std::fs::read_to_string(path).ok()?;
+    let navette = match navette::tcp::Congestion::default().from_env() {
+        Ok(congestion) => congestion.to_string(),
+        Err(e) => e.to_string(),
+    };
+    Some(format!(
+        "tcp congestion control: navette and raw-tcp {navette} (NAVETTE_TCP_CONGESTION), \
+         openmpi and ucx the system's ({})",
+        system.trim()
+    ))
+}
+
 /// A warning when other processes keep the machine busy (the 1-minute
 /// load average from `/proc/loadavg` is above half a core): they steal
 /// the cores the benchmarks are pinned to.
@@ -145,4 +166,17 @@ fn busy_machine() -> Option<String> {
 /// output must not stop the measurements.
 fn write_out(out: &mut dyn Write, text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_comparisons_say_which_congestion_control_each_side_uses() {
+        assert_eq!(congestion_note(Transport::Shm), None);
+        let note = congestion_note(Transport::Tcp).expect("Linux has the sysctl");
+        assert!(note.contains("navette and raw-tcp"), "{note}");
+        assert!(note.contains("the system's ("), "{note}");
+    }
 }

@@ -58,7 +58,7 @@ fn runtime_config() -> Vec<Tunable> {
         "RuntimeConfig",
         "driver (env NAVETTE_DRIVER)",
         format!("{driver:?}").to_lowercase(),
-        "auto (shared memory between the ranks of one host), shm or tcp",
+        "auto (shared memory between the ranks of one host), shm, tcp or shm+tcp (both rails to every peer)",
     )]
 }
 

@@ -167,6 +167,17 @@ fn alltoall_shm_64_mib_two_copies() {
     );
 }
 
+/// Real processes over both rails at once: a shm rail and a tcp rail to
+/// every peer (whichever is idle takes the next packet).
+#[test]
+fn alltoall_shm_and_tcp_rails_4_ranks() {
+    alltoall_with(
+        4,
+        &["--sizes", "0,1,1K,64K,256K,4M", "--large"],
+        &[("NAVETTE_DRIVER", "shm+tcp")],
+    );
+}
+
 #[test]
 fn alltoall_refuses_large_sizes_without_the_flag() {
     let out = run_example(2, "alltoall", &["--sizes", "2M"]);

@@ -6,21 +6,25 @@
 //! milliseconds of resolution) is read from the vDSO without touching the
 //! time-stamp counter, several times cheaper than `Instant::now`.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rustix::time::{ClockId, clock_gettime};
 
-/// Time since the driver started, at tick resolution.
+/// Time since the first driver of this process started, at tick
+/// resolution. One origin for the whole process, so that drivers that
+/// serve one node together (`shm+tcp`) give its engine the same time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock {
     origin: Duration,
 }
 
 impl Clock {
-    /// A clock whose time starts now.
+    /// The process's clock (its time starts with the first call).
     pub(crate) fn start() -> Self {
+        static ORIGIN: OnceLock<Duration> = OnceLock::new();
         Self {
-            origin: read_coarse(),
+            origin: *ORIGIN.get_or_init(read_coarse),
         }
     }
 

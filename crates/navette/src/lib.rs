@@ -56,6 +56,7 @@ mod p2p;
 mod progress;
 mod runtime;
 pub mod shm;
+pub mod shm_tcp;
 pub mod sim;
 pub mod tcp;
 
@@ -68,4 +69,6 @@ pub use navette_core::{
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};
 pub use progress::ProgressThread;
-pub use runtime::{DRIVER_VAR, DriverKind, RuntimeConfig, init, init_shm, init_tcp, init_with};
+pub use runtime::{
+    DRIVER_VAR, DriverKind, RuntimeConfig, init, init_shm, init_shm_tcp, init_tcp, init_with,
+};

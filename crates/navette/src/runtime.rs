@@ -18,10 +18,12 @@ use navette_core::EngineConfig;
 use navette_session::Bootstrap;
 
 use crate::shm::{ShmConfig, ShmDriver};
+use crate::shm_tcp::ShmTcpDriver;
 use crate::tcp::{TcpConfig, TcpDriver};
 use crate::{Error, Node, NodeConfig, Result};
 
-/// Environment variable that forces the driver: `tcp`, `shm` or `auto`.
+/// Environment variable that forces the driver: `tcp`, `shm`, `shm+tcp` or
+/// `auto`.
 pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
 
 /// Which driver a session's node runs over.
@@ -35,6 +37,9 @@ pub enum DriverKind {
     Shm,
     /// The tcp driver.
     Tcp,
+    /// Both: shared memory and a tcp rail to every peer (see
+    /// [`crate::shm_tcp`]).
+    ShmTcp,
 }
 
 impl std::str::FromStr for DriverKind {
@@ -45,12 +50,13 @@ impl std::str::FromStr for DriverKind {
             "" | "auto" => Ok(Self::Auto),
             "shm" => Ok(Self::Shm),
             "tcp" => Ok(Self::Tcp),
+            "shm+tcp" => Ok(Self::ShmTcp),
             "sim" => Err(Error::Config(format!(
                 "{DRIVER_VAR}=sim: the simulated network runs inside one process \
                  (navette::sim::SimCluster, or `navette demo --sim`)"
             ))),
             other => Err(Error::Config(format!(
-                "{DRIVER_VAR}={other}: unknown driver (auto, shm, tcp)"
+                "{DRIVER_VAR}={other}: unknown driver (auto, shm, tcp, shm+tcp)"
             ))),
         }
     }
@@ -130,6 +136,7 @@ pub fn init() -> Result<Node> {
 pub fn init_with(bootstrap: Arc<dyn Bootstrap>, config: RuntimeConfig) -> Result<Node> {
     match config.driver.from_env()? {
         DriverKind::Tcp => Ok(init_tcp(bootstrap, config)?.0),
+        DriverKind::ShmTcp => Ok(init_shm_tcp(bootstrap, config)?.0),
         DriverKind::Auto | DriverKind::Shm => Ok(init_shm(bootstrap, config)?.0),
     }
 }
@@ -158,6 +165,21 @@ pub fn init_tcp(
     Ok((node, driver))
 }
 
+/// As [`init_with`] over shared memory and tcp together (a shm rail and a
+/// tcp rail to every peer), also returning the driver (for statistics).
+pub fn init_shm_tcp(
+    bootstrap: Arc<dyn Bootstrap>,
+    config: RuntimeConfig,
+) -> Result<(Node, Arc<ShmTcpDriver>)> {
+    let (node, driver) = start(bootstrap, config, |bootstrap, config| {
+        let shm = ShmDriver::open(Arc::clone(&bootstrap), &config.shm.clone().from_env()?)?;
+        let tcp = TcpDriver::bind(Arc::clone(&bootstrap), &config.tcp.clone().from_env()?)?;
+        Ok(Arc::new(ShmTcpDriver::new(shm, tcp, bootstrap)))
+    })?;
+    driver.tcp().connect_eagerly(node.core());
+    Ok((node, driver))
+}
+
 /// What [`start`] needs of a driver beyond [`crate::driver::Driver`].
 trait Attach {
     /// Declares the driver's rails on the node it serves.
@@ -171,6 +193,12 @@ impl Attach for ShmDriver {
 }
 
 impl Attach for TcpDriver {
+    fn declare_rails(&self, node: &crate::NodeCore) {
+        self.attach(node);
+    }
+}
+
+impl Attach for ShmTcpDriver {
     fn declare_rails(&self, node: &crate::NodeCore) {
         self.attach(node);
     }

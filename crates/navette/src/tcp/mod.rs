@@ -226,10 +226,21 @@ impl TcpDriver {
     /// Ends the session for `node`: waits, while still serving peers, until
     /// every rank reached the bootstrap's fence, then closes every socket.
     fn shut_down(&self, node: &NodeCore) -> Result<()> {
-        self.inner.lock().finalizing = true;
+        self.begin_finalizing();
         let fenced = crate::driver::serve_until_fenced(self, node, &*self.bootstrap);
-        self.inner.lock().close();
+        self.close();
         fenced
+    }
+
+    /// The session is ending: connections that close from now on are
+    /// expected, not worth a warning.
+    pub(crate) fn begin_finalizing(&self) {
+        self.inner.lock().finalizing = true;
+    }
+
+    /// Closes every socket; the driver does nothing afterwards.
+    pub(crate) fn close(&self) {
+        self.inner.lock().close();
     }
 }
 

@@ -1,0 +1,113 @@
+//! The `shm+tcp` driver: shared memory and tcp at once, so that every peer
+//! of this host is reachable over two rails (`NAVETTE_DRIVER=shm+tcp`).
+//!
+//! Each inner driver declares its rail to every peer on the same node:
+//! the engine then owns two rails per peer and hands a packet to whichever
+//! of them is idle when its driver asks. This driver asks the shm rails
+//! first in every round, so tcp carries what comes while the shm rail to
+//! that peer is busy (a full ring, a long rendezvous being copied). Both
+//! rails feed the same gate, whose sequence numbers put messages back in
+//! order whatever rail they took. Weighing the rails by their measured
+//! speed is a scheduling strategy's job, not a driver's.
+//!
+//! Waiting: a thread that blocks sleeps on the shm doorbell, which peers
+//! ring for shm packets and [`Driver::wake`] rings for local work; tcp
+//! has no say in that sleep, so it lasts at most [`TCP_LOOK_EVERY`] and tcp
+//! traffic is seen at the latest then (only a thread that found nothing to
+//! do for thousands of rounds blocks; see [`crate::NodeConfig`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use navette_session::Bootstrap;
+
+use crate::Result;
+use crate::driver::Driver;
+use crate::node::NodeCore;
+use crate::shm::ShmDriver;
+use crate::tcp::TcpDriver;
+
+/// Longest a blocked thread sleeps on the shm doorbell before it looks at
+/// the tcp connections again.
+pub const TCP_LOOK_EVERY: Duration = Duration::from_millis(1);
+
+/// The shm and tcp drivers of one rank, run together.
+#[derive(Debug)]
+pub struct ShmTcpDriver {
+    shm: Arc<ShmDriver>,
+    tcp: Arc<TcpDriver>,
+    bootstrap: Arc<dyn Bootstrap>,
+}
+
+impl ShmTcpDriver {
+    /// Both drivers, each already set up with the other ranks
+    /// ([`ShmDriver::open`], [`TcpDriver::bind`]).
+    pub fn new(shm: Arc<ShmDriver>, tcp: Arc<TcpDriver>, bootstrap: Arc<dyn Bootstrap>) -> Self {
+        Self {
+            shm,
+            tcp,
+            bootstrap,
+        }
+    }
+
+    /// Declares both drivers' rails on `node`: shm first, then tcp.
+    pub fn attach(&self, node: &NodeCore) {
+        self.shm.attach(node);
+        self.tcp.attach(node);
+    }
+
+    /// The shared-memory driver (for its statistics).
+    pub fn shm(&self) -> &ShmDriver {
+        &self.shm
+    }
+
+    /// The tcp driver (for its statistics).
+    pub fn tcp(&self) -> &TcpDriver {
+        &self.tcp
+    }
+}
+
+impl Driver for ShmTcpDriver {
+    fn name(&self) -> &'static str {
+        "shm+tcp"
+    }
+
+    fn progress(&self, node: &NodeCore) -> Result<bool> {
+        // Shared memory first: its idle rails take the packets waiting.
+        let shm = self.shm.progress(node)?;
+        let tcp = self.tcp.progress(node)?;
+        Ok(shm || tcp)
+    }
+
+    fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {
+        self.shm.wait(node, timeout.min(TCP_LOOK_EVERY))
+    }
+
+    fn wake(&self) {
+        self.shm.wake();
+        self.tcp.wake();
+    }
+
+    fn send_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<Result<navette_core::Status>> {
+        self.shm.send_now(node, gate, tag, data)
+    }
+
+    fn now(&self) -> Option<Duration> {
+        self.shm.now()
+    }
+
+    fn finalize(&self, node: &NodeCore) -> Result<()> {
+        // Both keep serving peers until every rank is done, then the tcp
+        // connections close (the shm segment goes with the driver).
+        self.tcp.begin_finalizing();
+        let fenced = crate::driver::serve_until_fenced(self, node, &*self.bootstrap);
+        self.tcp.close();
+        fenced
+    }
+}

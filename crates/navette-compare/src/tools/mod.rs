@@ -23,18 +23,10 @@ pub struct Figure {
     pub bandwidth_mbps: Option<f64>,
 }
 
-/// Timed iterations per size when none is given: the rule of `navette
-/// bench` (256 MiB of traffic per size, between 8 and 20000), so that every
-/// tool runs the same exchanges.
-pub fn default_iterations(size: usize) -> u32 {
-    let budget = 256usize << 20;
-    (budget / size.max(1)).clamp(8, 20_000) as u32
-}
-
-/// Warm-up iterations before a timed series: also `navette bench`'s rule.
-pub fn warmup(iterations: u32) -> u32 {
-    (iterations / 10).clamp(2, 100)
-}
+/// Timed iterations per size when none is given, and warm-up iterations
+/// before a timed series: the rules of `navette bench`, so that every tool
+/// runs the same exchanges.
+pub use navette_cli::bench::{default_iterations, warmup};
 
 /// Why a tool's output could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@
  *   size=<bytes> iterations=<n> latency_us=<one-way µs> bandwidth_mbps=<10^6 B/s>
  *
  * One-way time is half the round trip; bandwidth is size / one-way time.
- * Without -i, the iteration count follows `navette bench`'s rule (256 MiB
+ * Without -i, the iteration count follows `navette bench`'s rule (1 GiB
  * of traffic per size, between 8 and 100000 round trips) and so does the
  * warm-up (a tenth, between 2 and 100), so both run the same exchanges.
  */
@@ -22,7 +22,7 @@ static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi :
 
 static long default_iterations(long size)
 {
-    return clamp((256L << 20) / (size > 0 ? size : 1), 8, 100000);
+    return clamp((1L << 30) / (size > 0 ? size : 1), 8, 100000);
 }
 
 static void rounds(int rank, char *buf, long size, long count)

@@ -105,7 +105,7 @@ pub struct Cli {
     #[arg(long, default_value = DEFAULT_SIZES)]
     pub sizes: SizeList,
     /// Timed round trips per size for navette, Open MPI and UCX [default:
-    /// navette bench's rule, 256 MiB of traffic per size, 8 to 100000]; the
+    /// navette bench's rule, 1 GiB of traffic per size, 8 to 100000]; the
     /// floor picks its own.
     #[arg(long)]
     pub iterations: Option<u32>,

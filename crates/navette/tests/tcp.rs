@@ -271,6 +271,35 @@ fn waits_that_block_at_once_or_never_miss_nothing() {
     }
 }
 
+/// A thread that blocks puts the connections it spun on back in epoll,
+/// which reports their writability at once: that report must not send it
+/// straight back to spinning and registering again. While one rank waits
+/// 300 ms for a message, it registers its connection once, not at every
+/// turn of a busy loop.
+#[test]
+fn a_blocked_wait_registers_its_connections_once() {
+    let mut config = config();
+    config.node.spin_rounds = 0;
+    config.node.oversubscribed_spin_rounds = 0;
+    config.node.yield_rounds = 0;
+    let registrations = run(2, config, |node, driver| {
+        let peer = node.gate(1 - node.rank());
+        let mut buf = [0u8; 8];
+        // Connect, and go through a wait or two.
+        ping_pong(node);
+        let before = driver.stats().parked_registrations;
+        if node.rank() == 0 {
+            std::thread::sleep(Duration::from_millis(300));
+            node.send(peer, 9, b"at last!").unwrap();
+        } else {
+            node.recv(peer, 9u64, &mut buf).unwrap();
+            assert_eq!(&buf, b"at last!");
+        }
+        driver.stats().parked_registrations - before
+    });
+    assert!(registrations[1] <= 2, "{registrations:?}");
+}
+
 #[test]
 fn eager_connection_opens_one_connection_per_pair() {
     let mut config = config();

@@ -144,18 +144,20 @@ impl Conn {
     }
 
     /// Puts the socket in the driver's epoll set (readable and writable,
-    /// edge-triggered), unless it is in already.
+    /// edge-triggered), unless it is in already; returns whether it was
+    /// out.
     pub(super) fn register(
         &mut self,
         registry: &mio::Registry,
         token: mio::Token,
-    ) -> io::Result<()> {
-        if !self.registered {
-            let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
-            registry.register(&mut self.stream, token, interest)?;
-            self.registered = true;
+    ) -> io::Result<bool> {
+        if self.registered {
+            return Ok(false);
         }
-        Ok(())
+        let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+        registry.register(&mut self.stream, token, interest)?;
+        self.registered = true;
+        Ok(true)
     }
 
     /// Takes the socket out of the driver's epoll set, if it is in.

@@ -245,10 +245,20 @@ impl Inner {
         if self.closed {
             return Ok(false);
         }
-        self.rounds = self.rounds.wrapping_add(1);
-        if self.parked {
+        let any = self.round(node)?;
+        // Back from a blocking wait with work to do: spinning rounds read
+        // the connections directly again. Not before there is work: a
+        // registration reports the socket's writability at once, so taking
+        // connections out after every such report would register them again
+        // before each sleep, and no thread would ever sleep.
+        if any && self.parked {
             self.sync_registrations();
         }
+        Ok(any)
+    }
+
+    fn round(&mut self, node: &NodeCore) -> io::Result<bool> {
+        self.rounds = self.rounds.wrapping_add(1);
         // A round with freshly submitted work is on a send's latency path:
         // it defers the periodic epoll check to a later round (by at most
         // EPOLL_EVERY rounds, so a steady stream of sends cannot starve
@@ -288,7 +298,9 @@ impl Inner {
     pub(super) fn park(&mut self) -> io::Result<()> {
         self.parked = true;
         for (&token, conn) in &mut self.conns {
-            conn.register(self.poll.registry(), token)?;
+            if conn.register(self.poll.registry(), token)? {
+                self.stats.parked_registrations += 1;
+            }
         }
         Ok(())
     }
@@ -305,7 +317,7 @@ impl Inner {
             let result = if direct && conn.peer().is_some() {
                 conn.deregister(registry)
             } else {
-                conn.register(registry, token)
+                conn.register(registry, token).map(|_| ())
             };
             if let Err(e) = result {
                 tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");

@@ -136,6 +136,10 @@ pub struct TcpStats {
     /// Connections given the configured congestion control
     /// ([`TcpConfig::congestion`]); the others keep the system's.
     pub congestion_set: usize,
+    /// Connections put back in the epoll set by a thread about to block
+    /// (spinning rounds read them without epoll): once per sleep that
+    /// follows work, not once per sleep.
+    pub parked_registrations: u64,
 }
 
 /// The tcp driver of one rank.

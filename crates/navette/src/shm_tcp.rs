@@ -10,6 +10,11 @@
 //! order whatever rail they took. Weighing the rails by their measured
 //! speed is a scheduling strategy's job, not a driver's.
 //!
+//! Failures: the engine fails a peer as a whole when any of its rails
+//! closes (a rail does not retransmit, so a packet may be lost with it).
+//! A tcp rail that fails (its connection refused, reset or timed out)
+//! therefore makes the peer unreachable over shm too.
+//!
 //! Waiting: a thread that blocks sleeps on the shm doorbell, which peers
 //! ring for shm packets and [`Driver::wake`] rings for local work; tcp
 //! has no say in that sleep, so it lasts at most [`TCP_LOOK_EVERY`] and tcp

@@ -156,10 +156,11 @@ impl Figure {
 }
 
 /// Default iteration count: 1 GiB of traffic per size, between 8 and
-/// 100 000 round trips, so that each size takes a fraction of a second.
-/// Fewer would be too short on a virtual machine, where one scheduling
-/// hiccup moves a figure: 20 000 round trips of 8 bytes over shared memory
-/// last 6 ms, 64 of 4 MiB over tcp 80 ms.
+/// 100 000 round trips (a fraction of a second per size over shared
+/// memory, up to a second or two for small messages over tcp). Fewer
+/// would be too short on a virtual machine, where one scheduling hiccup
+/// moves a figure: 20 000 round trips of 8 bytes over shared memory last
+/// 6 ms, 64 of 4 MiB over tcp 80 ms.
 pub fn default_iterations(size: usize) -> u32 {
     let budget = 1usize << 30;
     (budget / size.max(1)).clamp(8, 100_000) as u32

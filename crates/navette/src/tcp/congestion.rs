@@ -50,7 +50,7 @@ impl Congestion {
     pub fn algorithm_for(&self, peer: IpAddr) -> Option<&str> {
         match self {
             Self::System => None,
-            Self::Loopback(name) => peer.is_loopback().then_some(name.as_str()),
+            Self::Loopback(name) => peer.to_canonical().is_loopback().then_some(name.as_str()),
             Self::All(name) => Some(name),
         }
     }
@@ -146,6 +146,8 @@ mod tests {
             default.algorithm_for(IpAddr::V6(Ipv6Addr::LOCALHOST)),
             Some("reno")
         );
+        let mapped = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(default.algorithm_for(mapped), Some("reno"));
         assert_eq!(default.algorithm_for(OTHER), None);
         assert_eq!(
             Congestion::All("cubic".into()).algorithm_for(OTHER),

@@ -190,6 +190,11 @@ impl OutPacket {
         }
     }
 
+    /// Bytes of the packet written so far.
+    pub(super) fn sent(&self) -> usize {
+        self.sent
+    }
+
     /// The plan, to give back to the engine once written.
     pub(super) fn into_plan(self) -> PacketPlan {
         self.plan

@@ -295,14 +295,23 @@ impl Inner {
 
     /// Puts every connection in the epoll set, before a thread blocks in
     /// it: epoll reports at once the readiness a connection already has.
-    pub(super) fn park(&mut self) -> io::Result<()> {
+    /// Returns whether every connection is in; one the kernel refused
+    /// (logged) is only seen by the rounds, so the caller must not sleep
+    /// long.
+    pub(super) fn park(&mut self) -> bool {
         self.parked = true;
+        let mut all = true;
         for (&token, conn) in &mut self.conns {
-            if conn.register(self.poll.registry(), token)? {
-                self.stats.parked_registrations += 1;
+            match conn.register(self.poll.registry(), token) {
+                Ok(true) => self.stats.parked_registrations += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");
+                    all = false;
+                }
             }
         }
-        Ok(())
+        all
     }
 
     /// Brings the epoll set to what spinning rounds need: established
@@ -616,6 +625,8 @@ impl Inner {
                     LandStep::Landed => {
                         delivered += 1;
                         if delivered == READ_BUDGET {
+                            // More may be buffered: read again next round.
+                            conn.readable = true;
                             return Ok(delivered);
                         }
                         continue;
@@ -638,6 +649,9 @@ impl Inner {
                     .map_err(|e| ConnError::Refused(e.to_string()))?;
                 delivered += 1;
                 if delivered == READ_BUDGET {
+                    // Frames may be left in the buffer, which no readiness
+                    // event announces: read again next round.
+                    conn.readable = true;
                     return Ok(delivered);
                 }
                 continue;
@@ -719,6 +733,7 @@ impl Inner {
     /// packet completed.
     fn write_all(&mut self, node: &NodeCore) -> (bool, bool) {
         let start = self.start;
+        let direct = self.reads_directly();
         let (mut wrote, mut completed) = (false, false);
         for peer in 0..self.peers.len() {
             let Some(Some(slot)) = self.peers.get_mut(peer) else {
@@ -732,6 +747,7 @@ impl Inner {
             };
             let rail = slot.rail;
             let mut port = node.port();
+            let before = out.sent();
             let result = out.write(&mut conn.stream, port.memory());
             match result {
                 Ok(Written::Done) => {
@@ -740,10 +756,24 @@ impl Inner {
                     }
                     port.handle_send_complete(start.now(), rail);
                     (wrote, completed) = (true, true);
+                    // Put in epoll for a blocked write (below): out again.
+                    if direct && !self.parked {
+                        if let Err(e) = conn.deregister(self.poll.registry()) {
+                            tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");
+                        }
+                    }
                 }
                 Ok(Written::Blocked) => {
                     conn.writable = false;
-                    wrote = true;
+                    // Only bytes that left are progress: a full socket is
+                    // not, or a thread waiting on it would never go idle.
+                    wrote |= out.sent() > before;
+                    // Epoll tells when the socket takes more; until then
+                    // this connection is not written (`may_write`).
+                    match conn.register(self.poll.registry(), token) {
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(rank = self.rank, %e, "tcp: epoll registration"),
+                    }
                 }
                 Err(WriteError::Missing {
                     err,

@@ -280,9 +280,12 @@ impl Driver for TcpDriver {
         };
         // Connections that spinning rounds read directly come back into
         // epoll, which reports at once what is already ready.
-        inner
-            .park()
-            .map_err(|e| io_error("epoll registration", e))?;
+        // A connection epoll refused is only seen by rounds: sleep little.
+        let timeout = if inner.park() {
+            timeout
+        } else {
+            timeout.min(Duration::from_millis(1))
+        };
         if inner.has_ready_work() {
             return Ok(());
         }

@@ -170,8 +170,8 @@ impl Conn {
     }
 
     /// Whether a write is worth trying: epoll said the socket is writable,
-    /// or the connection is outside epoll, where a blocked write is simply
-    /// tried again.
+    /// or the connection is outside epoll (where no write has found the
+    /// socket full since it left).
     pub(super) fn may_write(&self) -> bool {
         self.writable || !self.registered
     }

@@ -11,15 +11,17 @@
 //! and the engine reorders what arrives by sequence number.
 //!
 //! Epoll: while the driver has few connections ([`DIRECT_READ_MAX`]), its
-//! spinning rounds read every established connection directly and retry
-//! a blocked write directly, so those connections need no readiness
-//! events, and they are kept out of the epoll set. A socket in an epoll
-//! set wakes it on every packet that arrives: on loopback the sender's
-//! `write` runs that wake-up (two locks taken with interrupts off), which
-//! profiles put at about 3 % of the send path of a small message. Before
-//! a thread blocks, [`Inner::park`] puts every connection back (epoll
-//! reports at once what is already ready), and the next round takes the
-//! established ones out again. Handshakes and the listener always stay in.
+//! spinning rounds read every established connection directly, so those
+//! connections need no readiness events, and they are kept out of the
+//! epoll set. A socket in an epoll set wakes it on every packet that
+//! arrives: on loopback the sender's `write` runs that wake-up (two locks
+//! taken with interrupts off), which profiles put at about 3 % of the send
+//! path of a small message. A connection comes back into the set when a
+//! write finds its socket full (until the packet is out: epoll tells when
+//! it takes more), and all of them before a thread blocks
+//! ([`Inner::park`]; epoll reports at once what is already ready); the
+//! first round that finds work after that takes the established ones out
+//! again. Handshakes and the listener always stay in.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;

@@ -195,6 +195,26 @@ impl<'a> RankArea<'a> {
         }
     }
 
+    /// [`pop`](Self::pop), except that the payload stays at the head of
+    /// the ring, unconsumed, when `f` returns `None`: `Some(Some(r))` when
+    /// `f` took it, `Some(None)` when it left it, `None` if the ring is
+    /// empty. (A panic in `f` frees the cell, as in `pop`.)
+    #[inline]
+    pub fn pop_if<R>(&self, f: impl FnOnce(&[u8]) -> Option<R>) -> Option<Option<R>> {
+        let mut f = Some(f);
+        loop {
+            let popped = ring::pop_if(self, |bytes| {
+                let f = f.take().expect("pop_if hands out at most one payload");
+                f(bytes)
+            });
+            match popped {
+                Popped::Empty => return None,
+                Popped::Item(r) => return Some(r),
+                Popped::Skipped => continue,
+            }
+        }
+    }
+
     /// Whether no published message waits at the head of the ring.
     #[inline]
     pub fn is_empty(&self) -> bool {

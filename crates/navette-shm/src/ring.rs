@@ -255,6 +255,20 @@ pub(crate) enum Popped<R> {
 /// consumer lock, so that two threads (or processes) can never hand out the
 /// same cell.
 pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped<R> {
+    match pop_if(m, |bytes| Some(f(bytes))) {
+        Popped::Empty => Popped::Empty,
+        Popped::Item(r) => Popped::Item(r.expect("f always takes the payload")),
+        Popped::Skipped => Popped::Skipped,
+    }
+}
+
+/// [`pop`], except that the cell stays at head, unconsumed, when `f`
+/// returns `None` (`Popped::Item(None)`); it is freed when `f` returns
+/// `Some` or panics.
+pub(crate) fn pop_if<M: RingMemory, R>(
+    m: &M,
+    f: impl FnOnce(&[u8]) -> Option<R>,
+) -> Popped<Option<R>> {
     // A compare-exchange rather than a swap: same cost, and loom 0.7 models
     // it correctly (its swap lets a concurrent store slip between the read
     // and the write: tokio-rs/loom#254).
@@ -271,7 +285,11 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
         return Popped::Empty;
     }
     let len = m.len(index).load(Ordering::Relaxed) as usize;
-    let _free = Free { m, head };
+    let mut free = Free {
+        m,
+        head,
+        keep: false,
+    };
     if len > m.payload_capacity() {
         m.skipped().fetch_add(1, Ordering::Relaxed);
         return Popped::Skipped;
@@ -287,6 +305,7 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
         let bytes = unsafe { std::slice::from_raw_parts(payload, len) };
         f(bytes)
     });
+    free.keep = r.is_none();
     Popped::Item(r)
 }
 
@@ -294,10 +313,15 @@ pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped
 struct Free<'m, M: RingMemory> {
     m: &'m M,
     head: u64,
+    /// The cell stays at head, unconsumed.
+    keep: bool,
 }
 
 impl<M: RingMemory> Drop for Free<'_, M> {
     fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
         // Release: our reads of the cell happen before a producer's
         // writes to it (it acquires head before claiming the cell again).
         self.m

@@ -247,6 +247,43 @@ fn ring_is_fifo_and_full_when_full() {
     assert!(area.is_empty());
 }
 
+/// `pop_if` consumes what its closure takes and leaves the rest at head,
+/// where the next pop finds it again; a skipped cell is never shown.
+#[test]
+fn pop_if_leaves_what_it_does_not_take_at_head() {
+    let (seg, _c) = ring_segment(4, 64);
+    let area = seg.area(0);
+    let take_even = |b: &[u8]| {
+        let v = u64::from_le_bytes(b.try_into().expect("8-byte message"));
+        (v % 2 == 0).then_some(v)
+    };
+    assert_eq!(area.pop_if(take_even), None);
+    for v in [0, 1, 2] {
+        push_u64(&seg, v).unwrap();
+    }
+    assert_eq!(area.pop_if(take_even), Some(Some(0)));
+    // 1 is left at head, as often as asked, and the ring stays as full.
+    for _ in 0..3 {
+        assert_eq!(area.pop_if(take_even), Some(None));
+    }
+    push_u64(&seg, 3).unwrap();
+    push_u64(&seg, 4).unwrap();
+    assert_eq!(push_u64(&seg, 5), Err(Full));
+    assert_eq!(pop_u64(&seg), Some(1));
+    assert_eq!(area.pop_if(take_even), Some(Some(2)));
+    // A cell abandoned by its producer is skipped, not shown.
+    let abandoned =
+        std::panic::catch_unwind(|| area.try_push(8, |_| panic!("producer dies while filling")));
+    assert!(abandoned.is_err());
+    push_u64(&seg, 6).unwrap();
+    assert_eq!(area.pop_if(take_even), Some(None));
+    assert_eq!(pop_u64(&seg), Some(3));
+    assert_eq!(area.pop_if(take_even), Some(Some(4)));
+    assert_eq!(area.pop_if(take_even), Some(Some(6)));
+    assert_eq!(area.skipped_cells(), 1);
+    assert!(area.is_empty());
+}
+
 fn laps(seg: &Segment, start: u64, count: u64) {
     let mut next_push = start;
     let mut next_pop = start;

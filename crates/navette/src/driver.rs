@@ -22,6 +22,14 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// hand idle rails their next packet. Returns whether anything happened.
     fn progress(&self, node: &NodeCore) -> Result<bool>;
 
+    /// [`Driver::progress`] for a thread whose blocking receive waits
+    /// outside the engine (a blocking `Node::recv` with nothing before it
+    /// on its channel): a driver may first show the next received packet
+    /// to that receive alone, with less locking. The default is `progress`.
+    fn progress_lean(&self, node: &NodeCore) -> Result<bool> {
+        self.progress(node)
+    }
+
     /// Blocks the calling thread until the driver may have progress to make
     /// (data arrived, a socket became writable, [`Driver::wake`] was called)
     /// or `timeout` passed. Called by waiting threads once spinning found
@@ -128,6 +136,19 @@ impl<'a> DriverPort<'a> {
         let out = engine.handle_packet(now(), rail, bytes, mem);
         self.mark_if_queued();
         out
+    }
+
+    /// Shows a packet to the receive waiting outside the engine only:
+    /// whether it landed there (the packet is then handled). Otherwise the
+    /// packet must still go through [`Self::handle_packet`].
+    pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
+        match self.state.recv_now(rail, bytes) {
+            Some(outcome) => {
+                self.core.lean_slot.record(outcome);
+                matches!(outcome, RecvNowOutcome::Landed(_))
+            }
+            None => false,
+        }
     }
 
     /// Reports that the rail's packet has been sent.

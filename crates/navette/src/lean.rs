@@ -10,6 +10,11 @@
 //! correctly posts it as the usual request first; so does the end of the
 //! spin phase, after which it waits as any request does (yielding, then
 //! blocking, with stall reports).
+//!
+//! While it spins, its thread makes progress through
+//! [`crate::driver::Driver::progress_lean`]: the shm driver shows it the
+//! head of its ring under the node's lock alone, so that a message that
+//! lands costs one lock, not the driver's and the node's.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
@@ -169,7 +174,7 @@ impl Node {
         let slot = &core.lean_slot;
         let mut idle: u32 = 0;
         loop {
-            let progressed = self.progress()?;
+            let progressed = core.driver().progress_lean(core)?;
             if let Some(status) = slot.landed() {
                 // Landed: the state no longer holds the receive.
                 slot.release();

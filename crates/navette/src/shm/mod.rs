@@ -149,6 +149,10 @@ pub struct ShmStats {
     pub bytes_pulled: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
+    /// Packets that landed straight in a waiting blocking receive, taken
+    /// from the ring under the node's lock alone (see
+    /// [`Driver::progress_lean`]).
+    pub landed_at_once: u64,
     /// Whether this rank can read peers' memory (single copy).
     pub can_pull: bool,
     /// Bytes of the shared segment mapped by this rank.
@@ -178,6 +182,8 @@ pub struct ShmDriver {
     /// Packets and bytes sent at once by [`Driver::send_now`].
     sent_now: AtomicU64,
     bytes_now: AtomicU64,
+    /// Packets landed by [`Driver::progress_lean`].
+    landed_now: AtomicU64,
     /// A word of this process's memory that peers read once to test single
     /// copy; boxed so that its address is stable.
     _probe: Box<u64>,
@@ -220,6 +226,7 @@ impl ShmDriver {
             rails: OnceLock::new(),
             sent_now: AtomicU64::new(0),
             bytes_now: AtomicU64::new(0),
+            landed_now: AtomicU64::new(0),
             _probe: probe,
         }))
     }
@@ -267,6 +274,7 @@ impl ShmDriver {
         let mut stats = self.inner.lock().stats;
         stats.packets_sent += self.sent_now.load(Ordering::Relaxed);
         stats.bytes_copied_in += self.bytes_now.load(Ordering::Relaxed);
+        stats.landed_at_once = self.landed_now.load(Ordering::Relaxed);
         if let Some(segment) = &self.segment {
             stats.can_pull = segment.area(self.rank).can_pull();
             stats.segment_bytes = segment.mapped_bytes();
@@ -359,6 +367,35 @@ impl Driver for ShmDriver {
             (Some(segment), Some(mut inner)) => Ok(inner.progress(segment, node)),
             _ => Ok(false),
         }
+    }
+
+    /// The cell at the head of this rank's ring is shown to the waiting
+    /// receive under the node's lock alone (not the driver's): a packet
+    /// cell that lands there is consumed; anything else stays at head for
+    /// the usual round that follows, so order is kept. Every consumer of
+    /// the ring holds the node's lock while it pops, so no other thread
+    /// takes the cell meanwhile (and the ring's own consumer lock would
+    /// refuse it anyway).
+    fn progress_lean(&self, node: &NodeCore) -> Result<bool> {
+        if let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) {
+            let own = segment.area(self.rank);
+            if !own.is_empty() {
+                let mut port = node.port();
+                let landed = own.pop_if(|bytes| match cell::Cell::parse(bytes) {
+                    Ok(cell::Cell::Packet { from, packet }) => {
+                        let rail = (*rails.get(from as usize)?)?;
+                        port.land_now(rail, packet).then_some(())
+                    }
+                    _ => None,
+                });
+                if landed == Some(Some(())) {
+                    // Under the node's lock (`port`), as every update.
+                    count(&self.landed_now, 1);
+                    return Ok(true);
+                }
+            }
+        }
+        self.progress(node)
     }
 
     fn now(&self) -> Option<Duration> {

@@ -167,6 +167,7 @@ fn engine_config() -> Vec<Tunable> {
         max_buffered_bytes,
         max_reorder_chunks,
         strategy,
+        channel_strategies,
     } = EngineConfig::default();
     let Limits {
         max_body_len,
@@ -228,7 +229,14 @@ fn engine_config() -> Vec<Tunable> {
             section,
             "strategy",
             strategy.name(),
-            "strategy of channels that name none",
+            "strategy of channels that name none: default, aggregate or split \
+             (env NAVETTE_STRATEGY, e.g. aggregate,3=split)",
+        ),
+        tunable(
+            section,
+            "channel_strategies",
+            format!("{channel_strategies:?}"),
+            "channels that name their own strategy (env NAVETTE_STRATEGY's CHANNEL=NAME)",
         ),
     ]
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use navette_wire::Limits;
 
-use crate::Rank;
 use crate::strategy::StrategyKind;
+use crate::{ChannelId, Rank};
 
 /// Settings of one engine. Every field has a default.
 #[derive(Clone, Debug)]
@@ -22,6 +22,50 @@ pub struct EngineConfig {
     pub max_reorder_chunks: usize,
     /// The strategy of channels that do not name one.
     pub strategy: StrategyKind,
+    /// Channels that name their own strategy.
+    pub channel_strategies: Vec<(ChannelId, StrategyKind)>,
+}
+
+impl EngineConfig {
+    /// The strategy `channel` starts with.
+    pub fn strategy_of(&self, channel: ChannelId) -> StrategyKind {
+        self.channel_strategies
+            .iter()
+            .rev()
+            .find(|(c, _)| *c == channel)
+            .map_or(self.strategy, |&(_, kind)| kind)
+    }
+
+    /// Applies a strategy setting: a strategy name for every channel, and
+    /// `CHANNEL=NAME` for one channel, separated by commas (for instance
+    /// `aggregate,3=split`); later items win.
+    pub fn set_strategies(&mut self, setting: &str) -> Result<(), StrategySettingError> {
+        for item in setting.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.split_once('=') {
+                None => self.strategy = item.parse()?,
+                Some((channel, name)) => {
+                    let channel = channel
+                        .trim()
+                        .parse::<u16>()
+                        .map_err(|_| StrategySettingError::Channel(channel.to_owned()))?;
+                    self.channel_strategies
+                        .push((ChannelId(channel), name.parse()?));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A strategy setting that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StrategySettingError {
+    /// An unknown strategy name.
+    #[error(transparent)]
+    Unknown(#[from] crate::strategy::UnknownStrategy),
+    /// `CHANNEL=NAME` whose channel is not a number in 0..=65535.
+    #[error("strategy setting: channel {0:?} is not a number in 0..=65535")]
+    Channel(String),
 }
 
 impl Default for EngineConfig {
@@ -31,7 +75,8 @@ impl Default for EngineConfig {
             limits: Limits::default(),
             max_buffered_bytes: 1 << 30,
             max_reorder_chunks: 1 << 16,
-            strategy: StrategyKind::Default,
+            strategy: StrategyKind::Aggregate,
+            channel_strategies: Vec::new(),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 pub type Rank = u32;
 
 /// A communication space, like a communicator. Channel 0 is `default`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChannelId(pub u16);
 
 impl ChannelId {

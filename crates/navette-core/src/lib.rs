@@ -37,15 +37,18 @@ mod reorder;
 pub mod strategy;
 mod window;
 
-pub use config::{EngineConfig, RailCaps};
+pub use config::{EngineConfig, RailCaps, StrategySettingError};
 pub use engine::{
-    Engine, Event, OutMsg, PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport,
-    RecvNow, RecvNowOutcome, RecvPiece, Report,
+    Engine, Event, GateStats, OutMsg, PIECE_COST, PendingRequest, PendingState, PieceSpec,
+    RailReport, RecvNow, RecvNowOutcome, RecvPiece, Report,
 };
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};
 pub use memory::{Memory, VecMemory};
 pub use navette_wire::{Limits, ReceiveMode, SendMode};
 pub use plan::{MissingMemory, PacketBuilder, PacketPlan, Segment};
-pub use strategy::{Strategy, StrategyKind};
-pub use window::{Pending, Window};
+pub use strategy::{
+    AggregateStrategy, DefaultStrategy, Fill, RailInfo, RailView, SplitStrategy, Strategy,
+    StrategyKind, UnknownStrategy,
+};
+pub use window::{ChunkInfo, Pending, Priority, Window};

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use navette_wire::{ClearToSend, EagerHeader, RdvRequest};
+use navette_wire::{ClearToSend, EagerHeader, RdvRequest, ReceiveMode};
 
 use crate::{MemRef, ReqId, Status};
 
@@ -38,7 +38,61 @@ pub enum Pending {
     },
 }
 
+/// What a strategy may weigh about a pending chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// Message tag (pieces and rendezvous requests).
+    pub tag: Option<u64>,
+    /// Sequence number within the gate (pieces and rendezvous requests).
+    pub seq: Option<u32>,
+    /// Bytes the chunk adds to a packet, header included.
+    pub wire_len: usize,
+    /// How the receiver takes a piece's data (pieces only).
+    pub receive_mode: Option<ReceiveMode>,
+    /// Higher goes first: see [`Priority`].
+    pub priority: Priority,
+}
+
+/// How urgently a chunk should leave, highest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Rendezvous data: bulk bytes.
+    Bulk,
+    /// A piece the receiver takes CHEAPER (it may wait).
+    Normal,
+    /// A piece the receiver takes EXPRESS: it needs it before it can go on
+    /// unpacking (a header deciding where the rest goes).
+    Express,
+    /// Protocol control (rendezvous request, clear-to-send): unblocks a
+    /// transfer at the peer.
+    Control,
+}
+
 impl Pending {
+    /// The chunk's attributes.
+    pub fn info(&self) -> ChunkInfo {
+        let (tag, seq, receive_mode, priority) = match self {
+            Self::Eager { header, .. } => {
+                let mode = header.flags.receive_mode();
+                let priority = match mode {
+                    ReceiveMode::Express => Priority::Express,
+                    ReceiveMode::Cheaper => Priority::Normal,
+                };
+                (Some(header.tag), Some(header.seq), Some(mode), priority)
+            }
+            Self::RdvRequest(r) => (Some(r.tag), Some(r.seq), None, Priority::Control),
+            Self::ClearToSend(_) => (None, None, None, Priority::Control),
+            Self::RdvData { .. } => (None, None, None, Priority::Bulk),
+        };
+        ChunkInfo {
+            tag,
+            seq,
+            wire_len: self.wire_len(),
+            receive_mode,
+            priority,
+        }
+    }
+
     /// Bytes this chunk adds to a packet (header and data).
     pub fn wire_len(&self) -> usize {
         match self {
@@ -95,5 +149,15 @@ impl Window {
     /// Removes the chunk at `index`.
     pub fn remove(&mut self, index: usize) -> Option<Pending> {
         self.chunks.remove(index)
+    }
+
+    /// The chunk at `index`.
+    pub fn get(&self, index: usize) -> Option<&Pending> {
+        self.chunks.get(index)
+    }
+
+    /// The chunk at `index`, mutably (a strategy may take part of it).
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut Pending> {
+        self.chunks.get_mut(index)
     }
 }

@@ -1,7 +1,9 @@
 //! Receiving at once: a tagged receive waiting outside the engine
 //! ([`Engine::recv_now`]) lands exactly the messages the usual path would
 //! have given it, in the same order, and asks to be posted whenever only
-//! the usual path can tell.
+//! the usual path can tell. The engines send one chunk per packet
+//! (`default` strategy); the tests aggregate packets themselves where they
+//! need to.
 
 mod common;
 
@@ -117,7 +119,7 @@ fn landed_bytes(net: &Net, dest: MemRef, status: Status) -> Vec<u8> {
 
 #[test]
 fn a_matching_message_lands_and_others_go_the_usual_way() {
-    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1024, 1000));
     send(&mut net, 7, b"other tag");
     send(&mut net, 5, b"mine");
     send(&mut net, 5, b"next");
@@ -142,7 +144,7 @@ fn a_matching_message_lands_and_others_go_the_usual_way() {
 
 #[test]
 fn other_channels_and_peers_are_unrelated() {
-    let mut net = Net::new(3, 1, caps(1024, 1000));
+    let mut net = Net::one_chunk_per_packet(3, 1, caps(1024, 1000));
     let other = ChannelId(9);
     let out = net.engines[0]
         .send_begin(other, 1, 5)
@@ -192,7 +194,7 @@ fn post_and_run(net: &mut Net, len: usize, why: &str) -> (navette_core::ReqId, M
 #[test]
 fn rendezvous_too_long_and_multi_piece_messages_are_posted() {
     // Rendezvous: the request is a first piece only the usual path serves.
-    let mut net = Net::new(2, 1, caps(64, 1000));
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(64, 1000));
     let big = common::pattern(300, 1);
     send(&mut net, 5, &big);
     let (req, dest) = post_and_run(&mut net, 300, "a rendezvous request posts the receive");
@@ -224,7 +226,7 @@ fn rendezvous_too_long_and_multi_piece_messages_are_posted() {
 #[test]
 fn reordered_messages_keep_their_order() {
     // The second message arrives first: ahead of its sequence.
-    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1024, 1000));
     send(&mut net, 5, b"first");
     send(&mut net, 5, b"second");
     let mut packets = net.capture(0, 1);
@@ -270,7 +272,7 @@ fn aggregate(packets: Vec<(RailId, Vec<u8>)>) -> Vec<(RailId, Vec<u8>)> {
 #[test]
 fn a_packet_of_several_chunks_that_might_match_is_posted() {
     // Two messages in one packet, as an aggregating strategy sends them.
-    let mut net = Net::new(2, 1, caps(1024, 1000)).order(Order::Fifo);
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1024, 1000)).order(Order::Fifo);
     send(&mut net, 7, b"seven");
     send(&mut net, 5, b"five");
     let packets = aggregate(net.capture(0, 1));
@@ -290,7 +292,7 @@ fn a_packet_of_several_chunks_that_might_match_is_posted() {
 
 #[test]
 fn only_a_quiet_channel_lets_a_receive_wait_outside() {
-    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1024, 1000));
     assert!(net.engines[1].can_recv_now(CH, from(0)));
     // An unexpected message waits.
     send(&mut net, 7, b"seven");

@@ -59,6 +59,12 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The driver's own counters, by name (bytes it copied among them),
+    /// for the node's statistics. The default has none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// The driver's clock, the time it gives the engine, if it has one
     /// apart from events (reports read it so that ages grow during a stall).
     fn now(&self) -> Option<Duration> {

@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod clock;
+mod counters;
 pub mod diagnostics;
 pub mod driver;
 mod error;
@@ -60,15 +61,17 @@ pub mod shm_tcp;
 pub mod sim;
 pub mod tcp;
 
+pub use counters::STATS_VAR;
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};
 pub use navette_core::{
-    ChannelId, EngineConfig, Limits, PendingRequest, PendingState, RailCaps, RailReport, Rank,
-    ReceiveMode, Report, SendMode, Source, Status, StrategyKind, TagMatch,
+    ChannelId, EngineConfig, GateStats, Limits, PendingRequest, PendingState, RailCaps, RailReport,
+    Rank, ReceiveMode, Report, SendMode, Source, Status, StrategyKind, TagMatch,
 };
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_any};
 pub use progress::ProgressThread;
 pub use runtime::{
-    DRIVER_VAR, DriverKind, RuntimeConfig, init, init_shm, init_shm_tcp, init_tcp, init_with,
+    DRIVER_VAR, DriverKind, RuntimeConfig, STRATEGY_VAR, init, init_shm, init_shm_tcp, init_tcp,
+    init_with,
 };

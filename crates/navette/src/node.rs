@@ -313,6 +313,18 @@ impl Node {
         self.core.driver.name()
     }
 
+    /// Sets the packet strategy of `channel` (before or after its first
+    /// use): how its small messages share packets and its large ones
+    /// share rails. See [`StrategyKind`](navette_core::StrategyKind).
+    pub fn set_strategy(&self, channel: ChannelId, strategy: navette_core::StrategyKind) {
+        self.core
+            .lock()
+            .engine
+            .set_strategy(channel, strategy.build());
+        // Chunks already waiting may now leave otherwise.
+        self.core.mark_dirty();
+    }
+
     /// The gate to `peer` on the default channel.
     pub fn gate(&self, peer: Rank) -> Gate {
         Gate::new(ChannelId::DEFAULT, peer)

@@ -26,6 +26,11 @@ use crate::{Error, Node, NodeConfig, Result};
 /// `auto`.
 pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
 
+/// The environment variable that chooses packet strategies: a strategy
+/// for every channel and `CHANNEL=NAME` overrides (see
+/// [`EngineConfig::set_strategies`]), e.g. `aggregate,3=split`.
+pub const STRATEGY_VAR: &str = "NAVETTE_STRATEGY";
+
 /// Which driver a session's node runs over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DriverKind {
@@ -77,7 +82,8 @@ impl DriverKind {
 pub struct RuntimeConfig {
     /// Waiting and progress.
     pub node: NodeConfig,
-    /// The engine (the rank is taken from the bootstrap).
+    /// The engine (the rank is taken from the bootstrap);
+    /// `NAVETTE_STRATEGY` adds to its strategy settings.
     pub engine: EngineConfig,
     /// The driver; `NAVETTE_DRIVER` overrides it.
     pub driver: DriverKind,
@@ -215,10 +221,16 @@ fn start<D: crate::driver::Driver + Attach + 'static>(
         log_to_stderr();
     }
     let driver = open(Arc::clone(&bootstrap), &config)?;
+    let mut engine = config.engine;
+    if let Ok(setting) = std::env::var(STRATEGY_VAR) {
+        engine
+            .set_strategies(&setting)
+            .map_err(|e| Error::Config(format!("{STRATEGY_VAR}={setting:?}: {e}")))?;
+    }
     let node = Node::new(
         bootstrap.rank(),
         bootstrap.size(),
-        config.engine,
+        engine,
         config.node,
         driver.clone(),
     );
@@ -240,6 +252,7 @@ impl Node {
         self.wait_until(&|| "every accepted send to complete".to_owned(), |state| {
             state.engine.sends_flushed().then_some(())
         })?;
+        self.dump_stats_if_asked()?;
         let core = self.core();
         core.driver().finalize(core)
     }

@@ -65,6 +65,7 @@ impl Engine {
         match self.gates[gate.0].reorder.arrive(piece.seq, max)? {
             Arrival::Ahead => {
                 self.hold_bytes(piece.piece.held())?;
+                self.copied(gate, piece.piece.data_len());
                 let owned = SeqPiece {
                     seq: piece.seq,
                     msg: piece.msg,
@@ -135,6 +136,7 @@ impl Engine {
             } => {
                 *last_seen |= last;
                 arrived.push_back(piece.to_owned());
+                self.copied(gate, piece.data_len());
             }
             Incoming::Matched(key) => {
                 let key = *key;
@@ -186,6 +188,7 @@ impl Engine {
             return Landed::Promote;
         }
         memory::write(mem, recv.dest, 0, data);
+        self.copied(gate, data.len());
         let status = Status {
             peer: self.gates[gate.0].peer,
             tag,
@@ -272,6 +275,9 @@ impl Engine {
             self.hold_bytes(piece.held())?;
             let msg = self.recv_msgs.get_mut(&key).expect("looked up above");
             msg.arrived.push_back(piece.to_owned());
+            if let Some(bound) = msg.bound {
+                self.copied(bound.gate, piece.data_len());
+            }
         }
         self.pair(key, mem);
         Ok(())

@@ -36,7 +36,7 @@ use rustc_hash::FxHashMap;
 use crate::error::{ProtocolError, Violation};
 use crate::plan::{PlanPool, SendProgress};
 use crate::reorder::ReorderBuffer;
-use crate::strategy::Strategy;
+use crate::strategy::{Fill, RailInfo, RailView, Strategy};
 use crate::{
     ChannelId, EngineConfig, Memory, PacketPlan, Pending, RailCaps, RailId, Rank, ReqId,
     RequestError, Status, Window,
@@ -112,6 +112,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// A window received a chunk since [`Engine::take_queued`] last asked.
     queued: bool,
+    /// What strategies see of a peer's rails, kept between packets.
+    rail_views: Vec<RailInfo>,
 }
 
 #[derive(Debug)]
@@ -126,7 +128,49 @@ struct Rail {
     peer: Rank,
     caps: RailCaps,
     in_flight: Option<Vec<SendProgress>>,
+    /// Bytes of the packet in flight, and when it was handed out.
+    in_flight_len: usize,
+    sent_at: Duration,
+    meter: BandwidthMeter,
     closed: bool,
+}
+
+/// A rail's bandwidth as its large packets show it: bytes over the time
+/// from hand-out to completion, summed over recent packets (the engine's
+/// clock may be coarse: sums average its steps out).
+#[derive(Clone, Copy, Debug, Default)]
+struct BandwidthMeter {
+    bytes: u64,
+    nanos: u64,
+}
+
+impl BandwidthMeter {
+    /// Packets below this size say more about latency than bandwidth.
+    const MIN_PACKET: usize = 64 << 10;
+    /// Past this many bytes, older packets count half.
+    const WINDOW: u64 = 256 << 20;
+
+    fn record(&mut self, len: usize, elapsed: Duration) {
+        if len < Self::MIN_PACKET || elapsed.is_zero() {
+            return;
+        }
+        self.bytes = self.bytes.saturating_add(len as u64);
+        self.nanos = self
+            .nanos
+            .saturating_add(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+        if self.bytes > Self::WINDOW {
+            self.bytes /= 2;
+            self.nanos /= 2;
+        }
+    }
+
+    /// Bytes per second measured, if any.
+    fn bandwidth(&self) -> Option<u64> {
+        (self.nanos > 0).then(|| {
+            let bw = u128::from(self.bytes) * 1_000_000_000 / u128::from(self.nanos);
+            u64::try_from(bw).unwrap_or(u64::MAX).max(1)
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -141,6 +185,42 @@ struct Gate {
     next_msg: u32,
     reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
     incoming: HashMap<u32, Incoming, PeerKeyed>,
+    stats: GateStats,
+}
+
+/// Counters of one gate (one channel to one peer), since the engine
+/// started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GateStats {
+    /// The gate's channel.
+    pub channel: ChannelId,
+    /// The gate's peer.
+    pub peer: Rank,
+    /// Packets that carried chunks of this gate (a packet shared by several
+    /// gates counts for each).
+    pub packets_sent: u64,
+    /// Chunks of this gate sent.
+    pub chunks_sent: u64,
+    /// Bytes of those chunks (headers and data).
+    pub bytes_sent: u64,
+    /// Chunks of this gate received.
+    pub chunks_received: u64,
+    /// Data bytes of this gate that the engine copied: eager data into
+    /// receive buffers, data held while unexpected or out of order, and
+    /// rendezvous data that arrived inside packets. Rendezvous data that a
+    /// driver lands itself is not copied by the engine.
+    pub bytes_copied: u64,
+}
+
+impl GateStats {
+    /// Chunks per packet sent (0 before the first packet).
+    pub fn chunks_per_packet(&self) -> f64 {
+        if self.packets_sent == 0 {
+            0.0
+        } else {
+            self.chunks_sent as f64 / self.packets_sent as f64
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -173,6 +253,7 @@ impl Engine {
             next_transfer: 1,
             events: VecDeque::new(),
             queued: false,
+            rail_views: Vec::new(),
         }
     }
 
@@ -213,6 +294,9 @@ impl Engine {
             peer,
             caps,
             in_flight: None,
+            in_flight_len: 0,
+            sent_at: Duration::ZERO,
+            meter: BandwidthMeter::default(),
             closed: false,
         });
         self.peers
@@ -298,10 +382,12 @@ impl Engine {
         match chunk {
             Chunk::Eager(e) => {
                 let gate = self.gate(ChannelId(e.header.channel), peer);
+                self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::eager(&e), mem)
             }
             Chunk::RdvRequest(r) => {
                 let gate = self.gate(ChannelId(r.channel), peer);
+                self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::rdv(&r), mem)
             }
             Chunk::ClearToSend(cts) => self.on_clear_to_send(peer, cts),
@@ -351,11 +437,14 @@ impl Engine {
     /// `rail` has been sent: its user memory is no longer needed.
     pub fn handle_send_complete(&mut self, now: Duration, rail: RailId) {
         self.handle_tick(now);
-        let Some(mut progress) = self
-            .rails
-            .get_mut(rail.0 as usize)
-            .and_then(|r| r.in_flight.take())
-        else {
+        let now = self.now;
+        let Some(mut progress) = self.rails.get_mut(rail.0 as usize).and_then(|r| {
+            let progress = r.in_flight.take()?;
+            r.meter
+                .record(r.in_flight_len, now.saturating_sub(r.sent_at));
+            r.in_flight_len = 0;
+            Some(progress)
+        }) else {
             return;
         };
         for item in progress.drain(..) {
@@ -368,15 +457,17 @@ impl Engine {
         self.pool.put_progress(progress);
     }
 
-    /// The next packet for `rail`, if it is idle and a window has work for it.
+    /// The next packet for `rail`, if it is idle and a window has work for
+    /// it: the strategies of the peer's gates fill it in turns, starting
+    /// after the gate served last, while they leave it open.
     pub fn poll_transmit(&mut self, now: Duration, rail: RailId) -> Option<PacketPlan> {
         self.handle_tick(now);
         let r = self.rails.get(rail.0 as usize)?;
         if r.closed || r.in_flight.is_some() {
             return None;
         }
-        let (peer, caps) = (r.peer, r.caps);
-        let peer_state = self.peers.get_mut(&peer)?;
+        let peer = r.peer;
+        let peer_state = self.peers.get(&peer)?;
         let gates = &self.gates;
         if peer_state
             .gates
@@ -386,8 +477,34 @@ impl Engine {
             // The common answer after a packet completes: nothing to send.
             return None;
         }
+        let mut views = std::mem::take(&mut self.rail_views);
+        views.clear();
+        views.extend(
+            peer_state
+                .rails
+                .iter()
+                .map(|&id| (id, &self.rails[id.0 as usize]))
+                .filter(|(_, r)| !r.closed)
+                .map(|(id, r)| RailInfo {
+                    id,
+                    caps: r.caps,
+                    idle: r.in_flight.is_none(),
+                    in_flight: r.in_flight_len,
+                    bandwidth: r.meter.bandwidth().unwrap_or(r.caps.bandwidth),
+                }),
+        );
+        let Some(&this) = views.iter().find(|v| v.id == rail) else {
+            self.rail_views = views;
+            return None;
+        };
+        let view = RailView {
+            rail: this,
+            rails: &views,
+        };
+        let peer_state = self.peers.get_mut(&peer)?;
         let count = peer_state.gates.len();
         let mut packet = self.pool.builder();
+        let mut last = None;
         for step in 0..count {
             let index = (peer_state.next_gate + step) % count;
             let gate_id = peer_state.gates[index];
@@ -395,25 +512,47 @@ impl Engine {
             if gate.window.is_empty() {
                 continue;
             }
-            let channel = self
-                .channels
-                .get_mut(&gate.channel)
-                .expect("every gate's channel exists");
-            channel
+            let channel = &mut self.channels[gate.channel_index];
+            let (chunks, body) = (packet.chunk_count(), packet.body_len());
+            let fill = channel
                 .strategy
-                .try_and_commit(&mut gate.window, &caps, &mut packet);
-            if packet.is_empty() {
-                continue;
+                .try_and_commit(&mut gate.window, &view, &mut packet);
+            let added = packet.chunk_count() - chunks;
+            if added > 0 {
+                gate.stats.packets_sent += 1;
+                gate.stats.chunks_sent += u64::from(added);
+                gate.stats.bytes_sent += (packet.body_len() - body) as u64;
+                last = Some(index);
+                tracing::trace!(
+                    strategy = channel.strategy.name(),
+                    rail = rail.0,
+                    peer,
+                    channel = gate.channel.0,
+                    chunks = added,
+                    packet_chunks = packet.chunk_count(),
+                    packet_bytes = packet.body_len(),
+                    ?fill,
+                    "strategy filled a packet"
+                );
             }
-            peer_state.next_gate = (index + 1) % count;
-            let (plan, progress) = packet.finish();
-            self.rails[rail.0 as usize].in_flight = Some(progress);
-            return Some(plan);
+            if fill == Fill::Done && !packet.is_empty() {
+                break;
+            }
         }
-        let (plan, progress) = packet.into_parts();
-        self.pool.put_plan(plan);
-        self.pool.put_progress(progress);
-        None
+        self.rail_views = views;
+        let Some(last) = last else {
+            let (plan, progress) = packet.into_parts();
+            self.pool.put_plan(plan);
+            self.pool.put_progress(progress);
+            return None;
+        };
+        peer_state.next_gate = (last + 1) % count;
+        let (plan, progress) = packet.finish();
+        let r = &mut self.rails[rail.0 as usize];
+        r.in_flight = Some(progress);
+        r.in_flight_len = plan.len();
+        r.sent_at = self.now;
+        Some(plan)
     }
 
     /// Gives back a plan from [`Self::poll_transmit`] once the driver is
@@ -508,12 +647,33 @@ impl Engine {
             next_msg: 0,
             reorder: ReorderBuffer::default(),
             incoming: HashMap::default(),
+            stats: GateStats {
+                channel,
+                peer,
+                ..GateStats::default()
+            },
         });
         self.gate_index.insert((channel, peer), id);
         if let Some(p) = self.peers.get_mut(&peer) {
             p.gates.push(id);
         }
         id
+    }
+
+    /// Counts `len` data bytes the engine copied for `gate`.
+    fn copied(&mut self, gate: GateId, len: usize) {
+        self.gates[gate.0].stats.bytes_copied += len as u64;
+    }
+
+    /// Counters of every gate, in creation order.
+    pub fn gate_stats(&self) -> impl Iterator<Item = GateStats> + '_ {
+        self.gates.iter().map(|g| g.stats)
+    }
+
+    /// The bandwidth measured on `rail`'s large packets, in bytes per
+    /// second, once there is a measure.
+    pub fn measured_bandwidth(&self, rail: RailId) -> Option<u64> {
+        self.rails.get(rail.0 as usize)?.meter.bandwidth()
     }
 
     fn channel(&mut self, channel: ChannelId) -> &mut Channel {
@@ -525,7 +685,7 @@ impl Engine {
     fn channel_index(&mut self, channel: ChannelId) -> usize {
         let entry = self.channels.entry(channel);
         let index = entry.index();
-        let strategy = self.config.strategy;
+        let strategy = self.config.strategy_of(channel);
         entry.or_insert_with(|| Channel {
             strategy: strategy.build(),
             posted: VecDeque::new(),

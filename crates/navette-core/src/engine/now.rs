@@ -203,6 +203,8 @@ impl Engine {
         }
         let g = &mut self.gates[gate.0];
         g.reorder.take_next();
+        g.stats.chunks_received += 1;
+        g.stats.bytes_copied += e.data.len() as u64;
         dest[..e.data.len()].copy_from_slice(e.data);
         RecvNowOutcome::Landed(Status {
             peer,

@@ -86,6 +86,14 @@ impl<D: AsRef<[u8]>> Piece<D> {
         }
     }
 
+    /// Bytes of data the piece carries (none for rendezvous).
+    pub(super) fn data_len(&self) -> usize {
+        match &self.body {
+            Body::Eager(d) => d.as_ref().len(),
+            Body::Rdv { .. } => 0,
+        }
+    }
+
     /// Whether the piece's data is still at the sender (rendezvous).
     pub(super) fn is_rdv(&self) -> bool {
         matches!(self.body, Body::Rdv { .. })

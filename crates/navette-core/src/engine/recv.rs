@@ -266,6 +266,7 @@ impl Engine {
             match d.piece.body {
                 Body::Eager(data) => {
                     memory::write(mem, dest, 0, &data);
+                    self.copied(d.gate, data.len());
                     self.complete(req, Ok(d.status));
                     self.piece_done(d.key);
                 }
@@ -465,6 +466,7 @@ impl Engine {
         match (posted.spec.dest, piece.body) {
             (Some(dest), Body::Eager(data)) => {
                 memory::write(mem, dest, 0, data);
+                self.gates[bound.gate.0].stats.bytes_copied += data.len() as u64;
                 if msg.quiet {
                     self.born.remove(&posted.req);
                 } else {
@@ -485,6 +487,7 @@ impl Engine {
             (None, body) => {
                 msg.outstanding += 1;
                 let piece = Piece { flags, body }.to_owned();
+                self.gates[bound.gate.0].stats.bytes_copied += piece.data_len() as u64;
                 // Held until recv_fill; counted like unexpected data (the
                 // limit was checked when it arrived or was released).
                 self.buffered += piece.held();

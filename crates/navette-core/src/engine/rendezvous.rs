@@ -7,7 +7,7 @@ use navette_wire::{ClearToSend, CtsFlags, RdvDataHeader};
 use super::{Engine, GateId};
 use crate::error::Violation;
 use crate::memory::{self, Memory};
-use crate::{MemRef, Pending, Rank, ReqId, RequestError, Status};
+use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Status};
 
 /// A rendezvous transfer on the sender, from request to completion.
 #[derive(Debug)]
@@ -150,6 +150,9 @@ impl Engine {
         let dest = self.rdv_landing(peer, &header)?;
         // A destination whose owner cancelled no longer resolves: dropped.
         memory::write(mem, dest, 0, data);
+        if let Some(&gate) = self.gate_index.get(&(ChannelId(header.channel), peer)) {
+            self.copied(gate, data.len());
+        }
         self.rdv_landed(&header);
         Ok(())
     }

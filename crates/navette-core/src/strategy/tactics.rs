@@ -1,17 +1,44 @@
 //! Moves shared by strategies.
 
-use navette_wire::{Chunk, RdvDataHeader};
+use navette_wire::{Chunk, EagerHeader, RdvDataHeader};
 
+use super::Fill;
 use crate::plan::SendProgress;
+use crate::window::Priority;
 use crate::{PacketBuilder, Pending, RailCaps, Window};
+
+/// Most chunks one packet carries: far below what receivers accept by
+/// default ([`navette_wire::Limits::max_chunks`]), and enough to share a
+/// packet's header among many small messages.
+pub const MAX_CHUNKS: u16 = 256;
 
 /// Moves the window's oldest chunk into `packet`; rendezvous data larger
 /// than the rail's fragment size leaves its remainder at the front.
 /// Returns whether anything was pushed.
 pub fn push_front(window: &mut Window, caps: &RailCaps, packet: &mut PacketBuilder) -> bool {
-    let fragment = caps.max_fragment.max(1);
-    match window.front_mut() {
-        None => return false,
+    if matches!(window.front(), Some(Pending::RdvData { .. })) {
+        return cut_rdv_data(window, 0, caps.max_fragment, packet);
+    }
+    match window.pop_front() {
+        Some(chunk) => {
+            push_pending(packet, chunk);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Pushes at most `fragment` bytes (at least one) of the rendezvous data
+/// chunk at `index` of the window; the rest stays in its place. Returns
+/// whether there was such a chunk.
+pub fn cut_rdv_data(
+    window: &mut Window,
+    index: usize,
+    fragment: usize,
+    packet: &mut PacketBuilder,
+) -> bool {
+    let fragment = fragment.max(1);
+    match window.get_mut(index) {
         Some(Pending::RdvData {
             channel,
             recv_id,
@@ -23,13 +50,91 @@ pub fn push_front(window: &mut Window, caps: &RailCaps, packet: &mut PacketBuild
             push_rdv(packet, *channel, *recv_id, *send_id, *offset, head);
             *offset += fragment as u64;
             *data = data.slice(fragment, data.len - fragment);
-            return true;
+            true
         }
-        Some(_) => {}
+        Some(Pending::RdvData { .. }) => {
+            let chunk = window.remove(index).expect("the chunk is there");
+            push_pending(packet, chunk);
+            true
+        }
+        _ => false,
     }
-    let chunk = window.pop_front().expect("front exists");
-    push_pending(packet, chunk);
-    true
+}
+
+/// Body bytes up to which a rail's packets aggregate chunks: its eager
+/// limit (pieces below the rendezvous threshold travel in packets), within
+/// its largest packet.
+pub fn aggregate_limit(caps: &RailCaps) -> usize {
+    let smallest = EagerHeader::LEN + 1;
+    caps.max_packet.min(caps.rdv_threshold.max(smallest))
+}
+
+/// Moves into `packet` the window's chunks that fit in it, below `limit`
+/// body bytes: control chunks and EXPRESS pieces first, then the others,
+/// each group in window order. The walk skips rendezvous data (unsequenced
+/// bulk, left for packets of its own) and stops at the first piece that
+/// does not fit, so that no later piece of this gate overtakes it.
+/// `scratch` is storage the caller keeps between calls (no allocation once
+/// it has grown). Returns [`Fill::Open`] while the packet has room.
+pub fn aggregate(
+    window: &mut Window,
+    limit: usize,
+    packet: &mut PacketBuilder,
+    scratch: &mut Vec<Pending>,
+) -> Fill {
+    let mut room = limit.saturating_sub(packet.body_len());
+    let mut count = packet.chunk_count();
+    let mut stopped = false;
+    let mut picked = 0usize;
+    let mut take = [false; MAX_CHUNKS as usize];
+    let mut at = 0;
+    for (index, chunk) in window.iter().enumerate() {
+        if count >= MAX_CHUNKS {
+            stopped = true;
+            break;
+        }
+        if matches!(chunk, Pending::RdvData { .. }) {
+            continue;
+        }
+        let len = chunk.wire_len();
+        if len > room {
+            stopped = true;
+            break;
+        }
+        room -= len;
+        count += 1;
+        if index < take.len() {
+            take[index] = true;
+            picked += 1;
+            at = index + 1;
+        } else {
+            stopped = true;
+            break;
+        }
+    }
+    // Out of the window, last first (indices stay valid), then in order.
+    scratch.clear();
+    for index in (0..at).rev() {
+        if take[index] {
+            scratch.push(window.remove(index).expect("picked from the window"));
+        }
+    }
+    scratch.reverse();
+    debug_assert_eq!(scratch.len(), picked);
+    for urgent in [true, false] {
+        for chunk in scratch.iter() {
+            if (chunk.info().priority >= Priority::Express) == urgent {
+                push_pending(packet, chunk.clone());
+            }
+        }
+    }
+    scratch.clear();
+    let more_fit = room > EagerHeader::LEN && count < MAX_CHUNKS;
+    if stopped || !more_fit {
+        Fill::Done
+    } else {
+        Fill::Open
+    }
 }
 
 /// Pushes a whole pending chunk.

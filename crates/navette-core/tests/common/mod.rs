@@ -107,6 +107,15 @@ impl Net {
         Self::with_config(nodes, rails, caps, |_| EngineConfig::default())
     }
 
+    /// As [`Self::new`], with the `default` strategy (one chunk per packet):
+    /// for tests that look at or combine packets themselves.
+    pub fn one_chunk_per_packet(nodes: usize, rails: usize, caps: RailCaps) -> Self {
+        Self::with_config(nodes, rails, caps, |_| EngineConfig {
+            strategy: navette_core::StrategyKind::Default,
+            ..EngineConfig::default()
+        })
+    }
+
     /// As [`Self::new`], with each node's configuration from `config`
     /// (its rank is set here).
     pub fn with_config(

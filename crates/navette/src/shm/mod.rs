@@ -398,6 +398,17 @@ impl Driver for ShmDriver {
         self.progress(node)
     }
 
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats();
+        vec![
+            ("packets_sent", s.packets_sent),
+            ("bytes_copied_in", s.bytes_copied_in),
+            ("bytes_pulled", s.bytes_pulled),
+            ("ring_full", s.ring_full),
+            ("landed_at_once", s.landed_at_once),
+        ]
+    }
+
     fn now(&self) -> Option<Duration> {
         Some(self.start.now())
     }

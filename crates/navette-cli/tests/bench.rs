@@ -8,10 +8,8 @@ use navette_cli::bench::{self, Baseline, BenchConfig, Pattern};
 use navette_session::Bootstrap;
 use navette_session::local::LocalBootstrap;
 
-fn run(pattern: Pattern) -> Vec<bench::SizeFigures> {
-    let cluster = SimCluster::builder(2).rdv_threshold(4096).build();
-    let boots = LocalBootstrap::job(2, 1, [9; 32]);
-    let config = BenchConfig {
+fn config(pattern: Pattern) -> BenchConfig {
+    BenchConfig {
         pattern,
         sizes: vec![0, 8, 5000, 100_000],
         iterations: Some(5),
@@ -19,17 +17,31 @@ fn run(pattern: Pattern) -> Vec<bench::SizeFigures> {
         baseline: Some(Baseline::RawTcp),
         transport: "sim".into(),
         tcp_congestion: Default::default(),
-    };
+        segments: Vec::new(),
+        strategy: "aggregate".into(),
+    }
+}
+
+fn run(pattern: Pattern) -> Vec<bench::SizeFigures> {
+    run_config(&config(pattern))
+}
+
+/// Runs `config` on two rank threads of a simulated cluster (eager below
+/// 4 KiB, rendezvous above); rank 0's figures, one per case.
+fn run_config(config: &BenchConfig) -> Vec<bench::SizeFigures> {
+    let cluster = SimCluster::builder(2).rdv_threshold(4096).build();
+    let boots = LocalBootstrap::job(2, 1, [9; 32]);
+    let cases = bench::cases(config).unwrap().len();
     std::thread::scope(|s| {
-        let (node1, boot1, config1) = (cluster.node(1), &boots[1], &config);
-        let server = s.spawn(move || bench::run_rank(node1, boot1, config1, |_| {}));
+        let (node1, boot1) = (cluster.node(1), &boots[1]);
+        let server = s.spawn(move || bench::run_rank(node1, boot1, config, |_| {}));
         let mut rows = Vec::new();
-        let figures = bench::run_rank(cluster.node(0), &boots[0], &config, |f| {
+        let figures = bench::run_rank(cluster.node(0), &boots[0], config, |f| {
             rows.push(bench::table_row(f));
         })
         .unwrap();
         assert!(server.join().unwrap().unwrap().is_empty());
-        assert_eq!(rows.len(), 4);
+        assert_eq!(rows.len(), cases);
         assert_eq!(boots[0].rank(), 0);
         figures
     })
@@ -50,13 +62,10 @@ fn pingpong_measures_every_size_against_raw_tcp() {
         .collect();
     assert_eq!(with_baseline, [8, 5000, 100_000]);
     let config = BenchConfig {
-        pattern: Pattern::Pingpong,
         sizes: vec![],
         iterations: None,
         window: 1,
-        baseline: Some(Baseline::RawTcp),
-        transport: "sim".into(),
-        tcp_congestion: Default::default(),
+        ..config(Pattern::Pingpong)
     };
     let runs = bench::runs(&config, &figures);
     assert_eq!(runs.len(), 7);
@@ -74,4 +83,102 @@ fn stream_measures_every_size() {
     let figures = run(Pattern::Stream);
     assert_eq!(figures.len(), 4);
     assert!(figures.iter().all(|f| f.navette.bandwidth_mbps >= 0.0));
+}
+
+#[test]
+fn multiseg_measures_every_series_and_size() {
+    let config = BenchConfig {
+        sizes: vec![0, 4, 1024, 5000],
+        segments: vec![1, 3, 8],
+        iterations: Some(3),
+        ..config(Pattern::Multiseg)
+    };
+    let figures = run_config(&config);
+    let cases: Vec<(Option<usize>, usize)> = figures.iter().map(|f| (f.segments, f.size)).collect();
+    let expected: Vec<(Option<usize>, usize)> = [1, 3, 8]
+        .into_iter()
+        .flat_map(|s| [0, 4, 1024, 5000].map(|size| (Some(s), size)))
+        .collect();
+    assert_eq!(cases, expected);
+    assert!(figures.iter().all(|f| f.iterations == 3));
+    // The raw baseline sends a series' bytes as one message: none when
+    // the series is empty.
+    assert!(
+        figures.iter().all(|f| f.baseline.is_some() == (f.size > 0)),
+        "{figures:?}"
+    );
+    let rows = bench::document::rows(&config, &figures);
+    assert_eq!(rows.len(), 12 + 9);
+    for row in &rows {
+        assert_eq!(row.run.pattern, "multiseg");
+        assert!(row.segments.is_some());
+        let navette = row.run.implementation == "navette";
+        assert_eq!(
+            row.strategy.as_deref(),
+            navette.then_some("aggregate"),
+            "{row:?}"
+        );
+    }
+    let json = serde_json::to_value(&rows[0]).unwrap();
+    assert_eq!(json["segments"], 1);
+    assert_eq!(json["impl"], "navette");
+    assert!(bench::table_header(&config).contains("segs"));
+    assert!(bench::table_row(&figures[4]).trim_start().starts_with('3'));
+}
+
+#[test]
+fn indexed_measures_both_blocks() {
+    let config = BenchConfig {
+        sizes: vec![0, 1000, 100_000],
+        ..config(Pattern::Indexed)
+    };
+    let figures = run_config(&config);
+    let sizes: Vec<usize> = figures.iter().map(|f| f.size).collect();
+    assert_eq!(
+        sizes,
+        [64, 1064, 100_064],
+        "the 64-byte block and the large one"
+    );
+    assert!(
+        figures
+            .iter()
+            .all(|f| f.segments.is_none() && f.baseline.is_some())
+    );
+    let rows = bench::document::rows(&config, &figures);
+    let json = serde_json::to_value(&rows).unwrap();
+    assert_eq!(json[0]["size"], 64);
+    assert_eq!(json[0]["strategy"], "aggregate");
+    assert!(json[0].get("segments").is_none());
+    assert!(
+        json[1].get("strategy").is_none(),
+        "the raw baseline has none"
+    );
+}
+
+#[test]
+fn series_counts_are_checked() {
+    for segments in [0, bench::multiseg::MAX_SEGMENTS + 1] {
+        let config = BenchConfig {
+            segments: vec![8, segments],
+            ..config(Pattern::Multiseg)
+        };
+        assert!(matches!(
+            bench::cases(&config),
+            Err(bench::BenchError::Setup(_))
+        ));
+    }
+}
+
+#[test]
+fn series_share_the_pingpong_iteration_budget() {
+    for size in [1, 64, 4096, 1 << 20] {
+        assert_eq!(
+            bench::series_iterations(1, size),
+            bench::default_iterations(size)
+        );
+    }
+    // 100 000 round trips at most, spread over a series' messages.
+    assert_eq!(bench::series_iterations(8, 4), 12_500);
+    assert_eq!(bench::series_iterations(16, 1024), 4096);
+    assert_eq!(bench::series_iterations(16, 64 << 20), 8, "never under 8");
 }

@@ -309,6 +309,49 @@ fn binary_benchmarks_over_shared_memory_by_default() {
 }
 
 #[test]
+fn binary_runs_multiseg_and_indexed_over_shared_memory() {
+    let json =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("navette-cli-bench-series.json");
+    let json_arg = json.to_str().expect("a UTF-8 path");
+    let args = [
+        "bench",
+        "multiseg",
+        "--sizes",
+        "4,1K",
+        "--segments",
+        "2,3",
+        "--iterations",
+        "4",
+        "--json",
+        json_arg,
+    ];
+    let stdout = navette_ok_with(&args, &[("NAVETTE_STRATEGY", "default")]);
+    assert!(
+        stdout.contains("navette bench multiseg over shm"),
+        "{stdout}"
+    );
+    let doc = read_json(&json);
+    let runs = doc["runs"].as_array().expect("runs");
+    let cases: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|r| (r["segments"].as_u64().unwrap(), r["size"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(cases, [(2, 4), (2, 1024), (3, 4), (3, 1024)], "{doc}");
+    assert!(
+        runs.iter()
+            .all(|r| r["pattern"] == "multiseg" && r["strategy"] == "default"),
+        "{doc}"
+    );
+    navette_ok(&["bench", "indexed", "--iterations", "4", "--json", json_arg]);
+    let doc = read_json(&json);
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{doc}");
+    assert_eq!(runs[0]["size"], 64 + (256 << 10), "both blocks by default");
+    assert_eq!(runs[0]["transport"], "shm");
+    assert!(runs[0]["latency_us"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
 fn bench_refuses_drivers_it_does_not_have() {
     for (driver, says) in [("sim", "navette demo --sim"), ("udp", "unknown driver")] {
         let out = Command::new(env!("CARGO_BIN_EXE_navette"))

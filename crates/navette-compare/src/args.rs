@@ -6,20 +6,46 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 
-use crate::patterns::Pattern;
+use crate::patterns::{Pattern, parse_patterns};
 use crate::sizes::SizeList;
 
-/// Default message sizes.
+/// Default message sizes of pingpong.
 pub const DEFAULT_SIZES: &str = "8,64,512,4K,32K,256K,1M,4M,16M";
+
+/// Default segments per series of multiseg.
+pub const DEFAULT_SEGMENTS: &str = navette_cli::bench::command::DEFAULT_SEGMENTS;
+
+/// A checked, non-empty list of patterns (`multiseg,indexed`), in order,
+/// each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatternList(pub Vec<Pattern>);
+
+/// One segment count: 1 to the most `navette bench multiseg` takes.
+fn parse_segments(item: &str) -> Result<usize, String> {
+    let most = navette_cli::bench::multiseg::MAX_SEGMENTS;
+    match item.trim().parse::<usize>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!("{item:?}: segments are counted from 1 to {most}")),
+    }
+}
+
+impl std::str::FromStr for PatternList {
+    type Err = String;
+
+    fn from_str(list: &str) -> Result<Self, String> {
+        parse_patterns(list).map(Self)
+    }
+}
 
 /// What is compared: Navette's driver and the peers' matching transports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     /// Shared memory: navette's shm driver, Open MPI's vader BTL, UCX's
-    /// sm transports (posix, sysv, cma), and the physical floor.
+    /// sm transports (posix, sysv, cma; also MPICH's), and the physical
+    /// floor.
     Shm,
     /// TCP over loopback: navette's tcp driver and its raw TCP baseline,
-    /// Open MPI's tcp BTL, UCX's tcp transport.
+    /// Open MPI's tcp BTL, UCX's tcp transport (also MPICH's).
     Tcp,
 }
 
@@ -33,23 +59,27 @@ impl Transport {
     }
 }
 
-const ABOUT: &str = "Navette beside Open MPI, UCX and the physical floor, in one run";
+const ABOUT: &str = "Navette beside Open MPI, MPICH, UCX and the physical floor, in one run";
 
 const LONG_ABOUT: &str = "\
-Navette beside Open MPI, UCX and the physical floor, in one run.
+Navette beside Open MPI, MPICH, UCX and the physical floor, in one run.
 
 bench/compare installs what is missing (Debian's openmpi-bin, libopenmpi-dev,
-ucx-utils, build-essential, fonts-dejavu-core; apt-get update only if an
-install fails), builds navette, this tool, bench/mpi/pingpong.c (mpicc) and
-bench/floor/floor.c (cc), then measures, for each message size, over the
-chosen transport:
+mpich, libmpich-dev, ucx-utils, build-essential, fonts-dejavu-core; apt-get
+update only if an install fails), builds navette, this tool,
+bench/mpi/pingpong.c (mpicc.openmpi), bench/mpi/multiseg.c and
+bench/mpi/indexed.c (each with mpicc.openmpi and with mpicc.mpich) and
+bench/floor/floor.c (cc), then measures each pattern of --patterns over the
+chosen transport.
+
+pingpong (the default), for each message size:
 
   navette    `navette bench pingpong --sizes … --json FILE` with
              NAVETTE_DRIVER=shm|tcp, on 2 ranks of `navette run -n 2`, rank
              0 pinned to core 0 and rank 1 to core 1 (taskset); over tcp
              with `--baseline raw-tcp`, which gives the raw-tcp rows
   openmpi    bench/mpi/pingpong.c: blocking MPI_Send/MPI_Recv round trips,
-             mpirun -n 2 --bind-to core --map-by core --mca pml ob1
+             mpirun.openmpi -n 2 --bind-to core --map-by core --mca pml ob1
              --mca oob_tcp_if_include lo and --mca btl vader,self (shm) or
              --mca btl tcp,self --mca btl_tcp_if_include lo (tcp)
   ucx        ucx_perftest server and client on 127.0.0.1, pinned to cores 0
@@ -66,6 +96,41 @@ bytes per second (navette and Open MPI: size / one-way time; UCX's MiB/s are
 converted). The table gives navette / best peer for latency (best = lowest of
 openmpi and ucx) and for bandwidth (best = highest).
 
+multiseg and indexed, navette beside both MPIs:
+
+  multiseg   each ping and each pong is a series of S segments (--segments,
+             8 then 16) of SIZE bytes (--sizes, default 4,64,1K), each sent
+             by its own non-blocking send: navette bench multiseg puts
+             segment k on its own channel with tag k; bench/mpi/multiseg.c on
+             its own MPI_Comm_dup communicator (MPI_Irecv posted first,
+             MPI_Isend per segment, MPI_Waitall). Rows carry `segments` and
+             `size` = bytes per segment; latency_us is the one-way time of
+             the whole series.
+  indexed    one message made of a 64-byte block and a large block (--sizes,
+             default 256K) in separate memory: navette bench indexed packs
+             the first EXPRESS and the second CHEAPER (Madeleine pack/
+             unpack); bench/mpi/indexed.c sends 1 element of an
+             MPI_Type_create_hindexed over the two blocks. Rows carry `size`
+             = both blocks (64 + 262144 by default).
+
+  navette    as for pingpong, with NAVETTE_DRIVER=shm|tcp; its rows carry
+             `strategy` (NAVETTE_STRATEGY, else aggregate)
+  openmpi    mpirun.openmpi with the flags above (vader or tcp BTL)
+  mpich      mpirun.mpich -launcher fork -n 2 -bind-to user:0,1. Debian's
+             MPICH is ch4:ucx and its local ranks talk through UCX, so:
+             shm: UCX_TLS=sm,self; tcp: MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self
+             UCX_NET_DEVICES=lo. UCX_LOG_LEVEL=info logs the transports
+             really used; they are printed and kept under \"notes\".
+
+The table gives each one-way time and how many times faster navette is than
+each MPI and than the faster of the two (MPI µs / navette µs: above 1
+navette is faster). Every tool applies navette bench's iteration rule to
+the bytes of a series, spread over its messages (so a series of 16 segments
+counts as 16 round trips of the 100000 allowed).
+
+multirail is accepted and reported as skipped: it needs network namespaces
+and is not wired here yet.
+
 A tool that cannot run is skipped with its reason, printed and recorded
 under \"skipped\" in results.json; the rest is measured all the same. For
 instance, as long as navette has no shared-memory driver, NAVETTE_DRIVER=shm
@@ -74,12 +139,14 @@ appear, with no change here, once the driver exists.
 
 Output in --out DIR:
   results.json           the benchmark output document of ARCHITECTURE.md
-                         (navette_version, host, date, runs[], and skipped[])
+                         (navette_version, host, date, runs[], skipped[] and
+                         notes[])
   raw/                   each tool's standard output (.out) and error (.err),
                          and commands.txt with every command line and its
                          environment
   PATTERN-TRANSPORT.png  latency and bandwidth against size, log-log, one
-                         curve per implementation
+                         curve per implementation (multiseg: one plot per
+                         segment count, multiseg-8seg-TRANSPORT.png, …)
 
 Exit status: 0 when everything ran or was skipped for a known reason, 1 when
 a tool failed (its rows are skipped, the rest is still written), 2 on bad
@@ -102,11 +169,18 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Transport::Shm)]
     pub transport: Transport,
     /// Message sizes in bytes, comma-separated; K, M, G are powers of 1024.
-    #[arg(long, default_value = DEFAULT_SIZES)]
-    pub sizes: SizeList,
-    /// Timed round trips per size for navette, Open MPI and UCX [default:
-    /// navette bench's rule, 1 GiB of traffic per size, 8 to 100000]; the
-    /// floor picks its own.
+    /// multiseg: bytes per segment; indexed: the large block. [default:
+    /// pingpong 8,64,512,4K,32K,256K,1M,4M,16M; multiseg 4,64,1K; indexed
+    /// 256K]
+    #[arg(long)]
+    pub sizes: Option<SizeList>,
+    /// Segments per series of multiseg, comma-separated (1 to 1024 each).
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_SEGMENTS,
+          value_parser = parse_segments)]
+    pub segments: Vec<usize>,
+    /// Timed round trips (series for multiseg) per size for navette, the
+    /// MPIs and UCX [default: navette bench's rule, 1 GiB of traffic per
+    /// size, 8 to 100000 messages]; the floor picks its own.
     #[arg(long)]
     pub iterations: Option<u32>,
     /// Rounds of the whole comparison, one tool after the other in each:
@@ -115,9 +189,10 @@ pub struct Cli {
     /// neighbours) favours no tool.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
-    /// Patterns to compare, comma-separated (only pingpong so far).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "pingpong")]
-    pub patterns: Vec<Pattern>,
+    /// Patterns to compare, comma-separated: pingpong, multiseg, indexed
+    /// (multirail: accepted, reported as skipped).
+    #[arg(long, default_value = "pingpong", value_name = "LIST")]
+    pub patterns: PatternList,
     /// Seconds after which a tool that has not finished is killed and its
     /// rows skipped.
     #[arg(long, default_value_t = 180, value_name = "SECS")]
@@ -132,6 +207,10 @@ pub struct Cli {
     /// The MPI ping-pong built from bench/mpi/pingpong.c (set by bench/compare).
     #[arg(long, value_name = "PATH", default_value = "mpi-pingpong")]
     pub mpi_pingpong: PathBuf,
+    /// Where bench/compare built bench/mpi/PATTERN.c with each MPI, as
+    /// PATTERN-openmpi and PATTERN-mpich (set by bench/compare).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub mpi_build: PathBuf,
     /// The floor program built from bench/floor/floor.c (set by bench/compare).
     #[arg(long, value_name = "PATH", default_value = "floor")]
     pub floor: PathBuf,
@@ -149,8 +228,17 @@ pub struct Programs {
     pub navette_unbuilt: Option<String>,
     /// The MPI ping-pong.
     pub mpi_pingpong: PathBuf,
+    /// The folder of the other MPI programs.
+    pub mpi_build: PathBuf,
     /// The floor program.
     pub floor: PathBuf,
+}
+
+impl Programs {
+    /// `bench/mpi/PATTERN.c` built with `mpi` (`openmpi`, `mpich`).
+    pub fn mpi_program(&self, pattern: &str, mpi: &str) -> PathBuf {
+        self.mpi_build.join(format!("{pattern}-{mpi}"))
+    }
 }
 
 impl Cli {
@@ -165,7 +253,20 @@ impl Cli {
             navette: self.navette.clone(),
             navette_unbuilt: self.navette_unbuilt.clone(),
             mpi_pingpong: self.mpi_pingpong.clone(),
+            mpi_build: self.mpi_build.clone(),
             floor: self.floor.clone(),
+        }
+    }
+
+    /// The sizes of `pattern`: `--sizes` if given, else its defaults.
+    pub fn sizes_of(&self, pattern: Pattern) -> Vec<usize> {
+        match &self.sizes {
+            Some(sizes) => sizes.0.clone(),
+            None => pattern
+                .default_sizes()
+                .parse::<SizeList>()
+                .map(|list| list.0)
+                .unwrap_or_default(),
         }
     }
 }
@@ -185,8 +286,11 @@ mod tests {
     fn defaults_and_overrides() {
         let cli = Cli::try_parse_from(["compare", "--out", "/tmp/x"]).unwrap();
         assert_eq!(cli.transport, Transport::Shm);
-        assert_eq!(cli.sizes.0.len(), 9);
-        assert_eq!(cli.patterns, vec![Pattern::Pingpong]);
+        assert_eq!(cli.sizes_of(Pattern::Pingpong).len(), 9);
+        assert_eq!(cli.patterns.0, vec![Pattern::Pingpong]);
+        assert_eq!(cli.segments, vec![8, 16]);
+        assert_eq!(cli.sizes_of(Pattern::Multiseg), vec![4, 64, 1024]);
+        assert_eq!(cli.sizes_of(Pattern::Indexed), vec![256 << 10]);
         let cli = Cli::try_parse_from([
             "compare",
             "--out",
@@ -200,12 +304,40 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.transport, Transport::Tcp);
-        assert_eq!(cli.sizes.0, vec![1024, 2 << 20]);
+        assert_eq!(cli.sizes_of(Pattern::Multiseg), vec![1024, 2 << 20]);
         assert_eq!(cli.iterations, Some(7));
         assert!(
             Cli::try_parse_from(["compare"]).is_err(),
             "--out is required"
         );
         assert!(Cli::try_parse_from(["compare", "--out", "d", "--patterns", "rpc"]).is_err());
+    }
+
+    #[test]
+    fn pattern_and_segment_lists() {
+        let cli = Cli::try_parse_from([
+            "compare",
+            "--out",
+            "d",
+            "--patterns",
+            "multiseg,indexed,multirail",
+            "--segments",
+            "2,4",
+            "--mpi-build",
+            "/b",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.patterns.0,
+            vec![Pattern::Multiseg, Pattern::Indexed, Pattern::Multirail]
+        );
+        assert_eq!(cli.segments, vec![2, 4]);
+        assert_eq!(
+            cli.programs().mpi_program("multiseg", "mpich"),
+            PathBuf::from("/b/multiseg-mpich")
+        );
+        assert!(Cli::try_parse_from(["compare", "--out", "d", "--segments", "8,x"]).is_err());
+        assert!(Cli::try_parse_from(["compare", "--out", "d", "--segments", "0"]).is_err());
+        assert!(Cli::try_parse_from(["compare", "--out", "d", "--patterns", ""]).is_err());
     }
 }

@@ -1,9 +1,10 @@
 //! `bench/compare`: Navette measured beside its peers in one run.
 //!
 //! The shell script `bench/compare` installs what is missing (Open MPI,
-//! UCX's tools, a C compiler, a font), builds `navette`, this tool and two
-//! small C programs (`bench/mpi/pingpong.c`, `bench/floor/floor.c`), then
-//! hands over to the `navette-compare` binary, whose logic lives here:
+//! MPICH, UCX's tools, a C compiler, a font), builds `navette`, this tool
+//! and small C programs (`bench/mpi/*.c`, the multiseg and indexed ones
+//! once per MPI, and `bench/floor/floor.c`), then hands over to the
+//! `navette-compare` binary, whose logic lives here:
 //!
 //! - [`tools`]: one module per measured program: how it is started and how
 //!   its output is parsed (pure functions, tested on captured outputs);
@@ -29,8 +30,8 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::args::{Cli, Transport};
-use crate::patterns::{Context, Outcome};
-use crate::record::{Document, SkipKind};
+use crate::patterns::{Context, Outcome, Pattern};
+use crate::record::{Document, Note, SkipKind};
 use crate::runner::Runner;
 
 /// Why a comparison could not run at all (a tool that fails only skips
@@ -75,38 +76,71 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
     if let Some(warning) = &busy {
         write_out(out, &format!("compare: warning: {warning}\n"));
     }
-    for &pattern in &cli.patterns {
+    let mut segments = cli.segments.clone();
+    dedup(&mut segments);
+    for &pattern in &cli.patterns.0 {
+        let sizes = cli.sizes_of(pattern);
+        // Nothing is measured for multirail yet: one round says so.
+        let rounds = if pattern == Pattern::Multirail {
+            1
+        } else {
+            cli.rounds
+        };
         let mut outcome = Outcome::default();
-        for round in 1..=cli.rounds {
+        for round in 1..=rounds {
             let mut ctx = Context {
                 runner: &mut runner,
                 programs: cli.programs(),
                 transport,
-                sizes: &cli.sizes.0,
+                sizes: &sizes,
+                segments: &segments,
                 iterations: cli.iterations,
-                round: (cli.rounds > 1).then_some(round),
+                round: (rounds > 1).then_some(round),
             };
             outcome.keep_best(patterns::run(pattern, &mut ctx));
         }
-        if cli.rounds > 1 {
+        if rounds > 1 {
             outcome.notes.push(format!(
                 "each figure is the best of {} rounds (lowest latency, highest bandwidth); \
                  the tools take turns within each round",
                 cli.rounds
             ));
         }
-        outcome.notes.extend(congestion_note(transport));
-        outcome.notes.extend(busy.clone());
-        let view = table::View::new(pattern.name(), transport.name(), &outcome.records);
-        let text = table::render(&view, &outcome.skipped, &outcome.notes);
-        write_out(out, &text);
-        let png = cli
-            .out
-            .join(format!("{}-{}.png", pattern.name(), transport.name()));
-        match plot::draw(&png, &view, &outcome.skipped, &document) {
-            Ok(()) => write_out(out, &format!("Wrote {}\n", png.display())),
-            Err(e) => write_out(out, &format!("No plot {}: {e}\n", png.display())),
+        if pattern != Pattern::Multirail {
+            outcome.notes.extend(congestion_note(transport));
         }
+        outcome.notes.extend(busy.clone());
+        let groups: Vec<Option<usize>> = match pattern {
+            Pattern::Multiseg => segments.iter().copied().map(Some).collect(),
+            Pattern::Pingpong | Pattern::Indexed | Pattern::Multirail => vec![None],
+        };
+        for group in groups {
+            let view =
+                table::View::of_series(pattern.name(), transport.name(), group, &outcome.records);
+            let text = match pattern {
+                Pattern::Multiseg | Pattern::Indexed => {
+                    table::render_vs_mpi(&view, &outcome.skipped, &outcome.notes)
+                }
+                Pattern::Pingpong => table::render(&view, &outcome.skipped, &outcome.notes),
+                Pattern::Multirail => {
+                    table::render_unmeasured(&view, &outcome.skipped, &outcome.notes)
+                }
+            };
+            write_out(out, &text);
+            if pattern == Pattern::Multirail {
+                continue;
+            }
+            let png = cli.out.join(plot_name(pattern, group, transport));
+            match plot::draw(&png, &view, &outcome.skipped, &document) {
+                Ok(()) => write_out(out, &format!("Wrote {}\n", png.display())),
+                Err(e) => write_out(out, &format!("No plot {}: {e}\n", png.display())),
+            }
+        }
+        document.notes.extend(outcome.notes.iter().map(|note| Note {
+            pattern: pattern.name().to_owned(),
+            transport: transport.name().to_owned(),
+            note: note.clone(),
+        }));
         document.runs.extend(outcome.records);
         document.skipped.extend(outcome.skipped);
     }
@@ -127,9 +161,28 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
     Ok(i32::from(failed))
 }
 
+/// `PATTERN-TRANSPORT.png`, or `multiseg-8seg-TRANSPORT.png` for the
+/// series of 8 segments.
+pub fn plot_name(pattern: Pattern, segments: Option<usize>, transport: Transport) -> String {
+    match segments {
+        Some(n) => format!("{}-{n}seg-{}.png", pattern.name(), transport.name()),
+        None => format!("{}-{}.png", pattern.name(), transport.name()),
+    }
+}
+
+/// Keeps the first of each value, in order.
+fn dedup(values: &mut Vec<usize>) {
+    let mut seen = Vec::new();
+    values.retain(|v| {
+        let first = !seen.contains(v);
+        seen.push(*v);
+        first
+    });
+}
+
 /// Over tcp, the congestion control of each side's connections: it bounds
 /// large loopback transfers (see `navette::tcp::Congestion`), and Navette
-/// chooses its own while Open MPI and UCX keep the system's.
+/// chooses its own while the MPIs and UCX keep the system's.
 fn congestion_note(transport: Transport) -> Option<String> {
     if transport != Transport::Tcp {
         return None;
@@ -142,7 +195,7 @@ fn congestion_note(transport: Transport) -> Option<String> {
     };
     Some(format!(
         "tcp congestion control: navette and raw-tcp {navette} (NAVETTE_TCP_CONGESTION), \
-         openmpi and ucx the system's ({})",
+         openmpi, mpich and ucx the system's ({})",
         system.trim()
     ))
 }
@@ -171,6 +224,21 @@ fn write_out(out: &mut dyn Write, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plot_names_and_segment_lists() {
+        assert_eq!(
+            plot_name(Pattern::Pingpong, None, Transport::Shm),
+            "pingpong-shm.png"
+        );
+        assert_eq!(
+            plot_name(Pattern::Multiseg, Some(16), Transport::Tcp),
+            "multiseg-16seg-tcp.png"
+        );
+        let mut segments = vec![8, 16, 8, 4];
+        dedup(&mut segments);
+        assert_eq!(segments, [8, 16, 4]);
+    }
 
     #[test]
     fn tcp_comparisons_say_which_congestion_control_each_side_uses() {

@@ -63,6 +63,7 @@ fn color(implementation: &str) -> RGBColor {
     match implementation {
         imp::NAVETTE => RGBColor(214, 39, 40),
         imp::OPENMPI => RGBColor(31, 119, 180),
+        imp::MPICH => RGBColor(140, 86, 75),
         imp::UCX => RGBColor(44, 160, 44),
         imp::RAW_TCP => RGBColor(255, 127, 14),
         imp::MEMCPY | imp::CACHELINE => RGBColor(110, 110, 110),
@@ -85,16 +86,16 @@ pub fn draw(
     root.fill(&WHITE).map_err(draw_error)?;
     let (top, rest) = root.split_vertically(TITLE);
     let title = format!(
-        "{} over {} — navette {}, host {}, {}",
-        view.pattern, view.transport, doc.navette_version, doc.host, doc.date
+        "{} — navette {}, host {}, {}",
+        view.title(),
+        doc.navette_version,
+        doc.host,
+        doc.date
     );
     top.margin(14, 0, 0, 0)
         .titled(&title, ("sans-serif", 26))
         .map_err(draw_error)?;
-    let mine: Vec<&Skip> = skipped
-        .iter()
-        .filter(|s| s.pattern == view.pattern && s.transport == view.transport)
-        .collect();
+    let mine: Vec<&Skip> = skipped.iter().filter(|s| view.concerns(s)).collect();
     let footer = 12 + 26 * mine.len() as u32;
     let (charts, bottom) = rest.split_vertically(HEIGHT - TITLE - footer);
     let (left, right) = charts.split_horizontally(WIDTH / 2);
@@ -155,9 +156,17 @@ fn panel(
     let Some(((x0, x1), (y0, y1))) = extents(view, metric) else {
         return Ok(());
     };
+    let series = view.segments.is_some();
     let (caption, y_desc) = match metric {
+        Metric::Latency if series => ("one-way time of a whole series", "µs (one-way)"),
         Metric::Latency => ("one-way latency", "µs (one-way)"),
+        Metric::Bandwidth if series => ("bytes of a series / its one-way time", "MB/s (10^6 B/s)"),
         Metric::Bandwidth => ("bandwidth", "MB/s (10^6 B/s)"),
+    };
+    let x_desc = if series {
+        "segment size (bytes)"
+    } else {
+        "message size (bytes)"
     };
     let keys: Vec<f64> = view.sizes.iter().map(|&s| s as f64).collect();
     let mut chart = ChartBuilder::on(area)
@@ -172,7 +181,7 @@ fn panel(
         .map_err(draw_error)?;
     chart
         .configure_mesh()
-        .x_desc("message size (bytes)")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .x_label_formatter(&|x| ShortSize(x.round() as usize).to_string())
         .y_label_formatter(&|y| short_number(*y))

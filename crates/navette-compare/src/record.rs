@@ -1,7 +1,10 @@
 //! The benchmark output document of ARCHITECTURE.md ("Benchmark output"):
 //! `navette_version`, `host`, `date` and one row per (pattern, transport,
-//! impl, size). Rows that could not be measured are not invented: the
-//! document lists them under `skipped`, with the reason.
+//! impl, size), with the optional keys `segments` (multiseg: segments per
+//! series, `size` being per segment) and `strategy` (navette's rows of
+//! multiseg and indexed). Rows that could not be measured are not invented:
+//! the document lists them under `skipped`, with the reason; facts about
+//! how the peers ran (which transport each MPI used) are under `notes`.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -14,6 +17,8 @@ pub mod implementation {
     pub const NAVETTE: &str = "navette";
     /// Open MPI (ob1 with the vader or tcp BTL).
     pub const OPENMPI: &str = "openmpi";
+    /// MPICH (Debian's: ch4 over UCX, whose transports are chosen).
+    pub const MPICH: &str = "mpich";
     /// UCX through ucx_perftest.
     pub const UCX: &str = "ucx";
     /// Plain TCP sockets between navette's two ranks.
@@ -22,8 +27,10 @@ pub mod implementation {
     pub const CACHELINE: &str = "cacheline";
     /// Single-thread memcpy.
     pub const MEMCPY: &str = "memcpy";
-    /// The peers navette is ranked against in the ratios.
+    /// The peers navette is ranked against in the ratios of pingpong.
     pub const PEERS: [&str; 2] = [OPENMPI, UCX];
+    /// The peers of multiseg and indexed: the two MPIs.
+    pub const MPIS: [&str; 2] = [OPENMPI, MPICH];
 }
 
 /// One measurement.
@@ -36,7 +43,7 @@ pub struct Record {
     /// navette or the peer (see [`implementation`]).
     #[serde(rename = "impl")]
     pub implementation: String,
-    /// Message size in bytes.
+    /// Message size in bytes (per segment for multiseg).
     pub size: usize,
     /// One-way time in microseconds, if this implementation gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,6 +51,46 @@ pub struct Record {
     /// 10^6 bytes per second, if this implementation gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_mbps: Option<f64>,
+    /// Segments per series (multiseg).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<usize>,
+    /// The strategy that built navette's packets (multiseg, indexed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+impl Record {
+    /// A row of `implementation` without the optional keys.
+    pub fn new(
+        pattern: &str,
+        transport: &str,
+        implementation: &str,
+        size: usize,
+        latency_us: Option<f64>,
+        bandwidth_mbps: Option<f64>,
+    ) -> Self {
+        Self {
+            pattern: pattern.to_owned(),
+            transport: transport.to_owned(),
+            implementation: implementation.to_owned(),
+            size,
+            latency_us,
+            bandwidth_mbps,
+            segments: None,
+            strategy: None,
+        }
+    }
+
+    /// What identifies the row: pattern, transport, impl, segments, size.
+    pub fn key(&self) -> (&str, &str, &str, Option<usize>, usize) {
+        (
+            &self.pattern,
+            &self.transport,
+            &self.implementation,
+            self.segments,
+            self.size,
+        )
+    }
 }
 
 /// Whether a skip is expected.
@@ -66,6 +113,9 @@ pub struct Skip {
     /// The implementation whose rows are missing.
     #[serde(rename = "impl")]
     pub implementation: String,
+    /// The segments per series of the missing rows (multiseg).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segments: Option<usize>,
     /// Expected or not.
     pub kind: SkipKind,
     /// Sizes left out (every requested size when the tool did not run).
@@ -88,6 +138,21 @@ pub struct Document {
     /// What could not be measured (absent when nothing was skipped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skip>,
+    /// How the figures were obtained, where it matters to read them (such
+    /// as the transport each MPI ran over); absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+}
+
+/// A fact printed under a table, kept in the document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// The pattern.
+    pub pattern: String,
+    /// The transport.
+    pub transport: String,
+    /// What is noted.
+    pub note: String,
 }
 
 impl Document {
@@ -99,6 +164,7 @@ impl Document {
             date: rfc3339_utc(SystemTime::now()),
             runs: Vec::new(),
             skipped: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The printed comparison: one row per size, each implementation's latency
 //! and bandwidth, and navette's ratios to the best peer (lowest latency,
-//! highest bandwidth among Open MPI and UCX).
+//! highest bandwidth among Open MPI and UCX) for pingpong; for multiseg and
+//! indexed ([`render_vs_mpi`]), each one-way time and how many times faster
+//! navette is than each MPI and than the faster of the two.
 
 use std::fmt::Write;
 
@@ -15,6 +17,8 @@ pub struct View<'a> {
     pub pattern: &'a str,
     /// The transport.
     pub transport: &'a str,
+    /// Segments per series (multiseg: one view per segment count).
+    pub segments: Option<usize>,
     /// Sizes with at least one row, ascending.
     pub sizes: Vec<usize>,
     /// Implementations with at least one row, navette first, then peers.
@@ -23,9 +27,10 @@ pub struct View<'a> {
 }
 
 /// The order of columns and curves.
-const ORDER: [&str; 6] = [
+const ORDER: [&str; 7] = [
     imp::NAVETTE,
     imp::OPENMPI,
+    imp::MPICH,
     imp::UCX,
     imp::RAW_TCP,
     imp::MEMCPY,
@@ -35,10 +40,21 @@ const ORDER: [&str; 6] = [
 impl<'a> View<'a> {
     /// The rows of `records` that belong to `pattern` over `transport`.
     pub fn new(pattern: &'a str, transport: &'a str, records: &'a [Record]) -> Self {
+        Self::of_series(pattern, transport, None, records)
+    }
+
+    /// The rows of `records` that belong to `pattern` over `transport` in
+    /// series of `segments` (`None`: rows without segments).
+    pub fn of_series(
+        pattern: &'a str,
+        transport: &'a str,
+        segments: Option<usize>,
+        records: &'a [Record],
+    ) -> Self {
         let mine = || {
-            records
-                .iter()
-                .filter(move |r| r.pattern == pattern && r.transport == transport)
+            records.iter().filter(move |r| {
+                r.pattern == pattern && r.transport == transport && r.segments == segments
+            })
         };
         let mut sizes: Vec<usize> = mine()
             .filter(|r| r.implementation != imp::CACHELINE)
@@ -53,20 +69,40 @@ impl<'a> View<'a> {
         Self {
             pattern,
             transport,
+            segments,
             sizes,
             implementations,
             records,
         }
     }
 
+    /// `pattern over transport`, with the segments per series if any.
+    pub fn title(&self) -> String {
+        match self.segments {
+            Some(n) => format!(
+                "{} ({n} segments per series) over {}",
+                self.pattern, self.transport
+            ),
+            None => format!("{} over {}", self.pattern, self.transport),
+        }
+    }
+
+    /// Whether `skip` is about this view's rows.
+    pub fn concerns(&self, skip: &Skip) -> bool {
+        skip.pattern == self.pattern
+            && skip.transport == self.transport
+            && skip.segments == self.segments
+    }
+
+    fn holds(&self, r: &Record) -> bool {
+        r.pattern == self.pattern && r.transport == self.transport && r.segments == self.segments
+    }
+
     /// The row of `implementation` at `size`.
     pub fn get(&self, implementation: &str, size: usize) -> Option<&'a Record> {
-        self.records.iter().find(|r| {
-            r.pattern == self.pattern
-                && r.transport == self.transport
-                && r.implementation == implementation
-                && r.size == size
-        })
+        self.records
+            .iter()
+            .find(|r| self.holds(r) && r.implementation == implementation && r.size == size)
     }
 
     /// Every row of `implementation`, by ascending size.
@@ -74,11 +110,7 @@ impl<'a> View<'a> {
         let mut rows: Vec<&Record> = self
             .records
             .iter()
-            .filter(|r| {
-                r.pattern == self.pattern
-                    && r.transport == self.transport
-                    && r.implementation == implementation
-            })
+            .filter(|r| self.holds(r) && r.implementation == implementation)
             .collect();
         rows.sort_by_key(|r| r.size);
         rows
@@ -104,13 +136,39 @@ impl<'a> View<'a> {
         value: impl Fn(&Record) -> Option<f64>,
         better: impl Fn(f64, f64) -> bool,
     ) -> Option<(f64, &'static str)> {
-        imp::PEERS
+        self.best_of(&imp::PEERS, size, value, better)
+    }
+
+    fn best_of(
+        &self,
+        peers: &[&'static str],
+        size: usize,
+        value: impl Fn(&Record) -> Option<f64>,
+        better: impl Fn(f64, f64) -> bool,
+    ) -> Option<(f64, &'static str)> {
+        peers
             .iter()
             .filter_map(|&peer| {
                 let v = value(self.get(peer, size)?)?;
                 (v > 0.0).then_some((v, peer))
             })
             .reduce(|a, b| if better(b.0, a.0) { b } else { a })
+    }
+
+    /// How many times faster navette is than `peer` at `size`: the peer's
+    /// one-way time over navette's.
+    pub fn speedup(&self, size: usize, peer: &str) -> Option<f64> {
+        let navette = self.get(imp::NAVETTE, size)?.latency_us?;
+        let theirs = self.get(peer, size)?.latency_us?;
+        (navette > 0.0 && theirs > 0.0).then(|| theirs / navette)
+    }
+
+    /// How many times faster navette is than the faster MPI at `size`, and
+    /// that MPI.
+    pub fn speedup_vs_faster_mpi(&self, size: usize) -> Option<(f64, &'static str)> {
+        let navette = self.get(imp::NAVETTE, size)?.latency_us?;
+        let (best, mpi) = self.best_of(&imp::MPIS, size, |r| r.latency_us, |a, b| a < b)?;
+        (navette > 0.0).then(|| (best / navette, mpi))
     }
 
     fn has(&self, implementation: &str, value: impl Fn(&Record) -> Option<f64>) -> bool {
@@ -123,10 +181,9 @@ impl<'a> View<'a> {
 /// The whole printed block: title, table, floor, skips, notes.
 pub fn render(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
     let mut text = format!(
-        "\n{} over {}: one-way latency in µs, bandwidth in MB/s (10^6 B/s); \
+        "\n{}: one-way latency in µs, bandwidth in MB/s (10^6 B/s); \
          ratios are navette / best of {} (lowest latency, highest bandwidth)\n",
-        view.pattern,
-        view.transport,
+        view.title(),
         imp::PEERS.join(", ")
     );
     type Column<'a> = (&'a str, bool);
@@ -181,10 +238,84 @@ pub fn render(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
             );
         }
     }
-    for skip in skipped
+    skips_and_notes(&mut text, view, skipped, notes);
+    text
+}
+
+/// For multiseg and indexed: each implementation's one-way time (of a
+/// whole series for multiseg), then how many times faster navette is than
+/// each MPI and than the faster of the two (MPI µs / navette µs).
+pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
+    let what = if view.segments.is_some() {
+        "one-way µs of a whole series, size per segment"
+    } else {
+        "one-way µs, size = both blocks"
+    };
+    let mut text = format!(
+        "\n{}: {what}; ×MPI = how many times faster navette is (MPI µs / navette µs; \
+         below 1: slower)\n",
+        view.title()
+    );
+    let _ = write!(text, "{:>8}", "size");
+    let shown: Vec<&str> = std::iter::once(imp::NAVETTE)
+        .chain(imp::MPIS)
+        .chain(
+            view.implementations
+                .iter()
+                .copied()
+                .filter(|i| *i != imp::NAVETTE && !imp::MPIS.contains(i)),
+        )
+        .collect();
+    for i in &shown {
+        let _ = write!(text, " {:>12}", format!("{i} µs"));
+    }
+    for mpi in imp::MPIS {
+        let _ = write!(text, " {:>10}", format!("×{mpi}"));
+    }
+    let _ = writeln!(text, " {:>16}", "×faster MPI");
+    for &size in &view.sizes {
+        let _ = write!(text, "{:>8}", ShortSize(size));
+        for i in &shown {
+            let value = view.get(i, size).and_then(|r| r.latency_us);
+            let _ = write!(text, " {:>12}", number(value, true));
+        }
+        for mpi in imp::MPIS {
+            let cell = view
+                .speedup(size, mpi)
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
+            let _ = write!(text, " {cell:>10}");
+        }
+        let cell = view
+            .speedup_vs_faster_mpi(size)
+            .map_or_else(|| "-".to_owned(), |(x, mpi)| format!("{x:.2} {mpi}"));
+        let _ = writeln!(text, " {cell:>16}");
+    }
+    if let Some(strategy) = view
+        .series(imp::NAVETTE)
         .iter()
-        .filter(|s| s.pattern == view.pattern && s.transport == view.transport)
+        .find_map(|r| r.strategy.as_deref())
     {
+        let _ = writeln!(text, "navette strategy: {strategy}");
+    }
+    skips_and_notes(&mut text, view, skipped, notes);
+    text
+}
+
+/// For a pattern accepted but not measured (multirail): its title, why
+/// nothing was measured, and the notes.
+pub fn render_unmeasured(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
+    let mut text = format!("\n{}: not measured\n", view.title());
+    for skip in skipped.iter().filter(|s| view.concerns(s)) {
+        let _ = writeln!(text, "skipped {}: {}", skip.implementation, skip.reason);
+    }
+    for note in notes {
+        let _ = writeln!(text, "note: {note}");
+    }
+    text
+}
+
+fn skips_and_notes(text: &mut String, view: &View<'_>, skipped: &[Skip], notes: &[String]) {
+    for skip in skipped.iter().filter(|s| view.concerns(s)) {
         let kind = match skip.kind {
             SkipKind::Unavailable => "not available",
             SkipKind::Failed => "FAILED",
@@ -200,7 +331,6 @@ pub fn render(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
     for note in notes {
         let _ = writeln!(text, "note: {note}");
     }
-    text
 }
 
 /// A figure with a precision that suits its magnitude.
@@ -218,14 +348,7 @@ mod tests {
     use super::*;
 
     fn row(implementation: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
-        Record {
-            pattern: "pingpong".into(),
-            transport: "shm".into(),
-            implementation: implementation.into(),
-            size,
-            latency_us: lat,
-            bandwidth_mbps: bw,
-        }
+        Record::new("pingpong", "shm", implementation, size, lat, bw)
     }
 
     #[test]
@@ -265,6 +388,7 @@ mod tests {
             pattern: "pingpong".into(),
             transport: "shm".into(),
             implementation: imp::NAVETTE.into(),
+            segments: None,
             kind: SkipKind::Unavailable,
             sizes: vec![4096],
             reason: "the shared-memory driver is not available yet".into(),
@@ -282,5 +406,57 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("note: a note"), "{text}");
+    }
+
+    #[test]
+    fn multiseg_speedups_against_the_faster_mpi() {
+        let series = |imp: &str, segments, size, lat| Record {
+            segments: Some(segments),
+            strategy: (imp == imp::NAVETTE).then(|| "aggregate".to_owned()),
+            ..Record::new("multiseg", "shm", imp, size, Some(lat), None)
+        };
+        let records = vec![
+            series(imp::NAVETTE, 8, 4, 2.0),
+            series(imp::OPENMPI, 8, 4, 5.0),
+            series(imp::MPICH, 8, 4, 4.0),
+            series(imp::NAVETTE, 16, 4, 10.0),
+            series(imp::OPENMPI, 16, 4, 5.0),
+        ];
+        let view = View::of_series("multiseg", "shm", Some(8), &records);
+        assert_eq!(view.sizes, [4]);
+        assert_eq!(
+            view.implementations,
+            [imp::NAVETTE, imp::OPENMPI, imp::MPICH]
+        );
+        assert_eq!(view.speedup(4, imp::OPENMPI), Some(2.5));
+        assert_eq!(view.speedup_vs_faster_mpi(4), Some((2.0, imp::MPICH)));
+        let skip = Skip {
+            pattern: "multiseg".into(),
+            transport: "shm".into(),
+            implementation: imp::MPICH.into(),
+            segments: Some(16),
+            kind: SkipKind::Failed,
+            sizes: vec![4],
+            reason: "it failed".into(),
+        };
+        assert!(!view.concerns(&skip), "another segment count");
+        let text = render_vs_mpi(&view, std::slice::from_ref(&skip), &[]);
+        assert!(
+            text.contains("multiseg (8 segments per series) over shm"),
+            "{text}"
+        );
+        assert!(text.contains("2.00 mpich"), "{text}");
+        assert!(text.contains("navette strategy: aggregate"), "{text}");
+        assert!(!text.contains("skipped"), "{text}");
+        // 16 segments: navette slower than Open MPI, MPICH missing.
+        let view = View::of_series("multiseg", "shm", Some(16), &records);
+        assert_eq!(view.speedup_vs_faster_mpi(4), Some((0.5, imp::OPENMPI)));
+        assert_eq!(view.speedup(4, imp::MPICH), None);
+        let text = render_vs_mpi(&view, &[skip], &[]);
+        assert!(text.contains("0.50 openmpi"), "{text}");
+        assert!(
+            text.contains("skipped mpich (FAILED, 1 sizes): it failed"),
+            "{text}"
+        );
     }
 }

@@ -1,11 +1,11 @@
 //! The parsers on outputs captured from real runs on Debian bookworm (Open
-//! MPI 4.1.4, UCX 1.13.1, this repository's navette and floor programs),
-//! and the benchmark output document they feed. Nothing here installs or
-//! runs a tool.
+//! MPI 4.1.4, MPICH 4.0.2 over UCX, UCX 1.13.1, this repository's navette,
+//! MPI and floor programs), and the benchmark output document they feed.
+//! Nothing here installs or runs a tool.
 
 use navette_compare::record::{Document, Record, Skip, SkipKind};
 use navette_compare::runner::Output;
-use navette_compare::tools::{Figure, ParseError, floor, navette, openmpi, ucx};
+use navette_compare::tools::{Figure, ParseError, floor, mpi, mpich, navette, openmpi, ucx};
 
 const SIZES: [usize; 9] = [8, 64, 512, 4096, 32768, 262144, 1048576, 4194304, 16777216];
 
@@ -154,22 +154,8 @@ fn document_in_the_architecture_format() {
     doc.host = "vm".into();
     doc.date = "2026-01-02T03:04:05Z".into();
     doc.runs = vec![
-        Record {
-            pattern: "pingpong".into(),
-            transport: "tcp".into(),
-            implementation: "navette".into(),
-            size: 8,
-            latency_us: Some(11.2),
-            bandwidth_mbps: Some(0.7),
-        },
-        Record {
-            pattern: "pingpong".into(),
-            transport: "shm".into(),
-            implementation: "memcpy".into(),
-            size: 64,
-            latency_us: None,
-            bandwidth_mbps: Some(21000.5),
-        },
+        Record::new("pingpong", "tcp", "navette", 8, Some(11.2), Some(0.7)),
+        Record::new("pingpong", "shm", "memcpy", 64, None, Some(21000.5)),
     ];
     let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
     assert_eq!(
@@ -189,6 +175,7 @@ fn document_in_the_architecture_format() {
         pattern: "pingpong".into(),
         transport: "shm".into(),
         implementation: "navette".into(),
+        segments: None,
         kind: SkipKind::Unavailable,
         sizes: vec![8],
         reason: "not available yet".into(),
@@ -202,4 +189,88 @@ fn document_in_the_architecture_format() {
     // What navette-compare writes, navette's own reader takes back.
     let back = navette::parse(&doc.to_json()).unwrap();
     assert_eq!(back, doc.runs);
+}
+
+#[test]
+fn multiseg_output_of_both_mpis() {
+    let names = [
+        "openmpi-multiseg-shm.out",
+        "mpich-multiseg-shm.out",
+        "mpich-multiseg-tcp.out",
+    ];
+    for name in names {
+        let series = mpi::parse_multiseg(&fixture(name)).unwrap();
+        let cases: Vec<(usize, usize)> =
+            series.iter().map(|s| (s.segments, s.figure.size)).collect();
+        assert_eq!(
+            cases,
+            [(8, 4), (8, 64), (8, 1024), (16, 4), (16, 64), (16, 1024)],
+            "{name}"
+        );
+        for s in &series {
+            let (lat, bw) = (
+                s.figure.latency_us.unwrap(),
+                s.figure.bandwidth_mbps.unwrap(),
+            );
+            // bandwidth is the series' bytes over its one-way time.
+            let implied = (s.segments * s.figure.size) as f64 / lat;
+            assert!(
+                (implied - bw).abs() <= 0.01 * implied + 0.01,
+                "{name}: {s:?}"
+            );
+        }
+    }
+    // MPICH's UCX log says which transports it used between the ranks.
+    let mpich_out = fixture("mpich-multiseg-shm.out");
+    assert_eq!(
+        mpich::transports(&mpich_out).as_deref(),
+        Some("sysv/memory cma/memory")
+    );
+    assert_eq!(ucx::error(&mpich_out), None, "DIAG lines are not errors");
+    assert_eq!(
+        mpich::transports(&fixture("mpich-multiseg-tcp.out")).as_deref(),
+        Some("tcp/lo")
+    );
+}
+
+#[test]
+fn indexed_output_of_both_mpis() {
+    for name in ["openmpi-indexed-shm.out", "mpich-indexed-shm.out"] {
+        let figures = mpi::parse_indexed(&fixture(name)).unwrap();
+        assert_eq!(figures.len(), 1, "{name}");
+        assert_eq!(figures[0].size, 64 + 262_144, "{name}: both blocks");
+        assert!(figures[0].latency_us.unwrap() > 0.0);
+    }
+    assert!(matches!(
+        mpi::parse_indexed(&fixture("openmpi-multiseg-shm.out")),
+        Err(ParseError::NoResult(_))
+    ));
+}
+
+#[test]
+fn navette_multiseg_document() {
+    let records = navette::parse(&fixture("navette-multiseg-shm.json")).unwrap();
+    assert_eq!(records.len(), 6);
+    assert!(records.iter().all(|r| r.pattern == "multiseg"
+        && r.transport == "shm"
+        && r.strategy.as_deref() == Some("aggregate")));
+    let cases: Vec<(Option<usize>, usize)> = records.iter().map(|r| (r.segments, r.size)).collect();
+    assert_eq!(
+        cases,
+        [
+            (Some(8), 4),
+            (Some(8), 64),
+            (Some(8), 1024),
+            (Some(16), 4),
+            (Some(16), 64),
+            (Some(16), 1024)
+        ]
+    );
+    // Written back by navette-compare, the optional keys stay.
+    let mut doc = Document::new("0.1.0".into());
+    doc.runs = records.clone();
+    let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(value["runs"][0]["segments"], 8);
+    assert_eq!(value["runs"][0]["strategy"], "aggregate");
+    assert_eq!(navette::parse(&doc.to_json()).unwrap(), records);
 }

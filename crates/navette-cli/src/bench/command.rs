@@ -10,8 +10,8 @@ use std::sync::Arc;
 use navette::{RuntimeConfig, init_with};
 use navette_session::{Bootstrap, env};
 
-use super::{Baseline, BenchConfig, BenchError, Pattern, run_rank, runs, table_header, table_row};
-use crate::json::BenchDocument;
+use super::document::{self, BenchOutput};
+use super::{Baseline, BenchConfig, BenchError, Pattern, run_rank, table_header, table_row};
 use crate::sizes::SizeList;
 
 /// Environment variable that forces the driver: `tcp` or `shm`.
@@ -20,6 +20,27 @@ pub use navette::DRIVER_VAR;
 /// Default sizes of `navette bench`: 1 B to 16 MiB.
 pub const DEFAULT_SIZES: &str = "1,8,64,512,4K,32K,256K,1M,4M,16M";
 
+/// Default sizes of `navette bench multiseg`: bytes per segment.
+pub const MULTISEG_SIZES: &str = "4,64,1K";
+
+/// Default size of `navette bench indexed`: the large block (the message
+/// has 64 bytes more).
+pub const INDEXED_SIZES: &str = "256K";
+
+/// Default segments per series of `navette bench multiseg`.
+pub const DEFAULT_SEGMENTS: &str = "8,16";
+
+impl Pattern {
+    /// The sizes measured when `--sizes` is not given.
+    pub fn default_sizes(self) -> &'static str {
+        match self {
+            Self::Multiseg => MULTISEG_SIZES,
+            Self::Indexed => INDEXED_SIZES,
+            Self::Pingpong | Self::Stream | Self::Rpc => DEFAULT_SIZES,
+        }
+    }
+}
+
 /// Arguments of `navette bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -27,8 +48,14 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub pattern: Pattern,
     /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
-    #[arg(long, default_value = DEFAULT_SIZES)]
-    pub sizes: SizeList,
+    /// multiseg: bytes per segment; indexed: the large block (the message
+    /// has a 64-byte block more) [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
+    /// multiseg 4,64,1K; indexed 256K].
+    #[arg(long)]
+    pub sizes: Option<SizeList>,
+    /// Segments per series of multiseg, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_SEGMENTS)]
+    pub segments: Vec<usize>,
     /// Timed iterations per size [default: more for small sizes].
     #[arg(long)]
     pub iterations: Option<u32>,
@@ -55,17 +82,24 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     let runtime = RuntimeConfig::default();
     let tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
     let node = init_with(Arc::clone(&bootstrap), runtime)?;
+    let sizes = match &args.sizes {
+        Some(sizes) => sizes.0.clone(),
+        None => crate::sizes::parse_sizes(args.pattern.default_sizes())
+            .map_err(|e| BenchError::Setup(format!("default sizes: {e}")))?,
+    };
     let config = BenchConfig {
         pattern: args.pattern,
-        sizes: args.sizes.0.clone(),
+        sizes,
+        segments: args.segments.clone(),
         iterations: args.iterations,
         window: args.window.max(1),
         baseline: args.baseline,
         transport: node.driver_name().to_owned(),
         tcp_congestion,
+        strategy: document::strategy_from_env(),
     };
     let rank = node.rank();
-    let progress = progress_bar(rank, config.sizes.len());
+    let progress = progress_bar(rank, super::cases(&config)?.len());
     // While the bar draws on the terminal, the table goes there too, above
     // it (our standard output is the launcher's pipe: its lines would land
     // in the middle of the bar).
@@ -92,7 +126,9 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         return Err(e.into());
     }
     if let (0, Some(path)) = (rank, &args.json) {
-        BenchDocument::new(runs(&config, &figures)).write(path)?;
+        BenchOutput::new(document::rows(&config, &figures))
+            .write(path)
+            .map_err(|e| BenchError::Setup(format!("cannot write {}: {e}", path.display())))?;
         writeln!(out, "Wrote {}", path.display())?;
     }
     Ok(None)
@@ -119,11 +155,13 @@ pub fn demo(
         let config = BenchConfig {
             pattern,
             sizes: sizes.to_vec(),
+            segments: Vec::new(),
             iterations,
             window: 1,
             baseline: (node.driver_name() == "tcp").then_some(Baseline::RawTcp),
             transport: node.driver_name().into(),
             tcp_congestion: tcp_congestion.clone(),
+            strategy: document::strategy_from_env(),
         };
         if rank == 0 {
             writeln!(out)?;
@@ -142,11 +180,11 @@ pub fn demo(
 }
 
 /// A bar on rank 0's standard error, drawn only when it is a terminal.
-fn progress_bar(rank: u32, sizes: usize) -> indicatif::ProgressBar {
+fn progress_bar(rank: u32, cases: usize) -> indicatif::ProgressBar {
     if rank != 0 {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new(sizes as u64);
+    let bar = indicatif::ProgressBar::new(cases as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} sizes, {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),

@@ -5,8 +5,16 @@
 //! size is also measured over plain TCP sockets between the same two ranks,
 //! the two taking turns in eight slices of the iterations (so that a host
 //! whose speed drifts weighs on both alike), and the table shows the ratio.
+//!
+//! Patterns: `pingpong`, `stream`, `rpc` (here and in [`rpc`]), `multiseg`
+//! (several messages per ping, [`multiseg`]) and `indexed` (one message of
+//! two separate blocks, [`indexed`]). Each measured [`Case`] is a message
+//! size, with a segment count for multiseg.
 
 pub mod command;
+pub mod document;
+pub mod indexed;
+pub mod multiseg;
 pub mod raw_tcp;
 mod rpc;
 
@@ -50,6 +58,12 @@ pub enum Pattern {
     Stream,
     /// RPC-shaped Madeleine messages (header EXPRESS, body CHEAPER), both ways.
     Rpc,
+    /// Ping-pong of series of segments, each its own non-blocking send on
+    /// its own channel and tag.
+    Multiseg,
+    /// Ping-pong of one Madeleine message made of a 64-byte block (EXPRESS)
+    /// and a large block (CHEAPER) in separate memory.
+    Indexed,
 }
 
 impl Pattern {
@@ -59,6 +73,8 @@ impl Pattern {
             Self::Pingpong => "pingpong",
             Self::Stream => "stream",
             Self::Rpc => "rpc",
+            Self::Multiseg => "multiseg",
+            Self::Indexed => "indexed",
         }
     }
 }
@@ -75,8 +91,11 @@ pub enum Baseline {
 pub struct BenchConfig {
     /// The pattern.
     pub pattern: Pattern,
-    /// Message sizes in bytes.
+    /// Message sizes in bytes: per segment for multiseg, of the large
+    /// block for indexed (see [`cases`]).
     pub sizes: Vec<usize>,
+    /// Segments per series of multiseg (ignored by the other patterns).
+    pub segments: Vec<usize>,
     /// Timed iterations per size; `None` picks by size.
     pub iterations: Option<u32>,
     /// Messages in flight per iteration of `stream`.
@@ -89,6 +108,9 @@ pub struct BenchConfig {
     /// raw TCP baseline's connection gets too: the baseline is the same
     /// kernel path without Navette, so the ratio measures Navette alone.
     pub tcp_congestion: Congestion,
+    /// The strategy named in multiseg's and indexed's rows (see
+    /// [`document::strategy_from_env`]).
+    pub strategy: String,
 }
 
 /// Why a benchmark failed.
@@ -119,11 +141,13 @@ pub enum BenchError {
     },
 }
 
-/// One size's figures: Navette's, and the baseline's if asked for.
+/// One case's figures: Navette's, and the baseline's if asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SizeFigures {
-    /// Message size.
+    /// Message size (per segment for multiseg; both blocks for indexed).
     pub size: usize,
+    /// Segments per series (multiseg only).
+    pub segments: Option<usize>,
     /// Timed iterations.
     pub iterations: u32,
     /// Navette.
@@ -166,10 +190,96 @@ pub fn default_iterations(size: usize) -> u32 {
     (budget / size.max(1)).clamp(8, 100_000) as u32
 }
 
+/// Default count of timed series of `segments` messages of `size` bytes
+/// each: [`default_iterations`] of the series' bytes, divided among its
+/// messages (so that a series of 16 small segments counts as 16 round trips
+/// of the budget, not one), and at least 8. One segment is a ping-pong.
+pub fn series_iterations(segments: usize, size: usize) -> u32 {
+    let segments = segments.max(1);
+    let per_series = default_iterations(segments.saturating_mul(size));
+    (per_series / u32::try_from(segments).unwrap_or(u32::MAX)).max(8)
+}
+
+/// What one row measures: a message size and, for multiseg, the number of
+/// segments of a series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// Segments per series (multiseg only).
+    pub segments: Option<usize>,
+    /// Bytes per message: per segment for multiseg, both blocks for indexed.
+    pub size: usize,
+}
+
+impl Case {
+    /// Bytes that cross one way in one exchange.
+    pub fn bytes(self) -> usize {
+        self.size.saturating_mul(self.segments.unwrap_or(1))
+    }
+
+    /// Timed iterations when none is given ([`series_iterations`]).
+    pub fn default_iterations(self) -> u32 {
+        series_iterations(self.segments.unwrap_or(1), self.size)
+    }
+}
+
+/// The rows `config` measures, in order: for multiseg every size for each
+/// segment count; for indexed each size taken as the large block, the row's
+/// size being both blocks ([`indexed::HEAD`] more); else each size.
+pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
+    let plain = |size| Case {
+        segments: None,
+        size,
+    };
+    match config.pattern {
+        Pattern::Multiseg => {
+            if let Some(&bad) = config
+                .segments
+                .iter()
+                .find(|&&s| !(1..=multiseg::MAX_SEGMENTS).contains(&s))
+            {
+                return Err(BenchError::Setup(format!(
+                    "{bad} segments: multiseg takes 1 to {} segments per series",
+                    multiseg::MAX_SEGMENTS
+                )));
+            }
+            Ok(config
+                .segments
+                .iter()
+                .flat_map(|&segments| {
+                    config.sizes.iter().map(move |&size| Case {
+                        segments: Some(segments),
+                        size,
+                    })
+                })
+                .collect())
+        }
+        Pattern::Indexed => config
+            .sizes
+            .iter()
+            .map(|&large| {
+                large.checked_add(indexed::HEAD).map(plain).ok_or_else(|| {
+                    BenchError::Setup(format!("indexed: a {large}-byte block is too large"))
+                })
+            })
+            .collect(),
+        Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => {
+            Ok(config.sizes.iter().copied().map(plain).collect())
+        }
+    }
+}
+
 /// The bytes sent at `size`: a pattern the receiver can check.
 fn payload(size: usize) -> Vec<u8> {
-    (0..size)
-        .map(|i| (i.wrapping_mul(31) ^ size) as u8)
+    pattern(size, size, 0)
+}
+
+/// `len` bytes of the pattern of piece `index` (a segment, a block) of an
+/// exchange of `size`: different pieces differ, so one landing in
+/// another's place is caught. Piece 0 of `size` bytes is [`payload`].
+fn pattern(len: usize, size: usize, index: usize) -> Vec<u8> {
+    let salt = size ^ index.wrapping_mul(101);
+    (0..len)
+        .map(|i| (i.wrapping_mul(31) ^ salt) as u8)
         .collect()
 }
 
@@ -191,12 +301,13 @@ pub fn run_rank(
         None => None,
     };
     let mut results = Vec::new();
-    for &size in &config.sizes {
+    for case in cases(config)? {
+        let (size, bytes) = (case.size, case.bytes());
         let iterations = config
             .iterations
-            .unwrap_or_else(|| default_iterations(size));
+            .unwrap_or_else(|| case.default_iterations());
         // Plain TCP cannot send an empty message: no baseline at size 0.
-        let mut raw = raw.as_mut().filter(|_| size > 0);
+        let mut raw = raw.as_mut().filter(|_| bytes > 0);
         // With a baseline, the two alternate in slices of the iterations:
         // a host whose speed drifts during the run (a virtual machine's
         // neighbours) then weighs on both alike, and the ratio stays fair.
@@ -209,19 +320,27 @@ pub fn run_rank(
                 Pattern::Pingpong => navette_pingpong(node, role, size, warm, count)?,
                 Pattern::Stream => navette_stream(node, role, size, warm, count, window)?,
                 Pattern::Rpc => rpc::navette_rpc(node, role, size, warm, count)?,
+                Pattern::Multiseg => {
+                    let segments = case.segments.unwrap_or(1);
+                    multiseg::navette_multiseg(node, role, segments, size, warm, count)?
+                }
+                Pattern::Indexed => indexed::navette_indexed(node, role, size, warm, count)?,
             };
             if let Some(raw) = raw.as_deref_mut() {
                 baseline += match config.pattern {
-                    // The raw baseline of an RPC is the same bytes as a
-                    // ping-pong.
-                    Pattern::Pingpong | Pattern::Rpc => raw_pingpong(raw, role, size, warm, count)?,
+                    // The raw baseline of an RPC, a series of segments or
+                    // an indexed message is the same bytes as one
+                    // ping-pong message.
+                    Pattern::Pingpong | Pattern::Rpc | Pattern::Multiseg | Pattern::Indexed => {
+                        raw_pingpong(raw, role, bytes, warm, count)?
+                    }
                     Pattern::Stream => raw_stream(raw, role, size, warm, count, window)?,
                 };
             }
         }
         let figure = |elapsed| match config.pattern {
-            Pattern::Pingpong | Pattern::Rpc => {
-                Figure::from_one_way(size, elapsed / (2 * iterations))
+            Pattern::Pingpong | Pattern::Rpc | Pattern::Multiseg | Pattern::Indexed => {
+                Figure::from_one_way(bytes, elapsed / (2 * iterations))
             }
             Pattern::Stream => per_message(size, elapsed, iterations, config.window),
         };
@@ -229,6 +348,7 @@ pub fn run_rank(
         let baseline = raw.is_some().then(|| figure(baseline));
         let figures = SizeFigures {
             size,
+            segments: case.segments,
             iterations,
             navette,
             baseline,
@@ -443,9 +563,21 @@ pub fn table_header(config: &BenchConfig) -> String {
         ),
         None => ("", String::new()),
     };
+    let (what, segments) = match config.pattern {
+        Pattern::Multiseg => (
+            "; size is per segment, µs the one-way time of a whole series, \
+             MB/s its bytes over that",
+            format!("{:>5} ", "segs"),
+        ),
+        Pattern::Indexed => (
+            "; size is both blocks: 64 B EXPRESS and the rest CHEAPER, in separate memory",
+            String::new(),
+        ),
+        Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => ("", String::new()),
+    };
     format!(
-        "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s{ratios})\n\
-         {:>9} {:>7} {:>12} {:>10}{baseline}\n",
+        "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s{what}{ratios})\n\
+         {segments}{:>9} {:>7} {:>12} {:>10}{baseline}\n",
         config.pattern.name(),
         config.transport,
         "size",
@@ -457,7 +589,8 @@ pub fn table_header(config: &BenchConfig) -> String {
 
 /// One table row.
 pub fn table_row(f: &SizeFigures) -> String {
-    let mut row = format!(
+    let mut row = f.segments.map_or_else(String::new, |s| format!("{s:>5} "));
+    row += &format!(
         "{:>9} {:>7} {:>12.3} {:>10.1}",
         crate::sizes::ShortSize(f.size),
         f.iterations,

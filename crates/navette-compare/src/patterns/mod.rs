@@ -1,9 +1,9 @@
 //! One module per communication pattern. A pattern runs, for one
 //! transport, navette and every peer that has that pattern, and returns
-//! the rows (plus what it skipped and why). Later patterns (multiseg,
-//! indexed, multirail, rpc, migrate, rpc_rate) are one file each here and
-//! one arm in [`run`].
+//! the rows (plus what it skipped and why). Later patterns (multirail, rpc,
+//! migrate, rpc_rate) are one file each here and one arm in [`run`].
 
+pub mod mpi;
 mod pingpong;
 
 use crate::args::{Programs, Transport};
@@ -16,6 +16,15 @@ use crate::tools::Figure;
 pub enum Pattern {
     /// Ping-pong of one message: one-way latency and size / latency.
     Pingpong,
+    /// Ping-pong of series of segments, each its own non-blocking send on
+    /// its own channel (MPI: communicator): one-way time of a series.
+    Multiseg,
+    /// Ping-pong of one message of two blocks in separate memory (64 bytes
+    /// and a large one): pack/unpack in navette, hindexed in MPI.
+    Indexed,
+    /// Several rails at once (accepted, reported as skipped: needs network
+    /// namespaces, not yet wired).
+    Multirail,
 }
 
 impl Pattern {
@@ -23,8 +32,41 @@ impl Pattern {
     pub fn name(self) -> &'static str {
         match self {
             Self::Pingpong => "pingpong",
+            Self::Multiseg => "multiseg",
+            Self::Indexed => "indexed",
+            Self::Multirail => "multirail",
         }
     }
+
+    /// Sizes measured when `--sizes` is not given: per segment for
+    /// multiseg, the large block for indexed (as `navette bench`).
+    pub fn default_sizes(self) -> &'static str {
+        match self {
+            Self::Pingpong | Self::Multirail => crate::args::DEFAULT_SIZES,
+            Self::Multiseg => navette_cli::bench::command::MULTISEG_SIZES,
+            Self::Indexed => navette_cli::bench::command::INDEXED_SIZES,
+        }
+    }
+}
+
+/// Patterns from a comma-separated list (`multiseg,indexed`), in order,
+/// each once.
+pub fn parse_patterns(list: &str) -> Result<Vec<Pattern>, String> {
+    let mut patterns = Vec::new();
+    for item in list.split(',') {
+        let item = item.trim();
+        let pattern = <Pattern as clap::ValueEnum>::from_str(item, true).map_err(|_| {
+            let known: Vec<&str> = <Pattern as clap::ValueEnum>::value_variants()
+                .iter()
+                .map(|p| p.name())
+                .collect();
+            format!("unknown pattern {item:?} (known: {})", known.join(", "))
+        })?;
+        if !patterns.contains(&pattern) {
+            patterns.push(pattern);
+        }
+    }
+    Ok(patterns)
 }
 
 /// What a pattern needs.
@@ -36,8 +78,11 @@ pub struct Context<'a> {
     pub programs: Programs,
     /// What is compared.
     pub transport: Transport,
-    /// Message sizes.
+    /// Message sizes (per segment for multiseg, the large block for
+    /// indexed).
     pub sizes: &'a [usize],
+    /// Segments per series (multiseg).
+    pub segments: &'a [usize],
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
     /// Which of several rounds this is (it names the raw outputs), if
@@ -74,20 +119,14 @@ impl Outcome {
     /// stays only for sizes no round measured; notes once each.
     pub fn keep_best(&mut self, other: Self) {
         for record in other.records {
-            let same = self.records.iter_mut().find(|r| {
-                (&r.pattern, &r.transport, &r.implementation, r.size)
-                    == (
-                        &record.pattern,
-                        &record.transport,
-                        &record.implementation,
-                        record.size,
-                    )
-            });
-            match same {
+            match self.records.iter_mut().find(|r| r.key() == record.key()) {
                 Some(kept) => {
                     kept.latency_us = best(kept.latency_us, record.latency_us, f64::min);
                     kept.bandwidth_mbps =
                         best(kept.bandwidth_mbps, record.bandwidth_mbps, f64::max);
+                    if kept.strategy.is_none() {
+                        kept.strategy = record.strategy;
+                    }
                 }
                 None => self.records.push(record),
             }
@@ -99,11 +138,16 @@ impl Outcome {
         }
         let records = &self.records;
         for skip in &mut self.skipped {
+            let (pattern, transport, imp, segments) = (
+                skip.pattern.as_str(),
+                skip.transport.as_str(),
+                skip.implementation.as_str(),
+                skip.segments,
+            );
             skip.sizes.retain(|&size| {
-                !records.iter().any(|r| {
-                    (&r.pattern, &r.transport, &r.implementation, r.size)
-                        == (&skip.pattern, &skip.transport, &skip.implementation, size)
-                })
+                !records
+                    .iter()
+                    .any(|r| r.key() == (pattern, transport, imp, segments, size))
             });
         }
         // A skip of every size of a size-less implementation (the cache
@@ -130,13 +174,29 @@ impl Outcome {
         imp: &str,
         figures: &[Figure],
     ) {
+        self.push_series(ctx, pattern, imp, None, figures);
+    }
+
+    /// Adds `figures` of `imp` as rows of series of `segments` (if any).
+    pub(crate) fn push_series(
+        &mut self,
+        ctx: &Context<'_>,
+        pattern: Pattern,
+        imp: &str,
+        segments: Option<usize>,
+        figures: &[Figure],
+    ) {
+        let (pattern, transport) = (pattern.name(), ctx.transport.name());
         self.records.extend(figures.iter().map(|f| Record {
-            pattern: pattern.name().to_owned(),
-            transport: ctx.transport.name().to_owned(),
-            implementation: imp.to_owned(),
-            size: f.size,
-            latency_us: f.latency_us,
-            bandwidth_mbps: f.bandwidth_mbps,
+            segments,
+            ..Record::new(
+                pattern,
+                transport,
+                imp,
+                f.size,
+                f.latency_us,
+                f.bandwidth_mbps,
+            )
         }));
     }
 
@@ -151,16 +211,44 @@ impl Outcome {
         failure: Option<String>,
     ) {
         self.push(ctx, pattern, imp, figures);
-        let missing: Vec<usize> = ctx
+        let measured: Vec<usize> = figures.iter().map(|f| f.size).collect();
+        let group = Group {
+            segments: None,
+            sizes: ctx.sizes.to_vec(),
+        };
+        self.skip_missing(ctx, pattern, imp, &group, &measured, failure);
+    }
+
+    /// Adds a skip for each size of `group` that `measured` lacks, for
+    /// `failure` if the tool failed.
+    pub(crate) fn skip_missing(
+        &mut self,
+        ctx: &Context<'_>,
+        pattern: Pattern,
+        imp: &str,
+        group: &Group,
+        measured: &[usize],
+        failure: Option<String>,
+    ) {
+        let segments = group.segments;
+        let missing: Vec<usize> = group
             .sizes
             .iter()
             .copied()
-            .filter(|s| !figures.iter().any(|f| f.size == *s))
+            .filter(|s| !measured.contains(s))
             .collect();
         if !missing.is_empty() {
             let reason =
                 failure.unwrap_or_else(|| "its output has no figure for these sizes".into());
-            self.skip(ctx, pattern, imp, SkipKind::Failed, missing, reason);
+            self.skip_series(
+                ctx,
+                pattern,
+                imp,
+                segments,
+                SkipKind::Failed,
+                missing,
+                reason,
+            );
         }
     }
 
@@ -174,16 +262,50 @@ impl Outcome {
         sizes: Vec<usize>,
         reason: String,
     ) {
+        self.skip_series(ctx, pattern, imp, None, kind, sizes, reason);
+    }
+
+    /// Records that `imp` was not measured at `sizes` in series of
+    /// `segments` (if any).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn skip_series(
+        &mut self,
+        ctx: &Context<'_>,
+        pattern: Pattern,
+        imp: &str,
+        segments: Option<usize>,
+        kind: SkipKind,
+        sizes: Vec<usize>,
+        reason: String,
+    ) {
         eprintln!("compare: {imp} skipped: {reason}");
         self.skipped.push(Skip {
             pattern: pattern.name().to_owned(),
             transport: ctx.transport.name().to_owned(),
             implementation: imp.to_owned(),
+            segments,
             kind,
             sizes,
             reason,
         });
     }
+
+    /// Adds `note` unless it is there already.
+    pub(crate) fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+}
+
+/// Rows expected of every implementation: the sizes of series of
+/// `segments` (multiseg), or of plain messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// Segments per series, for multiseg.
+    pub segments: Option<usize>,
+    /// The rows' sizes (per segment for multiseg, both blocks for indexed).
+    pub sizes: Vec<usize>,
 }
 
 /// The better of two optional figures by `pick`.
@@ -198,23 +320,33 @@ fn best(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64
 pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
     match pattern {
         Pattern::Pingpong => pingpong::run(ctx),
+        Pattern::Multiseg => mpi::run_multiseg(ctx),
+        Pattern::Indexed => mpi::run_indexed(ctx),
+        Pattern::Multirail => multirail_skipped(ctx),
     }
+}
+
+/// multirail is accepted on the command line, not measured yet.
+fn multirail_skipped(ctx: &Context<'_>) -> Outcome {
+    let mut outcome = Outcome::default();
+    outcome.skip(
+        ctx,
+        Pattern::Multirail,
+        crate::record::implementation::NAVETTE,
+        SkipKind::Unavailable,
+        Vec::new(),
+        "needs network namespaces; not yet wired".into(),
+    );
+    outcome
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Outcome;
+    use super::{Outcome, Pattern, parse_patterns};
     use crate::record::{Record, Skip, SkipKind};
 
     fn record(imp: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
-        Record {
-            pattern: "pingpong".into(),
-            transport: "shm".into(),
-            implementation: imp.into(),
-            size,
-            latency_us: lat,
-            bandwidth_mbps: bw,
-        }
+        Record::new("pingpong", "shm", imp, size, lat, bw)
     }
 
     fn skip(imp: &str, sizes: Vec<usize>) -> Skip {
@@ -222,6 +354,7 @@ mod tests {
             pattern: "pingpong".into(),
             transport: "shm".into(),
             implementation: imp.into(),
+            segments: None,
             kind: SkipKind::Failed,
             sizes,
             reason: "it failed".into(),
@@ -262,5 +395,63 @@ mod tests {
             vec![skip("cacheline", Vec::new()), skip("openmpi", vec![64])]
         );
         assert_eq!(kept.notes, vec!["a note".to_owned(), "another".to_owned()]);
+    }
+
+    #[test]
+    fn pattern_lists() {
+        assert_eq!(
+            parse_patterns("multiseg,indexed,multirail"),
+            Ok(vec![
+                Pattern::Multiseg,
+                Pattern::Indexed,
+                Pattern::Multirail
+            ])
+        );
+        assert_eq!(
+            parse_patterns(" Pingpong , multiseg,pingpong"),
+            Ok(vec![Pattern::Pingpong, Pattern::Multiseg]),
+            "trimmed, any case, each once"
+        );
+        let err = parse_patterns("multiseg,rpc").unwrap_err();
+        assert!(
+            err.contains("\"rpc\"") && err.contains("known: pingpong"),
+            "{err}"
+        );
+        assert!(parse_patterns("").is_err());
+        assert!(parse_patterns("multiseg,,indexed").is_err());
+    }
+
+    #[test]
+    fn rounds_keep_series_of_different_lengths_apart() {
+        let series = |imp: &str, segments, lat| Record {
+            segments: Some(segments),
+            strategy: (imp == "navette").then(|| "aggregate".to_owned()),
+            ..Record::new("multiseg", "shm", imp, 64, Some(lat), None)
+        };
+        let missing = |segments| Skip {
+            pattern: "multiseg".into(),
+            segments: Some(segments),
+            sizes: vec![64],
+            ..skip("mpich", Vec::new())
+        };
+        let mut kept = Outcome {
+            records: vec![series("navette", 8, 3.0), series("navette", 16, 5.0)],
+            skipped: vec![missing(8), missing(16)],
+            notes: Vec::new(),
+        };
+        kept.keep_best(Outcome {
+            records: vec![series("navette", 16, 4.0), series("mpich", 8, 6.0)],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        });
+        assert_eq!(
+            kept.records,
+            vec![
+                series("navette", 8, 3.0),
+                series("navette", 16, 4.0),
+                series("mpich", 8, 6.0)
+            ]
+        );
+        assert_eq!(kept.skipped, vec![missing(16)], "mpich's 8 came in round 2");
     }
 }

@@ -107,6 +107,7 @@ fn measure_navette(ctx: &mut Context<'_>, outcome: &mut Outcome) {
         pattern: PATTERN.name(),
         driver: ctx.transport.name(),
         sizes: ctx.sizes,
+        segments: None,
         iterations: ctx.iterations,
         raw_tcp,
         json: &json,

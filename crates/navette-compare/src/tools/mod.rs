@@ -4,6 +4,8 @@
 
 pub mod floor;
 pub mod kv;
+pub mod mpi;
+pub mod mpich;
 pub mod navette;
 pub mod openmpi;
 pub mod ucx;

@@ -19,8 +19,11 @@ pub struct BenchRequest<'a> {
     pub pattern: &'a str,
     /// The driver: `shm` or `tcp`.
     pub driver: &'a str,
-    /// Sizes in bytes.
+    /// Sizes in bytes (per segment for multiseg, the large block for
+    /// indexed).
     pub sizes: &'a [usize],
+    /// Segments per series, for multiseg.
+    pub segments: Option<&'a [usize]>,
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
     /// Add `--baseline raw-tcp`.
@@ -47,6 +50,10 @@ pub fn command(navette: &Path, request: &BenchRequest<'_>) -> Command {
         .arg(request.json);
     if let Some(n) = request.iterations {
         command.args(["--iterations", &n.to_string()]);
+    }
+    if let Some(segments) = request.segments {
+        let segments: Vec<String> = segments.iter().map(usize::to_string).collect();
+        command.args(["--segments", &segments.join(",")]);
     }
     if request.raw_tcp {
         command.args(["--baseline", "raw-tcp"]);
@@ -97,6 +104,7 @@ mod tests {
             pattern: "pingpong",
             driver: "tcp",
             sizes: &[8, 4096],
+            segments: None,
             iterations: Some(100),
             raw_tcp: true,
             json,
@@ -115,5 +123,23 @@ mod tests {
     fn versions() {
         assert_eq!(parse_version("navette 0.1.0\n").as_deref(), Some("0.1.0"));
         assert_eq!(parse_version(""), None);
+    }
+
+    #[test]
+    fn multiseg_command_line() {
+        let request = BenchRequest {
+            pattern: "multiseg",
+            driver: "shm",
+            sizes: &[4, 64],
+            segments: Some(&[8, 16]),
+            iterations: None,
+            raw_tcp: false,
+            json: Path::new("m.json"),
+        };
+        let line = describe(&command(Path::new("navette"), &request));
+        assert!(
+            line.ends_with("navette bench multiseg --sizes 4,64 --json m.json --segments 8,16"),
+            "{line}"
+        );
     }
 }

@@ -1,8 +1,10 @@
-//! Open MPI: `bench/mpi/pingpong.c` under `mpirun`, two ranks bound to
-//! cores, the ob1 messaging layer over the vader (shared memory) or tcp
-//! (loopback only) BTL; `--oversubscribe` is not needed with two cores and
-//! would not combine with `--bind-to core`. Rank 0 prints one line per size:
-//! `size=… iterations=… latency_us=… bandwidth_mbps=…`.
+//! Open MPI: the programs of `bench/mpi/` built with `mpicc.openmpi`, under
+//! `mpirun.openmpi` (never the plain `mpirun`, which is whichever MPI the
+//! Debian alternatives point at), two ranks bound to cores, the ob1
+//! messaging layer over the vader (shared memory) or tcp (loopback only)
+//! BTL; `--oversubscribe` is not needed with two cores and would not
+//! combine with `--bind-to core`. The ping-pong's rank 0 prints one line per
+//! size: `size=… iterations=… latency_us=… bandwidth_mbps=…`.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,14 +12,25 @@ use std::process::Command;
 use super::{Figure, ParseError, kv};
 use crate::args::Transport;
 
-/// The `mpirun` command for `transport`.
+/// The ping-pong's command for `transport`.
 pub fn command(
     program: &Path,
     transport: Transport,
     sizes: &[usize],
     iterations: Option<u32>,
 ) -> Command {
-    let mut command = Command::new("mpirun");
+    let mut command = launch(program, transport);
+    if let Some(n) = iterations {
+        command.args(["-i", &n.to_string()]);
+    }
+    command.args(sizes.iter().map(usize::to_string));
+    command
+}
+
+/// `mpirun.openmpi` starting `program` on two ranks over `transport`; its
+/// own arguments follow.
+pub fn launch(program: &Path, transport: Transport) -> Command {
+    let mut command = Command::new("mpirun.openmpi");
     // We run as root in containers and CI; Open MPI refuses that unless
     // both variables are set (or --allow-run-as-root is given).
     command
@@ -40,11 +53,16 @@ pub fn command(
         ]),
     };
     command.arg(program);
-    if let Some(n) = iterations {
-        command.args(["-i", &n.to_string()]);
-    }
-    command.args(sizes.iter().map(usize::to_string));
     command
+}
+
+/// What Open MPI ran over, as its flags force it (a BTL that cannot run
+/// fails the job rather than falling back).
+pub fn transport_note(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Shm => "ob1 over the vader BTL (shared memory)",
+        Transport::Tcp => "ob1 over the tcp BTL on lo",
+    }
 }
 
 /// The figures printed by rank 0, one per size, in order.
@@ -75,7 +93,7 @@ mod tests {
         let shm = describe(&command(Path::new("pp"), Transport::Shm, &[8, 64], None));
         assert_eq!(
             shm,
-            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun \
+            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi \
              --allow-run-as-root -n 2 --bind-to core --map-by core --mca pml ob1 \
              --mca oob_tcp_if_include lo --mca btl vader,self pp 8 64"
         );

@@ -1,0 +1,100 @@
+//! Multi-segment ping-pong: each ping and each pong is a series of
+//! `segments` messages of `size` bytes, each sent by its own non-blocking
+//! send. Segment k travels on its own channel (`ChannelId(k + 1)`, so never
+//! the default channel the other patterns use) with tag k: the engine opens
+//! a channel on first use, so one per segment costs nothing, and it is what
+//! MPI's program does with one duplicated communicator per segment
+//! (`bench/mpi/multiseg.c`). A strategy that aggregates across the gates of
+//! one peer may put several segments in one packet.
+//!
+//! Rank 0 posts its receives for the pong, issues its sends, then waits for
+//! all of them; rank 1 posts its receives, waits for the ping, then sends
+//! and waits. One-way time is half the round trip of a whole series.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use navette::{ChannelId, Gate, Node, Received, Request, wait_all};
+
+use super::{BenchError, Role, pattern};
+
+/// Most segments per series (the channels are numbered in 16 bits).
+pub const MAX_SEGMENTS: usize = 1024;
+
+/// The gate and tag of segment `k` towards `peer`.
+fn flow(k: usize, peer: navette::Rank) -> Result<(Gate, u64), BenchError> {
+    let channel = u16::try_from(k + 1)
+        .map_err(|_| BenchError::Setup(format!("segment {k}: no channel number left")))?;
+    Ok((Gate::new(ChannelId(channel), peer), k as u64))
+}
+
+/// Waits for `recvs` and puts their buffers back into `buffers`, in order.
+fn land(recvs: Vec<Request<'_, Received>>, buffers: &mut Vec<Vec<u8>>) -> navette::Result<()> {
+    for outcome in wait_all(recvs) {
+        buffers.push(outcome?.data);
+    }
+    Ok(())
+}
+
+/// Times `count` series of `segments` segments of `size` bytes, after
+/// `warm` untimed ones, and checks the last series received.
+pub(super) fn navette_multiseg(
+    node: &Node,
+    role: Role,
+    segments: usize,
+    size: usize,
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
+    let peer = role.peer(node).peer;
+    let flows = (0..segments)
+        .map(|k| flow(k, peer))
+        .collect::<Result<Vec<_>, _>>()?;
+    let data: Vec<Bytes> = (0..segments)
+        .map(|k| Bytes::from(pattern(size, size, k)))
+        .collect();
+    let mut buffers: Vec<Vec<u8>> = vec![vec![0; size]; segments];
+    let series = |count: u32| -> navette::Result<()> {
+        for _ in 0..count {
+            let recvs: Vec<_> = buffers
+                .drain(..)
+                .zip(&flows)
+                .map(|(buf, &(gate, tag))| node.irecv(gate, tag, buf))
+                .collect();
+            // The server answers once the whole ping is in.
+            let pending = match role {
+                Role::Server => {
+                    land(recvs, &mut buffers)?;
+                    None
+                }
+                Role::Client => Some(recvs),
+            };
+            let sends = flows
+                .iter()
+                .zip(&data)
+                .map(|(&(gate, tag), bytes)| node.isend(gate, tag, bytes.clone()))
+                .collect::<navette::Result<Vec<_>>>()?;
+            for outcome in wait_all(sends) {
+                outcome?;
+            }
+            if let Some(recvs) = pending {
+                land(recvs, &mut buffers)?;
+            }
+        }
+        Ok(())
+    };
+    let elapsed = super::time_series(warm, count, series)?;
+    let intact = buffers.len() == segments
+        && buffers
+            .iter()
+            .enumerate()
+            .all(|(k, got)| *got == pattern(size, size, k));
+    if !intact {
+        return Err(BenchError::Corrupt {
+            pattern: "multiseg",
+            implementation: "navette",
+            size,
+        });
+    }
+    Ok(elapsed)
+}

@@ -514,6 +514,15 @@ impl Engine {
             }
             let channel = &mut self.channels[gate.channel_index];
             let (chunks, body) = (packet.chunk_count(), packet.body_len());
+            let span = tracing::trace_span!(
+                "strategy",
+                name = channel.strategy.name(),
+                rail = rail.0,
+                peer,
+                channel = gate.channel.0,
+                window = gate.window.len(),
+            );
+            let _entered = span.enter();
             let fill = channel
                 .strategy
                 .try_and_commit(&mut gate.window, &view, &mut packet);
@@ -524,10 +533,6 @@ impl Engine {
                 gate.stats.bytes_sent += (packet.body_len() - body) as u64;
                 last = Some(index);
                 tracing::trace!(
-                    strategy = channel.strategy.name(),
-                    rail = rail.0,
-                    peer,
-                    channel = gate.channel.0,
                     chunks = added,
                     packet_chunks = packet.chunk_count(),
                     packet_bytes = packet.body_len(),

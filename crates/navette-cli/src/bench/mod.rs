@@ -6,7 +6,7 @@
 //! the two taking turns in eight slices of the iterations (so that a host
 //! whose speed drifts weighs on both alike), and the table shows the ratio.
 //!
-//! Patterns: `pingpong`, `stream`, `rpc` (here and in [`rpc`]), `multiseg`
+//! Patterns: `pingpong`, `stream`, `rpc` (here and in `rpc.rs`), `multiseg`
 //! (several messages per ping, [`multiseg`]) and `indexed` (one message of
 //! two separate blocks, [`indexed`]). Each measured [`Case`] is a message
 //! size, with a segment count for multiseg.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{check, cluster, pattern};
 use navette::sim::SimCluster;
 use navette::{EngineConfig, StrategyKind};
-use navette_sim::LinkSpec;
+use navette_sim::{DirectionStats, LinkSpec};
 
 fn engine(strategy: StrategyKind) -> EngineConfig {
     EngineConfig {
@@ -32,8 +32,9 @@ fn two_speeds(strategy: StrategyKind) -> SimCluster {
         .build()
 }
 
-/// Bytes rank 0 put on each link to rank 1.
-fn bytes_per_link(cluster: &SimCluster) -> Vec<u64> {
+/// What rank 0 put on each link to rank 1, as `count` reads it from the
+/// link's counters for that direction.
+fn sent_per_link(cluster: &SimCluster, count: impl Fn(&DirectionStats) -> u64) -> Vec<u64> {
     cluster
         .links_between(0, 1)
         .into_iter()
@@ -42,10 +43,15 @@ fn bytes_per_link(cluster: &SimCluster) -> Vec<u64> {
                 net.stats(link)
                     .expect("a link of the cluster")
                     .sent_by(0)
-                    .map_or(0, |d| d.bytes_sent)
+                    .map_or(0, &count)
             })
         })
         .collect()
+}
+
+/// Bytes rank 0 put on each link to rank 1.
+fn bytes_per_link(cluster: &SimCluster) -> Vec<u64> {
+    sent_per_link(cluster, |d| d.bytes_sent)
 }
 
 /// Sends `len` bytes from rank 0 to rank 1 `count` times; checks each
@@ -119,18 +125,7 @@ fn two_latencies(strategy: StrategyKind) -> SimCluster {
 
 /// Packets rank 0 put on each link to rank 1.
 fn packets_per_link(cluster: &SimCluster) -> Vec<u64> {
-    cluster
-        .links_between(0, 1)
-        .into_iter()
-        .map(|link| {
-            cluster.with_network(|net| {
-                net.stats(link)
-                    .expect("a link of the cluster")
-                    .sent_by(0)
-                    .map_or(0, |d| d.packets_sent)
-            })
-        })
-        .collect()
+    sent_per_link(cluster, |d| d.packets_sent)
 }
 
 /// Bursts of small messages, each burst received before the next.

@@ -117,6 +117,7 @@ fn tcp_config() -> Vec<Tunable> {
     let section = "TcpConfig";
     let navette::tcp::TcpConfig {
         bind,
+        links,
         eager_connect,
         caps,
         max_handshakes,
@@ -129,6 +130,13 @@ fn tcp_config() -> Vec<Tunable> {
             "bind",
             bind.to_string(),
             "address to listen on (port 0: any free one); peers dial it",
+        ),
+        tunable(
+            section,
+            "links (env NAVETTE_TCP_LINKS)",
+            tcp_links(&links),
+            "this rank's address on each network, same order on every rank, ADDR[@RATE] \
+             comma-separated (e.g. 10.231.1.1@2gbit,10.231.2.1@1gbit): one rail per peer and link",
         ),
         tunable(
             section,
@@ -157,6 +165,15 @@ fn tcp_config() -> Vec<Tunable> {
     ];
     all.extend(rail_caps("TcpConfig.caps", caps));
     all
+}
+
+/// The links setting for people: the default is one link on `bind`.
+fn tcp_links(links: &[navette::tcp::TcpLink]) -> String {
+    if links.is_empty() {
+        return "none (one link, on bind)".to_owned();
+    }
+    let text: Vec<String> = links.iter().map(ToString::to_string).collect();
+    text.join(",")
 }
 
 fn engine_config() -> Vec<Tunable> {

@@ -88,7 +88,8 @@ pub struct RuntimeConfig {
     /// The driver; `NAVETTE_DRIVER` overrides it.
     pub driver: DriverKind,
     /// The tcp driver; `NAVETTE_TCP_CONGESTION` overrides its congestion
-    /// control.
+    /// control, and `NAVETTE_TCP_LINKS` its links (one rail per peer and
+    /// network: see [`crate::tcp`]).
     pub tcp: TcpConfig,
     /// The shm driver; `NAVETTE_SHM_COPY` overrides its copy mode.
     pub shm: ShmConfig,

@@ -11,6 +11,10 @@
 //! A connection reads the handshake messages byte-exactly, so packets that
 //! follow the peer's proof in the same segment stay in the socket for the
 //! frame reader.
+//!
+//! With several links ([`super::links`]) the hello is followed by a
+//! [`LinkHello`] and the proofs are computed under the link's key; a peer
+//! whose link does not fit this connection is refused before any proof.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -21,6 +25,7 @@ use navette_session::JOB_KEY_LEN;
 use navette_wire::handshake::{HandshakeError, Hello, PROTOCOL_VERSION, Proof};
 
 use super::frame::FrameReader;
+use super::links::{LINK_MAGIC, LinkHello, PROOF_KEY_LEN, proof_key};
 
 /// Why a connection ended.
 #[derive(Debug)]
@@ -59,6 +64,8 @@ pub(super) struct Identity<'a> {
     pub(super) size: u32,
     pub(super) job_id: u64,
     pub(super) job_key: &'a [u8; JOB_KEY_LEN],
+    /// How many links this rank has (1: the single-link handshake).
+    pub(super) links: usize,
 }
 
 /// Where a connection is in its life.
@@ -82,6 +89,9 @@ pub(super) struct Conn {
     pub(super) phase: Phase,
     /// The peer we dialed, for outgoing connections.
     pub(super) dialed: Option<Rank>,
+    /// The link this connection belongs to: the one we dialed on, or the
+    /// one whose listener accepted it (the peer must agree).
+    pub(super) link: usize,
     /// Whether the socket is in the driver's epoll set (see
     /// [`super::inner`] for when established connections leave it).
     pub(super) registered: bool,
@@ -109,22 +119,33 @@ pub(super) struct Landing {
 }
 
 impl Conn {
-    /// A connection we are dialing to `peer`.
-    pub(super) fn dialing(stream: TcpStream, peer: Rank) -> Self {
-        Self::new(stream, Phase::Connecting, Some(peer))
+    /// A connection we are dialing to `peer` over `link`.
+    pub(super) fn dialing(stream: TcpStream, peer: Rank, link: usize) -> Self {
+        Self::new(stream, Phase::Connecting, Some(peer), link)
     }
 
-    /// A connection we accepted; the handshake starts at once.
-    pub(super) fn accepted(stream: TcpStream, me: &Identity<'_>) -> Result<Self, ConnError> {
-        let hs = Handshake::new(me)?;
-        Ok(Self::new(stream, Phase::Handshake(Box::new(hs)), None))
+    /// A connection we accepted on the listener of `link`; the handshake
+    /// starts at once.
+    pub(super) fn accepted(
+        stream: TcpStream,
+        me: &Identity<'_>,
+        link: usize,
+    ) -> Result<Self, ConnError> {
+        let hs = Handshake::new(me, link)?;
+        Ok(Self::new(
+            stream,
+            Phase::Handshake(Box::new(hs)),
+            None,
+            link,
+        ))
     }
 
-    fn new(stream: TcpStream, phase: Phase, dialed: Option<Rank>) -> Self {
+    fn new(stream: TcpStream, phase: Phase, dialed: Option<Rank>, link: usize) -> Self {
         Self {
             stream,
             phase,
             dialed,
+            link,
             registered: false,
             readable: true,
             writable: true,
@@ -202,7 +223,7 @@ impl Conn {
                 Err(e) => return Err(e.into()),
             }
             self.stream.set_nodelay(true)?;
-            self.phase = Phase::Handshake(Box::new(Handshake::new(me)?));
+            self.phase = Phase::Handshake(Box::new(Handshake::new(me, self.link)?));
         }
         let Phase::Handshake(hs) = &mut self.phase else {
             return Ok(None);
@@ -221,6 +242,10 @@ impl Conn {
     }
 }
 
+/// Room for the longest handshake message: a hello and a link hello.
+const INPUT_LEN: usize = 64;
+const _: () = assert!(Hello::LEN + LinkHello::LEN <= INPUT_LEN && Proof::LEN <= INPUT_LEN);
+
 /// The handshake of one connection.
 #[derive(Debug)]
 pub(super) struct Handshake {
@@ -228,13 +253,42 @@ pub(super) struct Handshake {
     theirs: Option<Hello>,
     out: Vec<u8>,
     sent: usize,
-    input: [u8; Proof::LEN],
+    input: [u8; INPUT_LEN],
     have: usize,
     verified: bool,
+    /// The connection's link, and this rank's number of links.
+    link: usize,
+    links: usize,
+    /// What the proofs are computed under: the job key alone with one
+    /// link, the link's key with several.
+    key: ProofKey,
+}
+
+/// The key of a connection's proofs.
+#[derive(Clone, Copy)]
+enum ProofKey {
+    Job([u8; JOB_KEY_LEN]),
+    Link([u8; PROOF_KEY_LEN]),
+}
+
+impl ProofKey {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Job(key) => key,
+            Self::Link(key) => key,
+        }
+    }
+}
+
+impl fmt::Debug for ProofKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A secret: never printed.
+        f.write_str("ProofKey(..)")
+    }
 }
 
 impl Handshake {
-    fn new(me: &Identity<'_>) -> Result<Self, ConnError> {
+    fn new(me: &Identity<'_>, link: usize) -> Result<Self, ConnError> {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce)
             .map_err(|e| ConnError::Io(io::Error::other(format!("no randomness: {e}"))))?;
@@ -244,17 +298,45 @@ impl Handshake {
             rank: me.rank,
             nonce,
         };
-        let mut out = Vec::with_capacity(Hello::LEN + Proof::LEN);
+        let mut out = Vec::with_capacity(Hello::LEN + LinkHello::LEN + Proof::LEN);
         mine.encode(&mut out);
+        let key = if me.links > 1 {
+            // Both fit: at most MAX_LINKS links (checked at start-up).
+            let to_u16 = |n: usize| {
+                u16::try_from(n).map_err(|_| ConnError::Refused(format!("tcp link {n}")))
+            };
+            let (wire_link, wire_links) = (to_u16(link)?, to_u16(me.links)?);
+            LinkHello {
+                link: wire_link,
+                links: wire_links,
+            }
+            .encode(&mut out);
+            ProofKey::Link(proof_key(me.job_key, wire_link, wire_links))
+        } else {
+            ProofKey::Job(*me.job_key)
+        };
         Ok(Self {
             mine,
             theirs: None,
             out,
             sent: 0,
-            input: [0; Proof::LEN],
+            input: [0; INPUT_LEN],
             have: 0,
             verified: false,
+            link,
+            links: me.links,
+            key,
         })
+    }
+
+    /// Length of the peer's first message: its hello, and its link hello
+    /// when ranks have several links.
+    fn hello_len(&self) -> usize {
+        if self.links > 1 {
+            Hello::LEN + LinkHello::LEN
+        } else {
+            Hello::LEN
+        }
     }
 
     fn has_output(&self) -> bool {
@@ -293,7 +375,7 @@ impl Handshake {
                 return Ok(Some(peer));
             }
             let need = if self.theirs.is_none() {
-                Hello::LEN
+                self.hello_len()
             } else {
                 Proof::LEN
             };
@@ -330,7 +412,8 @@ impl Handshake {
         let bytes = &self.input[..len];
         match self.theirs {
             None => {
-                let theirs = Hello::decode(bytes).map_err(HandshakeError::from);
+                let (hello, link) = bytes.split_at(Hello::LEN.min(bytes.len()));
+                let theirs = Hello::decode(hello).map_err(HandshakeError::from);
                 let theirs = theirs.map_err(ConnError::Handshake)?;
                 self.mine
                     .check_peer(&theirs)
@@ -348,13 +431,34 @@ impl Handshake {
                         theirs.rank
                     )));
                 }
-                Proof::compute(me.job_key, &self.mine, &theirs).encode(&mut self.out);
+                if self.links > 1 {
+                    let claim = LinkHello::decode(link).map_err(|e| {
+                        ConnError::Refused(if link.starts_with(b"NAVP") {
+                            format!(
+                                "peer sent no tcp link hello (it has one link, this rank has {})",
+                                self.links
+                            )
+                        } else {
+                            format!("malformed tcp link hello: {e}")
+                        })
+                    })?;
+                    claim
+                        .check(self.link, self.links)
+                        .map_err(ConnError::Refused)?;
+                }
+                Proof::compute(self.key.bytes(), &self.mine, &theirs).encode(&mut self.out);
                 self.theirs = Some(theirs);
             }
             Some(theirs) => {
+                if self.links == 1 && bytes.starts_with(&LINK_MAGIC) {
+                    return Err(ConnError::Refused(
+                        "peer sent a tcp link hello: it has several links, this rank has one"
+                            .to_owned(),
+                    ));
+                }
                 let proof = Proof::decode(bytes).map_err(HandshakeError::from);
                 proof
-                    .and_then(|p| p.verify(me.job_key, &theirs, &self.mine))
+                    .and_then(|p| p.verify(self.key.bytes(), &theirs, &self.mine))
                     .map_err(ConnError::Handshake)?;
                 self.verified = true;
             }

@@ -178,6 +178,8 @@ pub(super) struct OutPacket {
     plan: PacketPlan,
     total: usize,
     sent: usize,
+    /// The rest of a packet whose start was sent at once (and counted).
+    rest: bool,
 }
 
 impl OutPacket {
@@ -187,7 +189,21 @@ impl OutPacket {
             plan,
             total,
             sent: 0,
+            rest: false,
         }
+    }
+
+    /// The bytes of a packet sent at once that the socket did not take.
+    pub(super) fn rest_of_sent(plan: PacketPlan) -> Self {
+        Self {
+            rest: true,
+            ..Self::new(plan)
+        }
+    }
+
+    /// Whether this is the rest of a packet sent at once.
+    pub(super) fn is_rest(&self) -> bool {
+        self.rest
     }
 
     /// Bytes of the packet written so far.

@@ -5,10 +5,12 @@
 //! node's state lock through [`NodeCore::port`], for one packet or one
 //! pass at a time. User threads take only the node's lock, so no cycle.
 //!
-//! Per peer, packets of its rail are written on one connection (the first
-//! that completed its handshake) and read from every established one: when
-//! both ranks dial each other at once, each ends up with two connections,
-//! and the engine reorders what arrives by sequence number.
+//! Per peer and link, packets of its rail are written on one connection
+//! (the first that completed its handshake) and read from every
+//! established one: when both ranks dial each other at once, each ends up
+//! with two connections, and the engine reorders what arrives by sequence
+//! number. With several links ([`super::links`]), a peer has one rail per
+//! link, slot `peer * links + link`; dialing a peer dials all its links.
 //!
 //! Epoll: while the driver has few connections ([`DIRECT_READ_MAX`]), its
 //! spinning rounds read every established connection directly, so those
@@ -24,7 +26,7 @@
 //! again. Handshakes and the listener always stay in.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,15 +38,17 @@ use navette_wire::Limits;
 use rustc_hash::FxHashMap;
 
 use super::Congestion;
+use super::TcpStats;
 use super::conn::{Conn, ConnError, Identity, Landing};
 use super::frame::{Filled, OutPacket, WriteError, Written};
-use super::{ADDR_KEY, TcpStats};
+use super::links::{LINKS_KEY, LinkError, MAX_LINKS, parse_peer_links};
 use crate::clock::Clock;
 use crate::node::NodeCore;
 
-pub(super) const LISTENER: Token = Token(0);
-pub(super) const WAKER: Token = Token(1);
-const FIRST_CONN: usize = 2;
+pub(super) const WAKER: Token = Token(0);
+/// The listener of link `k` is `Token(FIRST_LISTENER + k)`.
+const FIRST_LISTENER: usize = 1;
+const FIRST_CONN: usize = FIRST_LISTENER + MAX_LINKS;
 /// Packets delivered from one connection per round, so one busy peer does
 /// not starve the others.
 const READ_BUDGET: usize = 64;
@@ -60,7 +64,7 @@ const EPOLL_EVERY: u32 = 16;
 /// Largest packet [`Inner::send_now`] sends (from the stack).
 const SEND_NOW_MAX: usize = 512;
 
-/// One peer rank as the driver sees it.
+/// One link to one peer rank as the driver sees it.
 #[derive(Debug)]
 struct PeerSlot {
     rail: RailId,
@@ -79,12 +83,22 @@ struct PeerSlot {
 pub(super) struct Inner {
     pub(super) poll: Poll,
     events: Events,
-    listener: Option<TcpListener>,
-    listener_ready: bool,
+    /// One per link, by link; emptied by `close`.
+    listeners: Vec<TcpListener>,
+    /// By link: the listener may have connections to accept.
+    listener_ready: Vec<bool>,
     /// By token; tokens are ours, so the fast Fx hash is safe.
     conns: FxHashMap<Token, Conn>,
     next_token: usize,
+    /// By `peer * links + link`; `None` for our own rank.
     peers: Vec<Option<PeerSlot>>,
+    /// How many links (at least one).
+    links: usize,
+    /// By link: the address our connections on it leave from (`None`: the
+    /// system picks, as with the default single link).
+    sources: Vec<Option<IpAddr>>,
+    /// Peers' listening addresses, by link, once read from the bootstrap.
+    peer_addrs: FxHashMap<Rank, Vec<SocketAddr>>,
     bootstrap: Arc<dyn Bootstrap>,
     rank: Rank,
     size: u32,
@@ -117,19 +131,31 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// The driver's state over `listeners`, one per link, whose
+    /// connections leave from `sources` (by link, as many).
     pub(super) fn new(
         poll: Poll,
-        listener: TcpListener,
+        listeners: Vec<TcpListener>,
+        sources: Vec<Option<IpAddr>>,
         bootstrap: Arc<dyn Bootstrap>,
     ) -> io::Result<Self> {
-        let mut listener = listener;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        assert!(
+            (1..=MAX_LINKS).contains(&listeners.len()) && sources.len() == listeners.len(),
+            "checked by TcpDriver::bind"
+        );
+        let mut listeners = listeners;
+        for (link, listener) in listeners.iter_mut().enumerate() {
+            poll.registry()
+                .register(listener, Token(FIRST_LISTENER + link), Interest::READABLE)?;
+        }
         Ok(Self {
             poll,
             events: Events::with_capacity(256),
-            listener: Some(listener),
-            listener_ready: true,
+            listener_ready: vec![true; listeners.len()],
+            links: listeners.len(),
+            listeners,
+            sources,
+            peer_addrs: FxHashMap::default(),
             conns: FxHashMap::default(),
             next_token: FIRST_CONN,
             peers: Vec::new(),
@@ -155,14 +181,18 @@ impl Inner {
         })
     }
 
-    /// Declares one rail per peer rank; no socket is opened.
-    pub(super) fn attach(&mut self, node: &NodeCore, caps: navette_core::RailCaps) {
+    /// Declares one rail per peer rank and link, with the link's `caps`
+    /// (by link, as many as links); no socket is opened.
+    pub(super) fn attach(&mut self, node: &NodeCore, caps: &[navette_core::RailCaps]) {
+        debug_assert_eq!(caps.len(), self.links);
         self.limits = node.lock().engine.config().limits;
         let mut port = node.port();
+        let rank = self.rank;
         self.peers = (0..self.size)
-            .map(|peer| {
-                (peer != self.rank).then(|| PeerSlot {
-                    rail: port.add_rail(peer, caps),
+            .flat_map(|peer| caps.iter().map(move |caps| (peer, caps)))
+            .map(|(peer, caps)| {
+                (peer != rank).then(|| PeerSlot {
+                    rail: port.add_rail(peer, *caps),
                     send_conn: None,
                     dialing: None,
                     out: None,
@@ -182,12 +212,46 @@ impl Inner {
             size: self.size,
             job_id: self.job_id,
             job_key: &self.job_key,
+            links: self.links,
         }
     }
 
     /// Connections established, counting both of a simultaneous pair.
     pub(super) fn established(&self) -> usize {
         self.conns.values().filter(|c| c.peer().is_some()).count()
+    }
+
+    /// The established connections whose addresses the system still
+    /// knows.
+    pub(super) fn connections(&self) -> Vec<super::TcpConnection> {
+        let mut all: Vec<super::TcpConnection> = self
+            .conns
+            .values()
+            .filter_map(|c| {
+                Some(super::TcpConnection {
+                    peer: c.peer()?,
+                    link: c.link,
+                    local: c.stream.local_addr().ok()?,
+                    remote: c.stream.peer_addr().ok()?,
+                })
+            })
+            .collect();
+        all.sort_by_key(|c| (c.peer, c.link, c.local, c.remote));
+        all
+    }
+
+    /// The counters, with the connections established now, per link too.
+    pub(super) fn stats(&self) -> TcpStats {
+        let mut stats = TcpStats {
+            established: self.established(),
+            ..self.stats
+        };
+        for conn in self.conns.values().filter(|c| c.peer().is_some()) {
+            if let Some(link) = stats.links.get_mut(conn.link) {
+                link.established += 1;
+            }
+        }
+        stats
     }
 
     /// Polls for readiness (at most `timeout`) and records it.
@@ -199,8 +263,12 @@ impl Inner {
         }
         for event in &self.events {
             match event.token() {
-                LISTENER => self.listener_ready = true,
                 WAKER => {}
+                Token(t) if (FIRST_LISTENER..FIRST_CONN).contains(&t) => {
+                    if let Some(ready) = self.listener_ready.get_mut(t - FIRST_LISTENER) {
+                        *ready = true;
+                    }
+                }
                 token => {
                     if let Some(conn) = self.conns.get_mut(&token) {
                         conn.read_closed |= event.is_read_closed() || event.is_error();
@@ -220,7 +288,7 @@ impl Inner {
         if self.closed {
             return false;
         }
-        self.listener_ready
+        self.listener_ready.contains(&true)
             || self
                 .conns
                 .values()
@@ -231,15 +299,26 @@ impl Inner {
         let Some(peer) = conn.peer() else {
             return false;
         };
-        conn.writable && self.slot(peer).is_some_and(|s| s.out.is_some())
+        conn.writable && self.slot(peer, conn.link).is_some_and(|s| s.out.is_some())
     }
 
-    fn slot(&self, peer: Rank) -> Option<&PeerSlot> {
-        self.peers.get(peer as usize)?.as_ref()
+    fn index(&self, peer: Rank, link: usize) -> usize {
+        peer as usize * self.links + link
     }
 
-    fn slot_mut(&mut self, peer: Rank) -> Option<&mut PeerSlot> {
-        self.peers.get_mut(peer as usize)?.as_mut()
+    fn slot(&self, peer: Rank, link: usize) -> Option<&PeerSlot> {
+        if link >= self.links {
+            return None;
+        }
+        self.peers.get(self.index(peer, link))?.as_ref()
+    }
+
+    fn slot_mut(&mut self, peer: Rank, link: usize) -> Option<&mut PeerSlot> {
+        if link >= self.links {
+            return None;
+        }
+        let index = self.index(peer, link);
+        self.peers.get_mut(index)?.as_mut()
     }
 
     /// One round of I/O: accept, handshakes, reads, then writes.
@@ -349,26 +428,34 @@ impl Inner {
     }
 
     fn accept(&mut self) -> io::Result<bool> {
-        if !self.listener_ready {
-            return Ok(false);
+        let mut any = false;
+        for link in 0..self.listeners.len() {
+            if self.listener_ready[link] {
+                any |= self.accept_on(link);
+            }
         }
+        Ok(any)
+    }
+
+    /// Accepts what the listener of `link` has.
+    fn accept_on(&mut self, link: usize) -> bool {
         let mut any = false;
         loop {
-            let Some(listener) = self.listener.as_ref() else {
-                return Ok(any);
+            let Some(listener) = self.listeners.get(link) else {
+                return any;
             };
             let (stream, addr) = match listener.accept() {
                 Ok(pair) => pair,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.listener_ready = false;
-                    return Ok(any);
+                    self.listener_ready[link] = false;
+                    return any;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Out of descriptors, aborted connection…: not fatal.
-                    tracing::warn!(rank = self.rank, %e, "tcp: accept failed");
-                    self.listener_ready = false;
-                    return Ok(any);
+                    tracing::warn!(rank = self.rank, link, %e, "tcp: accept failed");
+                    self.listener_ready[link] = false;
+                    return any;
                 }
             };
             any = true;
@@ -378,17 +465,17 @@ impl Inner {
                 self.stats.refused += 1;
                 continue;
             }
-            self.add_accepted(stream, addr);
+            self.add_accepted(stream, addr, link);
         }
     }
 
-    fn add_accepted(&mut self, stream: TcpStream, addr: SocketAddr) {
+    fn add_accepted(&mut self, stream: TcpStream, addr: SocketAddr, link: usize) {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
             return;
         }
         self.set_congestion(&stream, addr);
-        match Conn::accepted(stream, &self.identity()) {
+        match Conn::accepted(stream, &self.identity(), link) {
             Ok(conn) => {
                 if let Err(e) = self.insert(conn) {
                     tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
@@ -410,30 +497,48 @@ impl Inner {
         Ok(token)
     }
 
-    /// Opens a connection to `peer` (its address from the bootstrap).
+    /// Opens a connection to `peer` on each of its links that has none
+    /// and is not being dialed (addresses from the bootstrap). A peer that
+    /// cannot be reached on one link is failed.
     pub(super) fn dial(&mut self, node: &NodeCore, peer: Rank) {
-        let result = self
-            .peer_addr(peer)
-            .and_then(|addr| {
-                let stream =
-                    TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
-                self.set_congestion(&stream, addr);
-                Ok(stream)
-            })
-            .and_then(|stream| {
-                self.insert(Conn::dialing(stream, peer))
-                    .map_err(|e| e.to_string())
-            });
-        match result {
-            Ok(token) => {
-                self.stats.dialed += 1;
-                if let Some(slot) = self.slot_mut(peer) {
-                    slot.dialing = Some(token);
-                }
-            }
+        let addrs = match self.peer_links(peer) {
+            Ok(addrs) => addrs,
             Err(e) => {
                 tracing::warn!(rank = self.rank, peer, "tcp: cannot reach peer: {e}");
                 self.fail_peer(node, peer);
+                return;
+            }
+        };
+        for (link, &addr) in addrs.iter().enumerate() {
+            let Some(slot) = self.slot(peer, link) else {
+                return;
+            };
+            if slot.closed || slot.send_conn.is_some() || slot.dialing.is_some() {
+                continue;
+            }
+            let source = self.sources[link];
+            let result = connect_from(source, addr)
+                .map_err(|e| match source {
+                    Some(source) => format!("link {link}: connect {addr} from {source}: {e}"),
+                    None => format!("link {link}: connect {addr}: {e}"),
+                })
+                .and_then(|stream| {
+                    self.set_congestion(&stream, addr);
+                    self.insert(Conn::dialing(stream, peer, link))
+                        .map_err(|e| e.to_string())
+                });
+            match result {
+                Ok(token) => {
+                    self.stats.dialed += 1;
+                    if let Some(slot) = self.slot_mut(peer, link) {
+                        slot.dialing = Some(token);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(rank = self.rank, peer, "tcp: cannot reach peer: {e}");
+                    self.fail_peer(node, peer);
+                    return;
+                }
             }
         }
     }
@@ -456,14 +561,32 @@ impl Inner {
         }
     }
 
-    fn peer_addr(&self, peer: Rank) -> Result<SocketAddr, String> {
+    /// The peer's listening addresses, by link (see [`LINKS_KEY`]),
+    /// checked against this rank's links.
+    fn peer_links(&mut self, peer: Rank) -> Result<Vec<SocketAddr>, String> {
+        if let Some(addrs) = self.peer_addrs.get(&peer) {
+            return Ok(addrs.clone());
+        }
         let raw = self
             .bootstrap
-            .get(peer, ADDR_KEY)
+            .get(peer, LINKS_KEY)
             .map_err(|e| e.to_string())?;
-        let text = String::from_utf8(raw).map_err(|_| format!("{ADDR_KEY} is not UTF-8"))?;
-        text.parse()
-            .map_err(|e| format!("{ADDR_KEY} {text:?} of rank {peer}: {e}"))
+        let addrs = parse_peer_links(peer, &raw, self.links).map_err(|e| e.to_string())?;
+        for (link, (addr, source)) in addrs.iter().zip(&self.sources).enumerate() {
+            if let Some(source) = *source {
+                if source.is_ipv4() != addr.is_ipv4() {
+                    let err = LinkError::FamilyMismatch {
+                        link,
+                        rank: peer,
+                        ours: source,
+                        theirs: *addr,
+                    };
+                    return Err(err.to_string());
+                }
+            }
+        }
+        self.peer_addrs.insert(peer, addrs.clone());
+        Ok(addrs)
     }
 
     /// Dials every higher rank (eager connection at start-up).
@@ -490,20 +613,25 @@ impl Inner {
                 size: self.size,
                 job_id: self.job_id,
                 job_key: &self.job_key,
+                links: self.links,
             };
-            let conn = self.conns.get_mut(&token).expect("listed above");
+            // A failed peer's connections may have gone meanwhile.
+            let Some(conn) = self.conns.get_mut(&token) else {
+                continue;
+            };
+            let link = conn.link;
             match conn.advance_setup(&me) {
                 Ok(None) => {}
-                Ok(Some(peer)) => self.on_established(token, peer),
+                Ok(Some(peer)) => self.on_established(token, peer, link),
                 Err(e) => self.on_setup_failed(node, token, &e),
             }
         }
         any
     }
 
-    fn on_established(&mut self, token: Token, peer: Rank) {
+    fn on_established(&mut self, token: Token, peer: Rank, link: usize) {
         self.stats.established_total += 1;
-        let Some(slot) = self.slot_mut(peer) else {
+        let Some(slot) = self.slot_mut(peer, link) else {
             return;
         };
         if slot.dialing == Some(token) {
@@ -515,7 +643,7 @@ impl Inner {
         if self.reads_directly() && !self.parked {
             self.sync_registrations();
         }
-        tracing::debug!(rank = self.rank, peer, "tcp: connection established");
+        tracing::debug!(rank = self.rank, peer, link, "tcp: connection established");
     }
 
     /// Drops connections whose handshake outlived its deadline.
@@ -534,37 +662,61 @@ impl Inner {
     }
 
     fn on_setup_failed(&mut self, node: &NodeCore, token: Token, err: &ConnError) {
-        let conn = self
-            .conns
-            .remove(&token)
-            .expect("failing connection exists");
+        let Some(conn) = self.conns.remove(&token) else {
+            return;
+        };
+        let link = conn.link;
         match conn.dialed {
             Some(peer) => {
-                tracing::warn!(rank = self.rank, peer, %err, "tcp: connection to peer failed");
+                tracing::warn!(rank = self.rank, peer, link, %err, "tcp: connection to peer failed");
                 self.fail_peer(node, peer);
             }
             None => {
                 let addr = conn.stream.peer_addr().ok();
-                tracing::warn!(rank = self.rank, ?addr, %err, "tcp: refused connection");
+                tracing::warn!(rank = self.rank, ?addr, link, %err, "tcp: refused connection");
                 self.stats.refused += 1;
             }
         }
     }
 
-    /// Closes the peer's rail: the engine fails what needs the peer.
+    /// Closes the peer's rails, every link's: the engine fails what needs
+    /// the peer (it fails the peer as a whole when any of its rails closes,
+    /// since a rail does not retransmit what it may have lost). Its other
+    /// connections close too, so that the peer sees the failure on every
+    /// link rather than keep talking over the ones still up.
     fn fail_peer(&mut self, node: &NodeCore, peer: Rank) {
-        let Some(slot) = self.slot_mut(peer) else {
-            return;
-        };
-        if slot.closed {
-            return;
+        self.close_conns_of(peer);
+        for link in 0..self.links {
+            let Some(slot) = self.slot_mut(peer, link) else {
+                return;
+            };
+            if slot.closed {
+                continue;
+            }
+            slot.closed = true;
+            slot.out = None;
+            slot.send_conn = None;
+            slot.dialing = None;
+            let rail = slot.rail;
+            node.port().close_rail(rail);
         }
-        slot.closed = true;
-        slot.out = None;
-        slot.send_conn = None;
-        slot.dialing = None;
-        let rail = slot.rail;
-        node.port().close_rail(rail);
+    }
+
+    /// Closes every connection to or from `peer`, established or not.
+    fn close_conns_of(&mut self, peer: Rank) {
+        let doomed: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.peer() == Some(peer) || c.dialed == Some(peer))
+            .map(|(&t, _)| t)
+            .collect();
+        for token in doomed {
+            if let Some(mut conn) = self.conns.remove(&token) {
+                // Dropped next, which closes the socket: a failed
+                // deregistration only leaves epoll to forget it then.
+                let _ = conn.deregister(self.poll.registry());
+            }
+        }
     }
 
     /// Drops an established connection after an error; its peer's rail
@@ -576,10 +728,11 @@ impl Inner {
         let Some(peer) = conn.peer() else {
             return;
         };
+        let link = conn.link;
         if self.finalizing || matches!(err, ConnError::Eof) {
-            tracing::debug!(rank = self.rank, peer, %err, "tcp: connection closed");
+            tracing::debug!(rank = self.rank, peer, link, %err, "tcp: connection closed");
         } else {
-            tracing::warn!(rank = self.rank, peer, %err, "tcp: closing connection");
+            tracing::warn!(rank = self.rank, peer, link, %err, "tcp: closing connection");
         }
         self.fail_peer(node, peer);
     }
@@ -613,17 +766,30 @@ impl Inner {
     fn read_conn(&mut self, node: &NodeCore, token: Token) -> Result<usize, ConnError> {
         let start = self.start;
         let limits = self.limits;
-        let conn = self.conns.get_mut(&token).expect("listed by read_all");
-        let peer = conn.peer().expect("listed by read_all");
-        let rail = match self.peers.get(peer as usize) {
-            Some(Some(slot)) => slot.rail,
-            _ => return Err(ConnError::Refused(format!("no rail to rank {peer}"))),
+        let (links, size) = (self.links, self.size);
+        // A failed peer's connections may have gone meanwhile.
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return Ok(0);
         };
+        let Some(peer) = conn.peer() else {
+            return Ok(0);
+        };
+        let link = conn.link;
+        let slot = (peer < size && link < links)
+            .then(|| self.peers.get(peer as usize * links + link))
+            .flatten()
+            .and_then(Option::as_ref);
+        let Some(rail) = slot.map(|s| s.rail) else {
+            return Err(ConnError::Refused(format!(
+                "no rail to rank {peer} on link {link}"
+            )));
+        };
+
         let mut delivered = 0;
         let mut drained = false;
         loop {
             if conn.landing.is_some() {
-                match land(conn, node, rail, start, &mut self.stats)? {
+                match land(conn, node, rail, start, &mut self.stats, link)? {
                     LandStep::Landed => {
                         delivered += 1;
                         if delivered == READ_BUDGET {
@@ -646,6 +812,9 @@ impl Inner {
             }
             if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
                 let bytes = &conn.frames.bytes()[frame];
+                let link_stats = &mut self.stats.links[link];
+                link_stats.packets_received += 1;
+                link_stats.bytes_received += bytes.len() as u64;
                 node.port()
                     .handle_packet(|| start.now(), rail, bytes)
                     .map_err(|e| ConnError::Refused(e.to_string()))?;
@@ -707,7 +876,8 @@ impl Inner {
         let mut to_dial = Vec::new();
         {
             let mut port = node.port();
-            for (peer, slot) in self.peers.iter_mut().enumerate() {
+            let links = self.links;
+            for (index, slot) in self.peers.iter_mut().enumerate() {
                 let Some(slot) = slot else { continue };
                 if slot.closed || slot.out.is_some() {
                     continue;
@@ -716,10 +886,15 @@ impl Inner {
                     continue;
                 };
                 slot.out = Some(OutPacket::new(plan));
-                let peer = peer as Rank;
+                let peer = (index / links) as Rank;
                 // With eager connection, lower ranks dial us.
                 let dials = !self.eager_connect || peer > self.rank;
-                if slot.send_conn.is_none() && slot.dialing.is_none() && dials {
+                // `dial` dials every link of the peer: once per peer.
+                if slot.send_conn.is_none()
+                    && slot.dialing.is_none()
+                    && dials
+                    && to_dial.last() != Some(&peer)
+                {
                     to_dial.push(peer);
                 }
             }
@@ -737,8 +912,10 @@ impl Inner {
         let start = self.start;
         let direct = self.reads_directly();
         let (mut wrote, mut completed) = (false, false);
-        for peer in 0..self.peers.len() {
-            let Some(Some(slot)) = self.peers.get_mut(peer) else {
+        let links = self.links;
+        for index in 0..self.peers.len() {
+            let (peer, link) = (index / links, index % links);
+            let Some(Some(slot)) = self.peers.get_mut(index) else {
                 continue;
             };
             let (Some(out), Some(token)) = (slot.out.as_mut(), slot.send_conn) else {
@@ -751,9 +928,13 @@ impl Inner {
             let mut port = node.port();
             let before = out.sent();
             let result = out.write(&mut conn.stream, port.memory());
+            let link_stats = &mut self.stats.links[link];
+            link_stats.bytes_sent += (out.sent() - before) as u64;
             match result {
                 Ok(Written::Done) => {
                     if let Some(out) = slot.out.take() {
+                        // The rest of a message sent at once was counted.
+                        link_stats.packets_sent += u64::from(!out.is_rest());
                         port.recycle_plan(out.into_plan());
                     }
                     port.handle_send_complete(start.now(), rail);
@@ -783,7 +964,7 @@ impl Inner {
                 }) => {
                     // Only a cancelled request's memory can be missing: the
                     // packet is dropped and the rail freed.
-                    tracing::warn!(rank = self.rank, peer, %err, "tcp: dropping packet");
+                    tracing::warn!(rank = self.rank, peer, link, %err, "tcp: dropping packet");
                     slot.out = None;
                     port.handle_send_complete(start.now(), rail);
                     completed = true;
@@ -819,12 +1000,13 @@ impl Inner {
         if len > SEND_NOW_MAX || self.closed {
             return None;
         }
-        let slot = self.slot(gate.peer)?;
-        let (rail, token) = (slot.rail, slot.send_conn?);
-        let conn = self.conns.get(&token)?;
-        if slot.closed || slot.out.is_some() || !conn.may_write() {
-            return None;
-        }
+        // The first link whose rail is idle and connection writable.
+        let (link, rail, token) = (0..self.links).find_map(|link| {
+            let slot = self.slot(gate.peer, link)?;
+            let token = slot.send_conn?;
+            let idle = !slot.closed && slot.out.is_none();
+            (idle && self.conns.get(&token)?.may_write()).then_some((link, slot.rail, token))
+        })?;
         let mut packet = [0u8; SEND_NOW_MAX];
         {
             let mut port = node.port();
@@ -857,6 +1039,8 @@ impl Inner {
             }
         };
         self.stats.sent_now += 1;
+        self.stats.links[link].packets_sent += 1;
+        self.stats.links[link].bytes_sent += written as u64;
         if written < len {
             // Rare (a full socket): the rest goes first, by `write_all`.
             self.stats.sent_now_deferred += 1;
@@ -865,8 +1049,8 @@ impl Inner {
                 segments: vec![navette_core::Segment::Local(0..rest.len())],
                 bytes: rest,
             };
-            if let Some(slot) = self.slot_mut(gate.peer) {
-                slot.out = Some(OutPacket::new(plan));
+            if let Some(slot) = self.slot_mut(gate.peer, link) {
+                slot.out = Some(OutPacket::rest_of_sent(plan));
             }
         }
         Some(Ok(status))
@@ -875,7 +1059,8 @@ impl Inner {
     /// Closes every socket; the driver does nothing afterwards.
     pub(super) fn close(&mut self) {
         self.closed = true;
-        self.listener = None;
+        self.listeners.clear();
+        self.listener_ready.clear();
         self.conns.clear();
         for slot in self.peers.iter_mut().flatten() {
             slot.send_conn = None;
@@ -883,6 +1068,34 @@ impl Inner {
             slot.out = None;
         }
     }
+}
+
+/// Starts a non-blocking connection to `addr`, leaving from `source` if
+/// given (port chosen by the system), so that a link's traffic takes that
+/// link's network. mio's `TcpStream::connect` cannot bind first, so the
+/// socket is made with rustix (safe calls) and handed to mio.
+fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let Some(source) = source else {
+        return TcpStream::connect(addr);
+    };
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let socket = rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        Some(rustix::net::ipproto::TCP),
+    )?;
+    rustix::net::bind(&socket, &SocketAddr::new(source, 0))?;
+    match rustix::net::connect(&socket, &addr) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(TcpStream::from_std(std::net::TcpStream::from(socket)))
 }
 
 /// How far [`land`] got.
@@ -905,6 +1118,7 @@ fn land(
     rail: RailId,
     start: Clock,
     stats: &mut TcpStats,
+    link: usize,
 ) -> Result<LandStep, ConnError> {
     let landing = conn.landing.as_mut().expect("called while landing");
     let mut port = node.port();
@@ -949,6 +1163,11 @@ fn land(
     }
     let header = landing.header;
     conn.landing = None;
+    if let Some(link) = stats.links.get_mut(link) {
+        link.packets_received += 1;
+        link.bytes_received +=
+            (navette_wire::PacketHeader::LEN + navette_wire::RdvDataHeader::LEN + dest.len) as u64;
+    }
     port.handle_rdv_landed(start.now(), rail, &header)
         .map_err(|e| ConnError::Refused(e.to_string()))?;
     Ok(LandStep::Landed)

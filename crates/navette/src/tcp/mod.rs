@@ -1,9 +1,10 @@
-//! The `tcp` driver: one rail per peer rank over TCP, connected on demand.
+//! The `tcp` driver: one rail per peer rank over TCP (one per peer and
+//! network with several links, see below), connected on demand.
 //!
 //! At start-up the driver binds a non-blocking listener
 //! ([`TcpConfig::bind`], loopback by default), publishes its address through
-//! the bootstrap under `tcp-addr`, and declares one engine rail per peer
-//! rank — no socket yet. A connection to a peer is dialed the first time the
+//! the bootstrap under `tcp-addr` (and `tcp-links`), and declares one engine
+//! rail per peer rank — no socket yet. A connection to a peer is dialed the first time the
 //! engine has a packet for its rail (or, with [`TcpConfig::eager_connect`],
 //! to every higher rank at start-up), so N ranks that talk to few peers do
 //! not open N² connections. Every connection opens with the job's
@@ -23,13 +24,43 @@
 //! block in `epoll` ([`Driver::wait`]) and are woken by data, by writable
 //! sockets, or by [`Driver::wake`] when a user thread submits work — a wake
 //! costs a system call only while a thread is actually blocked.
+//!
+//! # Several links (multi-rail)
+//!
+//! Ranks joined by several networks can use them all at once:
+//! [`TcpConfig::links`] (or `NAVETTE_TCP_LINKS=10.231.1.1,10.231.2.1`,
+//! see [`LINKS_VAR`]) lists this rank's address on each network, in the
+//! same order on every rank. The driver then listens on each address,
+//! publishes them all under [`LINKS_KEY`] (and link 0's under
+//! [`ADDR_KEY`], as with one link), and declares one engine rail per peer
+//! *and link*, with the link's bandwidth if given. Link `k` to a peer is a
+//! connection from this rank's `k`-th address to the peer's `k`-th; dialing
+//! a peer dials all its links at once. Each connection says in its
+//! handshake which link it belongs to, authenticated with the job key
+//! ([`links`] has the details); a peer claiming a link this rank does not
+//! have, or another link than the listener it reached, is refused, and so
+//! is a peer with another number of links. The engine hands each packet
+//! to whichever rail of the peer is idle (a scheduling strategy may weigh
+//! them by bandwidth); [`TcpStats::links`] counts what each link carried.
+//!
+//! Failures: a rail does not retransmit, so when any link to a peer fails
+//! (refused, reset, a bad packet) the engine fails the peer as a whole:
+//! its rails on every link close and whatever needs it fails with
+//! `PeerUnreachable`. Its connections on the other links close as well,
+//! so that the peer, too, sees the failure on every link.
+//!
+//! With no link listed (the default) the driver has one link, on
+//! [`TcpConfig::bind`], and its connections and handshake are exactly the
+//! single-link ones.
 
 mod congestion;
 mod conn;
 mod frame;
 mod inner;
+pub mod links;
 
 pub use congestion::{CONGESTION_VAR, Congestion};
+pub use links::{LINKS_KEY, LINKS_VAR, LinkError, MAX_LINKS, TcpLink};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,7 +78,8 @@ use crate::node::NodeCore;
 use crate::{Error, Result};
 use inner::Inner;
 
-/// The bootstrap key under which each rank publishes its listening address.
+/// The bootstrap key under which each rank publishes its listening address
+/// (link 0's, with several links; [`LINKS_KEY`] has them all).
 pub const ADDR_KEY: &str = "tcp-addr";
 
 /// Settings of the tcp driver. Every field has a default.
@@ -55,8 +87,15 @@ pub const ADDR_KEY: &str = "tcp-addr";
 pub struct TcpConfig {
     /// Address to listen on; port 0 picks a free one. Peers dial the
     /// address the listener got, so it must be reachable from them (not
-    /// `0.0.0.0`).
+    /// `0.0.0.0`). With [`Self::links`], only its port is used (for every
+    /// link).
     pub bind: SocketAddr,
+    /// This rank's address on each network it shares with its peers, in
+    /// the same order on every rank: one link (one engine rail per peer)
+    /// per entry, at most [`MAX_LINKS`]. Empty (the default): one link, on
+    /// [`Self::bind`]. `NAVETTE_TCP_LINKS` overrides it (see
+    /// [`TcpConfig::from_env`]).
+    pub links: Vec<TcpLink>,
     /// Connect to every peer at start-up instead of on first use: each rank
     /// dials the higher ranks and waits for the lower ones.
     pub eager_connect: bool,
@@ -78,6 +117,7 @@ impl Default for TcpConfig {
     fn default() -> Self {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            links: Vec::new(),
             eager_connect: false,
             caps: RailCaps {
                 // Below this, copying at the receiver costs less than the
@@ -101,12 +141,39 @@ impl Default for TcpConfig {
 
 impl TcpConfig {
     /// This configuration with the congestion control that
-    /// `NAVETTE_TCP_CONGESTION` names, if set.
+    /// `NAVETTE_TCP_CONGESTION` names and the links that
+    /// `NAVETTE_TCP_LINKS` lists, where set (and not empty).
     pub fn from_env(self) -> Result<Self> {
+        let links = match std::env::var(LINKS_VAR) {
+            Ok(value) if !value.trim().is_empty() => {
+                links::parse_links(&value).map_err(|e| Error::Config(e.to_string()))?
+            }
+            Err(std::env::VarError::NotUnicode(value)) => {
+                return Err(Error::Config(format!(
+                    "{LINKS_VAR} is not UTF-8: {value:?}"
+                )));
+            }
+            _ => self.links,
+        };
         Ok(Self {
             congestion: self.congestion.from_env()?,
+            links,
             ..self
         })
+    }
+
+    /// The engine capabilities of each link's rails, by link.
+    pub fn link_caps(&self) -> Vec<RailCaps> {
+        if self.links.is_empty() {
+            return vec![self.caps];
+        }
+        self.links
+            .iter()
+            .map(|link| RailCaps {
+                bandwidth: link.bandwidth.unwrap_or(self.caps.bandwidth),
+                ..self.caps
+            })
+            .collect()
     }
 }
 
@@ -140,6 +207,41 @@ pub struct TcpStats {
     /// (spinning rounds read them without epoll): once per sleep that
     /// follows work, not once per sleep.
     pub parked_registrations: u64,
+    /// What each link carried, by link (entries past the driver's number
+    /// of links stay zero).
+    pub links: [TcpLinkStats; MAX_LINKS],
+}
+
+/// Counters of one link of the tcp driver (every peer together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpLinkStats {
+    /// Connections on this link established now.
+    pub established: usize,
+    /// Packets written whole to this link's connections (small messages
+    /// sent at once included).
+    pub packets_sent: u64,
+    /// Bytes written to this link's connections, headers included.
+    pub bytes_sent: u64,
+    /// Packets received whole on this link's connections.
+    pub packets_received: u64,
+    /// Bytes of those packets, headers included.
+    pub bytes_received: u64,
+}
+
+/// One established connection of the tcp driver (see
+/// [`TcpDriver::connections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpConnection {
+    /// The peer rank.
+    pub peer: u32,
+    /// The link it belongs to.
+    pub link: usize,
+    /// This end's address.
+    pub local: SocketAddr,
+    /// The peer's end's address.
+    pub remote: SocketAddr,
 }
 
 /// The tcp driver of one rank.
@@ -150,11 +252,37 @@ pub struct TcpDriver {
     /// Threads blocked in `epoll` (or about to be).
     sleepers: AtomicUsize,
     bootstrap: Arc<dyn Bootstrap>,
-    local_addr: SocketAddr,
-    caps: RailCaps,
+    /// The listening address of each link, by link.
+    local_addrs: Vec<SocketAddr>,
+    /// The rails' capabilities, by link.
+    caps: Vec<RailCaps>,
     /// The origin of the time given to the engine (shared with `Inner`).
     start: crate::clock::Clock,
 }
+
+/// Names of the per-link counters of [`Driver::counters`], by link.
+const LINK_COUNTERS: [[&str; 4]; MAX_LINKS] = {
+    macro_rules! link {
+        ($k:literal) => {
+            [
+                concat!("link", $k, "_packets_sent"),
+                concat!("link", $k, "_bytes_sent"),
+                concat!("link", $k, "_packets_received"),
+                concat!("link", $k, "_bytes_received"),
+            ]
+        };
+    }
+    [
+        link!(0),
+        link!(1),
+        link!(2),
+        link!(3),
+        link!(4),
+        link!(5),
+        link!(6),
+        link!(7),
+    ]
+};
 
 fn io_error(what: &str, err: std::io::Error) -> Error {
     Error::Driver {
@@ -164,17 +292,39 @@ fn io_error(what: &str, err: std::io::Error) -> Error {
 }
 
 impl TcpDriver {
-    /// Binds the listener and publishes its address under [`ADDR_KEY`].
-    /// Peers can dial only after a fence of the bootstrap.
+    /// Binds a listener per link and publishes their addresses under
+    /// [`LINKS_KEY`] (link 0's also under [`ADDR_KEY`]). Peers can dial
+    /// only after a fence of the bootstrap.
     pub fn bind(bootstrap: Arc<dyn Bootstrap>, config: &TcpConfig) -> Result<Arc<Self>> {
-        let listener = TcpListener::bind(config.bind).map_err(|e| io_error("cannot listen", e))?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|e| io_error("listener address", e))?;
-        bootstrap.put(ADDR_KEY, local_addr.to_string().as_bytes())?;
+        links::validate(&config.links).map_err(|e| Error::Config(e.to_string()))?;
+        // (where to listen, where connections leave from), by link.
+        let plan: Vec<(SocketAddr, Option<std::net::IpAddr>)> = if config.links.is_empty() {
+            vec![(config.bind, None)]
+        } else {
+            let port = config.bind.port();
+            let addrs = config.links.iter().map(|l| l.addr);
+            addrs
+                .map(|ip| (SocketAddr::new(ip, port), Some(ip)))
+                .collect()
+        };
+        let mut listeners = Vec::with_capacity(plan.len());
+        let mut local_addrs = Vec::with_capacity(plan.len());
+        for (link, (addr, _)) in plan.iter().enumerate() {
+            let listener = TcpListener::bind(*addr)
+                .map_err(|e| io_error(&format!("cannot listen on {addr} (link {link})"), e))?;
+            local_addrs.push(
+                listener
+                    .local_addr()
+                    .map_err(|e| io_error("listener address", e))?,
+            );
+            listeners.push(listener);
+        }
+        bootstrap.put(ADDR_KEY, local_addrs[0].to_string().as_bytes())?;
+        bootstrap.put(LINKS_KEY, links::publish_value(&local_addrs).as_bytes())?;
         let poll = Poll::new().map_err(|e| io_error("epoll", e))?;
         let waker = Waker::new(poll.registry(), inner::WAKER).map_err(|e| io_error("waker", e))?;
-        let mut inner = Inner::new(poll, listener, Arc::clone(&bootstrap))
+        let sources = plan.iter().map(|&(_, source)| source).collect();
+        let mut inner = Inner::new(poll, listeners, sources, Arc::clone(&bootstrap))
             .map_err(|e| io_error("epoll registration", e))?;
         inner.eager_connect = config.eager_connect;
         inner.max_handshakes = config.max_handshakes;
@@ -186,16 +336,16 @@ impl TcpDriver {
             waker,
             sleepers: AtomicUsize::new(0),
             bootstrap,
-            local_addr,
-            caps: config.caps,
+            local_addrs,
+            caps: config.link_caps(),
             start,
         }))
     }
 
-    /// Declares one rail per peer rank on `node` (the node this driver
-    /// serves). Opens no socket.
+    /// Declares one rail per peer rank and link on `node` (the node this
+    /// driver serves), link by link for each peer. Opens no socket.
     pub fn attach(&self, node: &NodeCore) {
-        self.inner.lock().attach(node, self.caps);
+        self.inner.lock().attach(node, &self.caps);
     }
 
     /// With [`TcpConfig::eager_connect`], dials every higher rank; call
@@ -207,9 +357,19 @@ impl TcpDriver {
         }
     }
 
-    /// The address this rank listens on.
+    /// The address this rank listens on (link 0's, with several links).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.local_addrs[0]
+    }
+
+    /// The address each link listens on, by link.
+    pub fn link_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// How many links this driver has (one rail per peer and link).
+    pub fn link_count(&self) -> usize {
+        self.local_addrs.len()
     }
 
     /// Connections established now; a pair that dialed each other at once
@@ -218,13 +378,15 @@ impl TcpDriver {
         self.inner.lock().established()
     }
 
+    /// The established connections, with their link and addresses (for
+    /// diagnostics and tests: which network each link's traffic takes).
+    pub fn connections(&self) -> Vec<TcpConnection> {
+        self.inner.lock().connections()
+    }
+
     /// The driver's counters.
     pub fn stats(&self) -> TcpStats {
-        let inner = self.inner.lock();
-        TcpStats {
-            established: inner.established(),
-            ..inner.stats
-        }
+        self.inner.lock().stats()
     }
 
     /// Ends the session for `node`: waits, while still serving peers, until
@@ -258,6 +420,29 @@ impl Driver for TcpDriver {
             return Ok(false);
         };
         inner.progress(node).map_err(|e| io_error("poll", e))
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats();
+        let mut all = vec![
+            ("landed_direct", s.landed_direct),
+            ("landed_copied", s.landed_copied),
+            ("sent_now", s.sent_now),
+            ("refused", s.refused as u64),
+        ];
+        // Per link, when there are several.
+        if self.link_count() > 1 {
+            for (names, l) in LINK_COUNTERS.iter().zip(&s.links).take(self.link_count()) {
+                let values = [
+                    l.packets_sent,
+                    l.bytes_sent,
+                    l.packets_received,
+                    l.bytes_received,
+                ];
+                all.extend(names.iter().copied().zip(values));
+            }
+        }
+        all
     }
 
     fn now(&self) -> Option<Duration> {

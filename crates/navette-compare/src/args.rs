@@ -128,8 +128,27 @@ navette is faster). Every tool applies navette bench's iteration rule to
 the bytes of a series, spread over its messages (so a series of 16 segments
 counts as 16 round trips of the 100000 allowed).
 
-multirail is accepted and reported as skipped: it needs network namespaces
-and is not wired here yet.
+multirail (--transport tcp only), navette alone: the bandwidth of two tcp
+links used together against the sum of each link alone, measured in the same
+run. scripts/netns-rails (root, ip and tc from iproute2) makes two network
+namespaces, nvcmpPID-0 and nvcmpPID-1, once for all rounds, joined by two
+veth pairs rate-limited with tc tbf on both ends: link 1 at 2gbit, link 2 at
+1gbit; nothing leaves the two namespaces. Each round runs, for each size
+(--sizes, default 64M), `navette bench pingpong` on 2 ranks of `navette run
+-n 2`, each rank put in its namespace by `scripts/netns-rails rank-exec`
+(which sets NAVETTE_TCP_LINKS to its addresses, with the links' rates):
+
+  1+2 split       both links, NAVETTE_STRATEGY=split
+  1+2 aggregate   both links, the default strategy (NAVETTE_STRATEGY unset)
+  1               link 1 alone
+  2               link 2 alone
+
+Rows carry `rails` (1+2, 1, 2) and `strategy`; bandwidth is size / one-way
+time of the ping-pong. The table gives, per size, link 1, link 2, their sum,
+both links with each strategy, and split / sum (the goal: at least 90 %).
+The namespaces are removed at the end, also on failure; without root, ip or
+tc (or when the system refuses a namespace: netns-rails exits with 77) the
+pattern is skipped as not available. No plot.
 
 A tool that cannot run is skipped with its reason, printed and recorded
 under \"skipped\" in results.json; the rest is measured all the same. For
@@ -171,7 +190,7 @@ pub struct Cli {
     /// Message sizes in bytes, comma-separated; K, M, G are powers of 1024.
     /// multiseg: bytes per segment; indexed: the large block. [default:
     /// pingpong 8,64,512,4K,32K,256K,1M,4M,16M; multiseg 4,64,1K; indexed
-    /// 256K]
+    /// 256K; multirail 64M]
     #[arg(long)]
     pub sizes: Option<SizeList>,
     /// Segments per series of multiseg, comma-separated (1 to 1024 each).
@@ -189,8 +208,8 @@ pub struct Cli {
     /// neighbours) favours no tool.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
-    /// Patterns to compare, comma-separated: pingpong, multiseg, indexed
-    /// (multirail: accepted, reported as skipped).
+    /// Patterns to compare, comma-separated: pingpong, multiseg, indexed,
+    /// multirail (tcp only; needs root).
     #[arg(long, default_value = "pingpong", value_name = "LIST")]
     pub patterns: PatternList,
     /// Seconds after which a tool that has not finished is killed and its
@@ -214,6 +233,10 @@ pub struct Cli {
     /// The floor program built from bench/floor/floor.c (set by bench/compare).
     #[arg(long, value_name = "PATH", default_value = "floor")]
     pub floor: PathBuf,
+    /// The script that makes the namespaces of multirail (bench/compare
+    /// runs from the repository).
+    #[arg(long, value_name = "PATH", default_value = "scripts/netns-rails")]
+    pub netns_rails: PathBuf,
     /// Print this help.
     #[arg(short = 'h', long = "help", action = ArgAction::HelpLong)]
     pub help: Option<bool>,
@@ -232,6 +255,8 @@ pub struct Programs {
     pub mpi_build: PathBuf,
     /// The floor program.
     pub floor: PathBuf,
+    /// scripts/netns-rails.
+    pub netns_rails: PathBuf,
 }
 
 impl Programs {
@@ -255,6 +280,7 @@ impl Cli {
             mpi_pingpong: self.mpi_pingpong.clone(),
             mpi_build: self.mpi_build.clone(),
             floor: self.floor.clone(),
+            netns_rails: self.netns_rails.clone(),
         }
     }
 
@@ -291,6 +317,8 @@ mod tests {
         assert_eq!(cli.segments, vec![8, 16]);
         assert_eq!(cli.sizes_of(Pattern::Multiseg), vec![4, 64, 1024]);
         assert_eq!(cli.sizes_of(Pattern::Indexed), vec![256 << 10]);
+        assert_eq!(cli.sizes_of(Pattern::Multirail), vec![64 << 20]);
+        assert_eq!(cli.netns_rails, PathBuf::from("scripts/netns-rails"));
         let cli = Cli::try_parse_from([
             "compare",
             "--out",

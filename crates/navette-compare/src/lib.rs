@@ -30,7 +30,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::args::{Cli, Transport};
-use crate::patterns::{Context, Outcome, Pattern};
+use crate::patterns::{Context, Pattern};
 use crate::record::{Document, Note, SkipKind};
 use crate::runner::Runner;
 
@@ -80,26 +80,17 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
     dedup(&mut segments);
     for &pattern in &cli.patterns.0 {
         let sizes = cli.sizes_of(pattern);
-        // Nothing is measured for multirail yet: one round says so.
-        let rounds = if pattern == Pattern::Multirail {
-            1
-        } else {
-            cli.rounds
+        let mut ctx = Context {
+            runner: &mut runner,
+            programs: cli.programs(),
+            transport,
+            sizes: &sizes,
+            segments: &segments,
+            iterations: cli.iterations,
+            round: None,
         };
-        let mut outcome = Outcome::default();
-        for round in 1..=rounds {
-            let mut ctx = Context {
-                runner: &mut runner,
-                programs: cli.programs(),
-                transport,
-                sizes: &sizes,
-                segments: &segments,
-                iterations: cli.iterations,
-                round: (rounds > 1).then_some(round),
-            };
-            outcome.keep_best(patterns::run(pattern, &mut ctx));
-        }
-        if rounds > 1 {
+        let mut outcome = patterns::run_rounds(pattern, &mut ctx, cli.rounds);
+        if cli.rounds > 1 && (pattern != Pattern::Multirail || !outcome.records.is_empty()) {
             outcome.notes.push(format!(
                 "each figure is the best of {} rounds (lowest latency, highest bandwidth); \
                  the tools take turns within each round",
@@ -110,9 +101,20 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
             outcome.notes.extend(congestion_note(transport));
         }
         outcome.notes.extend(busy.clone());
+        if pattern == Pattern::Multirail {
+            let text = table::render_multirail(
+                transport.name(),
+                &outcome.records,
+                &outcome.skipped,
+                &outcome.notes,
+            );
+            write_out(out, &text);
+        }
         let groups: Vec<Option<usize>> = match pattern {
             Pattern::Multiseg => segments.iter().copied().map(Some).collect(),
-            Pattern::Pingpong | Pattern::Indexed | Pattern::Multirail => vec![None],
+            Pattern::Pingpong | Pattern::Indexed => vec![None],
+            // Its own table, above; no plot (one or few sizes, four setups).
+            Pattern::Multirail => Vec::new(),
         };
         for group in groups {
             let view =
@@ -121,15 +123,11 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
                 Pattern::Multiseg | Pattern::Indexed => {
                     table::render_vs_mpi(&view, &outcome.skipped, &outcome.notes)
                 }
-                Pattern::Pingpong => table::render(&view, &outcome.skipped, &outcome.notes),
-                Pattern::Multirail => {
-                    table::render_unmeasured(&view, &outcome.skipped, &outcome.notes)
+                Pattern::Pingpong | Pattern::Multirail => {
+                    table::render(&view, &outcome.skipped, &outcome.notes)
                 }
             };
             write_out(out, &text);
-            if pattern == Pattern::Multirail {
-                continue;
-            }
             let png = cli.out.join(plot_name(pattern, group, transport));
             match plot::draw(&png, &view, &outcome.skipped, &document) {
                 Ok(()) => write_out(out, &format!("Wrote {}\n", png.display())),

@@ -1,9 +1,10 @@
 //! The benchmark output document of ARCHITECTURE.md ("Benchmark output"):
 //! `navette_version`, `host`, `date` and one row per (pattern, transport,
 //! impl, size), with the optional keys `segments` (multiseg: segments per
-//! series, `size` being per segment) and `strategy` (navette's rows of
-//! multiseg and indexed). Rows that could not be measured are not invented:
-//! the document lists them under `skipped`, with the reason; facts about
+//! series, `size` being per segment), `strategy` (navette's rows of
+//! multiseg, indexed and multirail) and `rails` (multirail: the links
+//! used, `1+2`, `1` or `2`). Rows that could not be measured are not
+//! invented: the document lists them under `skipped`, with the reason; facts about
 //! how the peers ran (which transport each MPI used) are under `notes`.
 
 use std::path::Path;
@@ -54,9 +55,13 @@ pub struct Record {
     /// Segments per series (multiseg).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<usize>,
-    /// The strategy that built navette's packets (multiseg, indexed).
+    /// The strategy that built navette's packets (multiseg, indexed,
+    /// multirail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// The links used (multirail): `1+2`, `1`, `2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rails: Option<String>,
 }
 
 impl Record {
@@ -78,18 +83,38 @@ impl Record {
             bandwidth_mbps,
             segments: None,
             strategy: None,
+            rails: None,
         }
     }
 
-    /// What identifies the row: pattern, transport, impl, segments, size.
-    pub fn key(&self) -> (&str, &str, &str, Option<usize>, usize) {
+    /// What identifies the row, but for the strategy (see
+    /// [`same_row`](Self::same_row)): pattern, transport, impl, segments,
+    /// rails, size.
+    pub fn key(&self) -> (&str, &str, &str, Option<usize>, Option<&str>, usize) {
         (
             &self.pattern,
             &self.transport,
             &self.implementation,
             self.segments,
+            self.rails.as_deref(),
             self.size,
         )
+    }
+
+    /// Whether `other` is a measurement of the same row (in another round):
+    /// the same [`key`](Self::key) and no other strategy (a row without
+    /// one matches any: multirail's rows on the same links differ only by
+    /// their strategy).
+    pub fn same_row(&self, other: &Self) -> bool {
+        self.key() == other.key() && same_strategy(&self.strategy, &other.strategy)
+    }
+}
+
+/// Whether two optional strategies do not contradict each other.
+fn same_strategy(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
     }
 }
 
@@ -116,12 +141,43 @@ pub struct Skip {
     /// The segments per series of the missing rows (multiseg).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segments: Option<usize>,
+    /// The links of the missing rows (multirail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rails: Option<String>,
+    /// The strategy of the missing rows (multirail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
     /// Expected or not.
     pub kind: SkipKind,
     /// Sizes left out (every requested size when the tool did not run).
     pub sizes: Vec<usize>,
     /// What the tool said.
     pub reason: String,
+}
+
+impl Skip {
+    /// Whether `record` is of the implementation and variant (segments,
+    /// rails, strategy) this skip is about, whatever its size.
+    pub fn matches(&self, record: &Record) -> bool {
+        (
+            self.pattern.as_str(),
+            self.transport.as_str(),
+            self.implementation.as_str(),
+            self.segments,
+            self.rails.as_deref(),
+        ) == (
+            record.pattern.as_str(),
+            record.transport.as_str(),
+            record.implementation.as_str(),
+            record.segments,
+            record.rails.as_deref(),
+        ) && same_strategy(&self.strategy, &record.strategy)
+    }
+
+    /// Whether `record` is one of the rows this skip says are missing.
+    pub fn covers(&self, record: &Record) -> bool {
+        self.matches(record) && self.sizes.contains(&record.size)
+    }
 }
 
 /// The whole document.

@@ -2,7 +2,9 @@
 //! and bandwidth, and navette's ratios to the best peer (lowest latency,
 //! highest bandwidth among Open MPI and UCX) for pingpong; for multiseg and
 //! indexed ([`render_vs_mpi`]), each one-way time and how many times faster
-//! navette is than each MPI and than the faster of the two.
+//! navette is than each MPI and than the faster of the two; for multirail
+//! ([`render_multirail`]), each link alone, their sum and both links
+//! together.
 
 use std::fmt::Write;
 
@@ -301,17 +303,98 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
     text
 }
 
-/// For a pattern accepted but not measured (multirail): its title, why
-/// nothing was measured, and the notes.
-pub fn render_unmeasured(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
-    let mut text = format!("\n{}: not measured\n", view.title());
-    for skip in skipped.iter().filter(|s| view.concerns(s)) {
-        let _ = writeln!(text, "skipped {}: {}", skip.implementation, skip.reason);
+/// For multirail: per size, the bandwidth of each link alone, their sum,
+/// both links with the split and the aggregate strategies, and each of
+/// those over the sum; then what was skipped and the notes.
+pub fn render_multirail(
+    transport: &str,
+    records: &[Record],
+    skipped: &[Skip],
+    notes: &[String],
+) -> String {
+    use crate::patterns::multirail::{RATES, summaries};
+    let mut text = format!(
+        "\nmultirail over {transport}: bandwidth in MB/s (10^6 B/s) = size / one-way time \
+         of a ping-pong; link 1 at {}, link 2 at {} (tc tbf)\n",
+        RATES[0], RATES[1]
+    );
+    let heads = [
+        "link 1",
+        "link 2",
+        "1 + 2 sum",
+        "1+2 split",
+        "1+2 aggregate",
+        "split/sum",
+        "aggregate/sum",
+    ];
+    let all = summaries(records, transport);
+    if all.is_empty() {
+        text.push_str("not measured\n");
+    } else {
+        let _ = write!(text, "{:>6}", "size");
+        for head in heads {
+            let _ = write!(text, " {head:>13}");
+        }
+        text.push('\n');
+    }
+    for s in &all {
+        let _ = write!(text, "{:>6}", ShortSize(s.size));
+        for value in [s.link1, s.link2, s.sum(), s.split, s.aggregate] {
+            let _ = write!(text, " {:>13}", number(value, false));
+        }
+        for ratio in [s.split_ratio(), s.aggregate_ratio()] {
+            let _ = write!(text, " {:>13}", percent(ratio));
+        }
+        text.push('\n');
+    }
+    for s in &all {
+        if let Some(ratio) = s.split_ratio() {
+            let verdict = if ratio >= 0.9 {
+                "reached"
+            } else {
+                "NOT reached"
+            };
+            let _ = writeln!(
+                text,
+                "{}: split gives {} of the sum of the links alone (goal: at least 90 %, {verdict})",
+                ShortSize(s.size),
+                percent(Some(ratio)).trim()
+            );
+        }
+    }
+    for skip in skipped
+        .iter()
+        .filter(|s| s.pattern == "multirail" && s.transport == transport)
+    {
+        let kind = match skip.kind {
+            SkipKind::Unavailable => "not available",
+            SkipKind::Failed => "FAILED",
+        };
+        let what: Vec<&str> = [
+            Some(skip.implementation.as_str()),
+            skip.rails.as_deref(),
+            skip.strategy.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let _ = writeln!(
+            text,
+            "skipped {} ({kind}, {} sizes): {}",
+            what.join(" "),
+            skip.sizes.len(),
+            skip.reason
+        );
     }
     for note in notes {
         let _ = writeln!(text, "note: {note}");
     }
     text
+}
+
+/// A ratio as a percentage with one decimal.
+fn percent(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "-".to_owned(), |r| format!("{:.1} %", r * 100.0))
 }
 
 fn skips_and_notes(text: &mut String, view: &View<'_>, skipped: &[Skip], notes: &[String]) {
@@ -389,6 +472,8 @@ mod tests {
             transport: "shm".into(),
             implementation: imp::NAVETTE.into(),
             segments: None,
+            rails: None,
+            strategy: None,
             kind: SkipKind::Unavailable,
             sizes: vec![4096],
             reason: "the shared-memory driver is not available yet".into(),
@@ -435,6 +520,8 @@ mod tests {
             transport: "shm".into(),
             implementation: imp::MPICH.into(),
             segments: Some(16),
+            rails: None,
+            strategy: None,
             kind: SkipKind::Failed,
             sizes: vec![4],
             reason: "it failed".into(),
@@ -458,5 +545,56 @@ mod tests {
             text.contains("skipped mpich (FAILED, 1 sizes): it failed"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn multirail_table() {
+        use crate::patterns::multirail::SETUPS;
+        let row = |i: usize, bw| {
+            SETUPS[i].row(&Record::new(
+                "pingpong",
+                "tcp",
+                "navette",
+                64 << 20,
+                Some(1.0),
+                Some(bw),
+            ))
+        };
+        let records = vec![row(0, 342.0), row(1, 318.6), row(2, 240.0), row(3, 120.0)];
+        let skip = Skip {
+            pattern: "multirail".into(),
+            transport: "tcp".into(),
+            implementation: imp::NAVETTE.into(),
+            segments: None,
+            rails: Some("2".into()),
+            strategy: Some("aggregate".into()),
+            kind: SkipKind::Failed,
+            sizes: vec![1 << 20],
+            reason: "it failed".into(),
+        };
+        let text = render_multirail("tcp", &records, &[skip], &["a note".into()]);
+        let mut lines = text.lines().skip(1);
+        let title = lines.next().unwrap();
+        assert!(title.contains("link 1 at 2gbit, link 2 at 1gbit"), "{text}");
+        assert!(lines.next().unwrap().contains("split/sum"), "{text}");
+        let cells: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "64M", "240.0", "120.0", "360.0", "342.0", "318.6", "95.0", "%", "88.5", "%"
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("64M: split gives 95.0 % of the sum of the links alone (goal: at least 90 %, reached)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("skipped navette 2 aggregate (FAILED, 1 sizes): it failed"),
+            "{text}"
+        );
+        assert!(text.contains("note: a note"), "{text}");
+        let empty = render_multirail("shm", &records, &[], &[]);
+        assert!(empty.ends_with("(tc tbf)\nnot measured\n"), "{empty}");
     }
 }

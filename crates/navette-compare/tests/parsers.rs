@@ -176,6 +176,8 @@ fn document_in_the_architecture_format() {
         transport: "shm".into(),
         implementation: "navette".into(),
         segments: None,
+        rails: None,
+        strategy: None,
         kind: SkipKind::Unavailable,
         sizes: vec![8],
         reason: "not available yet".into(),

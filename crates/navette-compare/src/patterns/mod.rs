@@ -1,9 +1,10 @@
 //! One module per communication pattern. A pattern runs, for one
 //! transport, navette and every peer that has that pattern, and returns
-//! the rows (plus what it skipped and why). Later patterns (multirail, rpc,
-//! migrate, rpc_rate) are one file each here and one arm in [`run`].
+//! the rows (plus what it skipped and why). Later patterns (rpc, migrate,
+//! rpc_rate) are one file each here and one arm in [`run`].
 
 pub mod mpi;
+pub mod multirail;
 mod pingpong;
 
 use crate::args::{Programs, Transport};
@@ -22,8 +23,9 @@ pub enum Pattern {
     /// Ping-pong of one message of two blocks in separate memory (64 bytes
     /// and a large one): pack/unpack in navette, hindexed in MPI.
     Indexed,
-    /// Several rails at once (accepted, reported as skipped: needs network
-    /// namespaces, not yet wired).
+    /// Bandwidth of two rate-limited tcp links between two network
+    /// namespaces, used together (strategies split and aggregate) and each
+    /// alone.
     Multirail,
 }
 
@@ -42,7 +44,8 @@ impl Pattern {
     /// multiseg, the large block for indexed (as `navette bench`).
     pub fn default_sizes(self) -> &'static str {
         match self {
-            Self::Pingpong | Self::Multirail => crate::args::DEFAULT_SIZES,
+            Self::Pingpong => crate::args::DEFAULT_SIZES,
+            Self::Multirail => multirail::DEFAULT_SIZES,
             Self::Multiseg => navette_cli::bench::command::MULTISEG_SIZES,
             Self::Indexed => navette_cli::bench::command::INDEXED_SIZES,
         }
@@ -119,7 +122,7 @@ impl Outcome {
     /// stays only for sizes no round measured; notes once each.
     pub fn keep_best(&mut self, other: Self) {
         for record in other.records {
-            match self.records.iter_mut().find(|r| r.key() == record.key()) {
+            match self.records.iter_mut().find(|r| r.same_row(&record)) {
                 Some(kept) => {
                     kept.latency_us = best(kept.latency_us, record.latency_us, f64::min);
                     kept.bandwidth_mbps =
@@ -138,17 +141,12 @@ impl Outcome {
         }
         let records = &self.records;
         for skip in &mut self.skipped {
-            let (pattern, transport, imp, segments) = (
-                skip.pattern.as_str(),
-                skip.transport.as_str(),
-                skip.implementation.as_str(),
-                skip.segments,
-            );
-            skip.sizes.retain(|&size| {
-                !records
-                    .iter()
-                    .any(|r| r.key() == (pattern, transport, imp, segments, size))
-            });
+            let measured: Vec<usize> = records
+                .iter()
+                .filter(|r| skip.matches(r))
+                .map(|r| r.size)
+                .collect();
+            skip.sizes.retain(|size| !measured.contains(size));
         }
         // A skip of every size of a size-less implementation (the cache
         // line) has no sizes to begin with: keep those unless measured.
@@ -284,6 +282,8 @@ impl Outcome {
             transport: ctx.transport.name().to_owned(),
             implementation: imp.to_owned(),
             segments,
+            rails: None,
+            strategy: None,
             kind,
             sizes,
             reason,
@@ -316,27 +316,28 @@ fn best(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64
     }
 }
 
-/// Runs `pattern` over `ctx.transport`.
+/// Runs `pattern` over `ctx.transport` once (one round).
 pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
     match pattern {
         Pattern::Pingpong => pingpong::run(ctx),
         Pattern::Multiseg => mpi::run_multiseg(ctx),
         Pattern::Indexed => mpi::run_indexed(ctx),
-        Pattern::Multirail => multirail_skipped(ctx),
+        Pattern::Multirail => multirail::run(ctx, 1),
     }
 }
 
-/// multirail is accepted on the command line, not measured yet.
-fn multirail_skipped(ctx: &Context<'_>) -> Outcome {
+/// Runs `pattern` over `ctx.transport` for `rounds` rounds (named in the
+/// raw outputs when there are several) and keeps the best of each figure.
+/// multirail sets its namespaces up once for all of its rounds.
+pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outcome {
+    if pattern == Pattern::Multirail {
+        return multirail::run(ctx, rounds);
+    }
     let mut outcome = Outcome::default();
-    outcome.skip(
-        ctx,
-        Pattern::Multirail,
-        crate::record::implementation::NAVETTE,
-        SkipKind::Unavailable,
-        Vec::new(),
-        "needs network namespaces; not yet wired".into(),
-    );
+    for round in 1..=rounds {
+        ctx.round = (rounds > 1).then_some(round);
+        outcome.keep_best(run(pattern, ctx));
+    }
     outcome
 }
 
@@ -355,6 +356,8 @@ mod tests {
             transport: "shm".into(),
             implementation: imp.into(),
             segments: None,
+            rails: None,
+            strategy: None,
             kind: SkipKind::Failed,
             sizes,
             reason: "it failed".into(),

@@ -8,39 +8,17 @@
 //! `navette` binary), but `cargo test --test launch` alone does not. A
 //! missing or outdated example fails the test and says how to build it.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+
+use common::example;
 
 /// Every job gets this many seconds before `navette run` ends it: a safety
 /// net so that a hang fails the test instead of blocking it, never a
 /// measurement.
 const JOB_TIMEOUT: &str = "60";
-
-/// The path of the example `name`, built by cargo beside `navette`.
-fn example(name: &str) -> PathBuf {
-    let navette = PathBuf::from(env!("CARGO_BIN_EXE_navette"));
-    let dir = navette
-        .parent()
-        .expect("the navette binary lives in a directory")
-        .join("examples");
-    let path = dir.join(name);
-    let build = "build the examples: `cargo test -p navette-cli` (without --test) \
-                 or `cargo build -p navette-cli --examples`";
-    let built = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|e| panic!("example {} is missing ({e}): {build}", path.display()));
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.rs"));
-    if let Ok(written) = std::fs::metadata(&source).and_then(|m| m.modified()) {
-        assert!(
-            written <= built,
-            "example {} is older than {}: {build}",
-            path.display(),
-            source.display()
-        );
-    }
-    path
-}
 
 /// `navette run -n <ranks> --timeout … -- <example> <args>`, to the end.
 fn run_example(ranks: u32, name: &str, args: &[&str]) -> Output {

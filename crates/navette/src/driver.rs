@@ -221,6 +221,11 @@ impl<'a> DriverPort<'a> {
         out
     }
 
+    /// See [`navette_core::Engine::awaits_rdv_data`].
+    pub fn awaits_rdv_data(&self, peer: Rank) -> bool {
+        self.state.engine.awaits_rdv_data(peer)
+    }
+
     /// See [`navette_core::Engine::can_send_now`].
     pub fn can_send_now(&mut self, gate: crate::Gate, rail: RailId, len: usize) -> bool {
         self.state

@@ -675,6 +675,13 @@ impl Engine {
         self.gates.iter().map(|g| g.stats)
     }
 
+    /// Whether rendezvous data from `peer` is awaited: a clear-to-send went
+    /// to it and its data has not all come (a driver may then read a
+    /// packet's headers alone, to read the data straight into place).
+    pub fn awaits_rdv_data(&self, peer: Rank) -> bool {
+        self.rdv_recvs.values().any(|r| r.peer == peer)
+    }
+
     /// The bandwidth measured on `rail`'s large packets, in bytes per
     /// second, once there is a measure.
     pub fn measured_bandwidth(&self, rail: RailId) -> Option<u64> {

@@ -14,6 +14,10 @@ use navette_core::memory::{self, Memory};
 use navette_core::{MissingMemory, PacketPlan, Segment};
 use navette_wire::{ChunkKind, DecodeError, Limits, PacketHeader, RdvDataHeader};
 
+/// The headers in front of rendezvous data: a packet header and a
+/// rendezvous data header.
+pub(super) const RDV_PREFIX: usize = PacketHeader::LEN + RdvDataHeader::LEN;
+
 /// Size of a connection's receive buffer when idle.
 const READ_BUF: usize = 64 << 10;
 /// A buffer grown above this (for a large packet) shrinks back once empty.
@@ -72,9 +76,8 @@ impl FrameReader {
         &mut self,
         limits: &Limits,
     ) -> Result<Option<RdvDataHeader>, DecodeError> {
-        const PREFIX: usize = PacketHeader::LEN + RdvDataHeader::LEN;
         let have = &self.buf[self.start..self.end];
-        if have.len() < PREFIX || have[PacketHeader::LEN] != ChunkKind::RDV_DATA.0 {
+        if have.len() < RDV_PREFIX || have[PacketHeader::LEN] != ChunkKind::RDV_DATA.0 {
             return Ok(None);
         }
         let packet = PacketHeader::decode(have, limits)?;
@@ -85,7 +88,7 @@ impl FrameReader {
         if packet.body_len as usize != RdvDataHeader::LEN + data.len as usize {
             return Ok(None);
         }
-        self.start += PREFIX;
+        self.start += RDV_PREFIX;
         Ok(Some(data))
     }
 
@@ -106,17 +109,36 @@ impl FrameReader {
     }
 
     /// Reads once from `stream`; a read of 0 bytes is the end of the stream.
-    pub(super) fn fill(&mut self, stream: &mut impl Read) -> io::Result<Filled> {
+    ///
+    /// At most `max` bytes (at least one) are read: so that a rendezvous
+    /// data chunk's bytes are not read into the buffer together with its
+    /// headers.
+    pub(super) fn fill_at_most(
+        &mut self,
+        stream: &mut impl Read,
+        max: usize,
+    ) -> io::Result<Filled> {
         if self.end == self.buf.len() {
             self.make_room(self.end - self.start + 1);
         }
-        let space = self.buf.len() - self.end;
-        let len = stream.read(&mut self.buf[self.end..])?;
+        let space = (self.buf.len() - self.end).min(max.max(1));
+        let len = stream.read(&mut self.buf[self.end..self.end + space])?;
         self.end += len;
         Ok(Filled {
             len,
             drained: len < space,
         })
+    }
+
+    /// [`Self::fill_at_most`] with no limit but the buffer's room.
+    #[cfg(test)]
+    pub(super) fn fill(&mut self, stream: &mut impl Read) -> io::Result<Filled> {
+        self.fill_at_most(stream, usize::MAX)
+    }
+
+    /// Bytes read and not yet handed out.
+    pub(super) fn buffered(&self) -> usize {
+        self.end - self.start
     }
 
     /// Ensures that a packet of `total` bytes starting at `start` fits.

@@ -40,7 +40,7 @@ use rustc_hash::FxHashMap;
 use super::Congestion;
 use super::TcpStats;
 use super::conn::{Conn, ConnError, Identity, Landing};
-use super::frame::{Filled, OutPacket, WriteError, Written};
+use super::frame::{Filled, OutPacket, RDV_PREFIX, WriteError, Written};
 use super::links::{LINKS_KEY, LinkError, MAX_LINKS, parse_peer_links};
 use crate::clock::Clock;
 use crate::node::NodeCore;
@@ -830,7 +830,17 @@ impl Inner {
             if drained {
                 return Ok(delivered);
             }
-            match conn.frames.fill(&mut conn.stream) {
+            // While rendezvous data is awaited from the peer, the next
+            // packet's headers are read alone: its data then goes straight
+            // into its destination, not through the buffer (one more read
+            // per packet, only then).
+            let buffered = conn.frames.buffered();
+            let max = if buffered < RDV_PREFIX && node.port().awaits_rdv_data(peer) {
+                RDV_PREFIX - buffered
+            } else {
+                usize::MAX
+            };
+            match conn.frames.fill_at_most(&mut conn.stream, max) {
                 Ok(Filled { len: 0, .. }) => return Err(ConnError::Eof),
                 // A read that did not fill the buffer drained the socket: a
                 // further read would only find nothing (`WouldBlock`) and

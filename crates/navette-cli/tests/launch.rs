@@ -13,7 +13,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 
-use common::example;
+use common::{assert_success, example, text};
 
 /// Every job gets this many seconds before `navette run` ends it: a safety
 /// net so that a hang fails the test instead of blocking it, never a
@@ -42,21 +42,6 @@ fn run_example_with(ranks: u32, name: &str, args: &[&str], vars: &[(&str, &str)]
         .stdin(Stdio::null())
         .output()
         .expect("navette runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Asserts the job succeeded, showing everything it printed if not.
-fn assert_success(out: &Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "job failed\n--- stdout\n{}--- stderr\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 /// The lines of `stdout` printed by `rank` (through the launcher's

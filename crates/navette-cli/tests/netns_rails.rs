@@ -17,7 +17,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::example;
+use common::{assert_success, example, text};
 
 /// Seconds before `navette run` ends the job: a hang guard, not a
 /// measurement.
@@ -25,10 +25,6 @@ const JOB_TIMEOUT: &str = "50";
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-rails")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Why this host cannot run the test, if it cannot.
@@ -132,16 +128,6 @@ fn run_rails(name: &str, use_links: &str, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("navette runs")
-}
-
-fn assert_success(out: &Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "job failed\n--- stdout\n{}--- stderr\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 #[test]

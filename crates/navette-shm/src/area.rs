@@ -181,18 +181,8 @@ impl<'a> RankArea<'a> {
     /// cell.
     #[inline]
     pub fn pop<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let mut f = Some(f);
-        loop {
-            let popped = ring::pop(self, |bytes| {
-                let f = f.take().expect("pop hands out at most one payload");
-                f(bytes)
-            });
-            match popped {
-                Popped::Empty => return None,
-                Popped::Item(r) => return Some(r),
-                Popped::Skipped => continue,
-            }
-        }
+        // `f` always takes the payload: never left at head.
+        self.pop_if(|bytes| Some(f(bytes))).flatten()
     }
 
     /// [`pop`](Self::pop), except that the payload stays at the head of

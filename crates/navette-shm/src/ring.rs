@@ -253,11 +253,15 @@ pub(crate) enum Popped<R> {
 ///
 /// Returns [`Popped::Empty`] at once if another consumer holds the ring's
 /// consumer lock, so that two threads (or processes) can never hand out the
-/// same cell.
+/// same cell. (The loom models pop this way; `RankArea::pop` goes through
+/// [`pop_if`] too.)
+#[cfg(loom)]
 pub(crate) fn pop<M: RingMemory, R>(m: &M, f: impl FnOnce(&[u8]) -> R) -> Popped<R> {
     match pop_if(m, |bytes| Some(f(bytes))) {
         Popped::Empty => Popped::Empty,
-        Popped::Item(r) => Popped::Item(r.expect("f always takes the payload")),
+        Popped::Item(Some(r)) => Popped::Item(r),
+        // Not reached: the closure above always takes the payload.
+        Popped::Item(None) => Popped::Empty,
         Popped::Skipped => Popped::Skipped,
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
+use std::process::Output;
 
 /// The path of the example `name`, built by cargo beside `navette`.
 pub fn example(name: &str) -> PathBuf {
@@ -27,4 +28,20 @@ pub fn example(name: &str) -> PathBuf {
         );
     }
     path
+}
+
+/// Standard output or error of a job, as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the job succeeded, showing everything it printed if not.
+pub fn assert_success(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "job failed\n--- stdout\n{}--- stderr\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }

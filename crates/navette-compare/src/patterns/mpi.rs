@@ -155,22 +155,9 @@ fn measure_navette(
     let Some(output) = run_tool(ctx, outcome, pattern, name, groups, &mut command) else {
         return;
     };
-    let (kind, failure) = if navette::is_unavailable(&output) {
-        (SkipKind::Unavailable, Some(output.failure()))
-    } else {
-        (
-            SkipKind::Failed,
-            (!output.success()).then(|| output.failure()),
-        )
-    };
-    let records = match std::fs::read_to_string(&json) {
-        Ok(text) => navette::parse(&text).map_err(|e| e.to_string()),
-        Err(e) => Err(format!("{}: {e}", json.display())),
-    };
-    let records = match records {
-        Ok(records) => records,
-        Err(e) => {
-            let reason = failure.unwrap_or(e);
+    let (records, failure) = match navette::read_run(&output, &json) {
+        Ok(read) => read,
+        Err((kind, reason)) => {
             skip_all(ctx, outcome, pattern, name, groups, kind, &reason);
             return;
         }

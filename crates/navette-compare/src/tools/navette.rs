@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::{CORES, ParseError};
-use crate::record::{Record, Runs};
+use crate::record::{Record, Runs, SkipKind};
 use crate::runner::Output;
 
 /// How `navette bench` is asked for one pattern.
@@ -90,6 +90,32 @@ pub fn version(navette: &Path) -> String {
 /// `navette 0.1.0` → `0.1.0`.
 pub fn parse_version(text: &str) -> Option<String> {
     text.split_whitespace().nth(1).map(str::to_owned)
+}
+
+/// The records a `navette bench --json JSON` run wrote, with its failure
+/// (if it exited badly: rows it still wrote are kept); or, when there is
+/// nothing to read, how to skip its rows and why (not available: the
+/// driver is refused; else failed).
+pub fn read_run(
+    output: &Output,
+    json: &Path,
+) -> Result<(Vec<Record>, Option<String>), (SkipKind, String)> {
+    let (kind, failure) = if is_unavailable(output) {
+        (SkipKind::Unavailable, Some(output.failure()))
+    } else {
+        (
+            SkipKind::Failed,
+            (!output.success()).then(|| output.failure()),
+        )
+    };
+    let records = match std::fs::read_to_string(json) {
+        Ok(text) => parse(&text).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{}: {e}", json.display())),
+    };
+    match records {
+        Ok(records) => Ok((records, failure)),
+        Err(e) => Err((kind, failure.unwrap_or(e))),
+    }
 }
 
 #[cfg(test)]

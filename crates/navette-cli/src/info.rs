@@ -71,6 +71,7 @@ fn shm_config() -> Vec<Tunable> {
         pull_fragment,
         single_copy_min,
         copy,
+        share_min,
     } = navette::shm::ShmConfig::default();
     vec![
         tunable(
@@ -109,6 +110,13 @@ fn shm_config() -> Vec<Tunable> {
             "copy (env NAVETTE_SHM_COPY)",
             format!("{copy:?}").to_lowercase(),
             "auto, single (process_vm_readv) or fallback (two copies through the rings)",
+        ),
+        tunable(
+            section,
+            "share_min (env NAVETTE_SHM_SHARE=off)",
+            share_min.map_or("off".into(), |min| bytes(min as u64)),
+            "single-copy reads this long or longer are shared: the sender writes the second \
+             half (process_vm_writev) while the receiver reads the first",
         ),
     ]
 }

@@ -18,6 +18,7 @@ use rustix::thread::futex;
 
 use crate::bell::{Bell, Ticket};
 use crate::layout::{AreaControl, CELL_HEADER_BYTES, Geometry};
+use crate::offer::{Offer, OfferWords, Settled};
 use crate::ring::{self, Full, Popped, RingMemory};
 
 /// One rank's area in a [`crate::Segment`]: any rank may push into its ring
@@ -135,6 +136,52 @@ impl<'a> RankArea<'a> {
     /// word counts as yes).
     pub fn can_pull(&self) -> bool {
         self.control.can_pull.load(Ordering::Acquire) != 0
+    }
+
+    fn offer_words(&self) -> OfferWords<'a> {
+        let c = self.control;
+        OfferWords {
+            state: &c.offer_state,
+            source: &c.offer_source,
+            dest: &c.offer_dest,
+            len: &c.offer_len,
+        }
+    }
+
+    /// Owner: offers `offer.taker` to write a part of the data this rank
+    /// pulls from it (see [`crate::Offer`]). Ring the taker's doorbell so
+    /// that a sleeping taker sees it, then settle it with
+    /// [`settle_offer`](Self::settle_offer) before offering again.
+    pub fn offer(&self, offer: &Offer) {
+        self.offer_words().post(offer);
+    }
+
+    /// Whether this area's owner offers `me` a part to write (a hint, with
+    /// no write to the slot's line: [`take_offer`](Self::take_offer)
+    /// decides).
+    pub fn is_offered_to(&self, me: u32) -> bool {
+        self.offer_words().is_offered_to(me)
+    }
+
+    /// Rank `me`: takes the offer this area's owner made to it, if one
+    /// waits. The caller must then write the part (checking first that it
+    /// describes data it is sending) and call
+    /// [`finish_offer`](Self::finish_offer) at once: the owner waits.
+    pub fn take_offer(&self, me: u32) -> Option<Offer> {
+        self.offer_words().take(me)
+    }
+
+    /// Rank `me`: the part it took is written (`ok`) or not.
+    pub fn finish_offer(&self, me: u32, ok: bool) {
+        self.offer_words().finish(me, ok);
+    }
+
+    /// Owner: ends the offer made to `taker`, revoking it if it was not
+    /// taken, else waiting until the taker finishes, calling
+    /// `keep_waiting` between looks (`false` gives up: the taker died).
+    /// On return no one writes into the owner's memory for this offer.
+    pub fn settle_offer(&self, taker: u32, keep_waiting: impl FnMut() -> bool) -> Settled {
+        self.offer_words().settle(taker, keep_waiting)
     }
 
     /// Number of cells in the ring.

@@ -16,8 +16,8 @@ use crate::SegmentConfig;
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NAVSHM\0\x01");
 /// Layout version; bumped on any change to this file's encodings or to the
 /// ring protocol over them (2: producers check for room against `head`, the
-/// consumer no longer writes cells).
-pub(crate) const VERSION: u32 = 2;
+/// consumer no longer writes cells; 3: an offer slot follows the tail).
+pub(crate) const VERSION: u32 = 3;
 /// Bytes from the start of the segment to the first rank area.
 pub(crate) const HEADER_BYTES: usize = 128;
 /// Bytes of a cell header: stamp (u64), length (u32), reserved (u32).
@@ -63,7 +63,7 @@ const _: () = assert!(size_of::<Header>() <= HEADER_BYTES);
 /// One cache line, for padding.
 type Line = [u8; 64];
 
-/// The control block at the start of each rank area: four groups, each on
+/// The control block at the start of each rank area: five groups, each on
 /// its own 64-byte line or 128-byte pair of lines (x86's adjacent-line
 /// prefetcher pulls pairs: crossbeam's `CachePadded` uses 128 there), so
 /// that producers (tail, doorbell), the consumer (head) and read-mostly
@@ -99,6 +99,17 @@ pub(crate) struct AreaControl {
     /// Ring tail position.
     pub(crate) tail: AtomicU64,
     _pad3: [u8; 120],
+    // Lines 6-7: the owner's offer slot (see `offer`), written by the
+    // owner and by the one peer it names.
+    /// Taker rank and phase.
+    pub(crate) offer_state: AtomicU64,
+    /// Source address, in the taker's memory.
+    pub(crate) offer_source: AtomicU64,
+    /// Destination address, in the owner's memory.
+    pub(crate) offer_dest: AtomicU64,
+    /// Bytes offered.
+    pub(crate) offer_len: AtomicU64,
+    _pad4: [u8; 96],
 }
 
 /// Bytes of [`AreaControl`]; the cells follow it.
@@ -108,7 +119,8 @@ const _: () = {
     assert!(offset_of!(AreaControl, doorbell) == 64);
     assert!(offset_of!(AreaControl, head) == 128);
     assert!(offset_of!(AreaControl, tail) == 256);
-    assert!(CONTROL_BYTES == 384);
+    assert!(offset_of!(AreaControl, offer_state) == 384);
+    assert!(CONTROL_BYTES == 512);
     assert!(HEADER_BYTES % 128 == 0);
     assert!(CELL_HEADER_BYTES + 48 == size_of::<Line>());
 };
@@ -176,7 +188,7 @@ mod tests {
     fn default_geometry() {
         let g = Geometry::new(2, &SegmentConfig::default()).unwrap();
         assert_eq!(g.cell_payload(), 16 * 1024 - 16);
-        assert_eq!(g.area_size, 384 + 64 * 16 * 1024);
+        assert_eq!(g.area_size, 512 + 64 * 16 * 1024);
         assert_eq!(g.total_size, 128 + 2 * g.area_size);
         assert_eq!(g.area_offset(1) % 128, 0);
     }

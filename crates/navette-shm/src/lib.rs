@@ -23,14 +23,16 @@
 //!              version u32, ranks u32, job id u64, ring cells u32,
 //!              cell size u32, area size u64, total size u64
 //! 128          rank area 0
-//! 128 + A      rank area 1 ...          A = 384 + cells * cell size
+//! 128 + A      rank area 1 ...          A = 512 + cells * cell size
 //!
 //! rank area:
 //! +0    line 0      pid u32, can_pull u32, probe address u64, probe value u64
 //! +64   line 1      doorbell u32 (futex word), sleepers u32
 //! +128  lines 2-3   head u64, skipped u64, consumer lock u32   (owner only)
 //! +256  lines 4-5   tail u64                                   (producers)
-//! +384  cells: `ring cells` cells of `cell size` bytes (multiple of 64)
+//! +384  lines 6-7   offer: state u64, source u64, dest u64, len u64
+//!                   (the owner and the peer it names, see `offer`)
+//! +512  cells: `ring cells` cells of `cell size` bytes (multiple of 64)
 //!
 //! cell:
 //! +0    stamp u64 (seq - index, see `ring`)
@@ -81,6 +83,14 @@
 //! process's memory with `process_vm_readv`), and record the answer with
 //! [`RankArea::set_can_pull`].
 //!
+//! A puller may [offer](RankArea::offer) its sender part of a long pull to
+//! [`push`] itself (`process_vm_writev`) while it pulls the rest: two
+//! cores copy at once. The sender [takes](RankArea::take_offer) the offer,
+//! writes, and [finishes](RankArea::finish_offer) it; the puller
+//! [settles](RankArea::settle_offer) it, revoking it if it was not taken,
+//! so that no one writes into its memory once it has settled (see the
+//! `offer` module's source for the states).
+//!
 //! # Trust
 //!
 //! Peers are processes of the same job and user, but a buggy one must not
@@ -124,6 +134,8 @@ mod area;
 mod error;
 #[cfg(not(loom))]
 mod layout;
+#[cfg_attr(all(loom, not(test)), allow(dead_code))]
+mod offer;
 #[cfg(not(loom))]
 mod pull;
 #[cfg(not(loom))]
@@ -140,7 +152,9 @@ pub use bell::Ticket;
 #[cfg(not(loom))]
 pub use error::ShmError;
 #[cfg(not(loom))]
-pub use pull::{can_pull_from, pull};
+pub use offer::{Offer, Settled};
+#[cfg(not(loom))]
+pub use pull::{can_pull_from, is_alive, pull, push};
 pub use ring::Full;
 #[cfg(not(loom))]
 pub use segment::{Segment, SegmentConfig, unlink_job};

@@ -1,5 +1,6 @@
-//! loom models of the ring and of the doorbell handshake, on heap memory
-//! with loom's atomics and cells (`sync` swaps them in).
+//! loom models of the ring, of the doorbell handshake and of the offer
+//! slot, on heap memory with loom's atomics and cells (`sync` swaps them
+//! in).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p navette-shm --release --lib loom`
 //! (about 15 s on two cores; `LOOM_MAX_PREEMPTIONS=3` explores deeper, in
@@ -11,7 +12,8 @@
 //! partial-order reduction can otherwise skip that schedule): the models
 //! were checked to fail when a Release or Acquire of the ring is weakened
 //! to Relaxed (the head's, and the producers' head cache's), when the
-//! consumer lock is removed, and when the sleeper's fence is removed.
+//! consumer lock is removed, and when the sleeper's fence is removed; the
+//! offer model fails when the taker's finish is weakened to Relaxed.
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -299,5 +301,82 @@ fn loom_wake_after_ticket_is_not_lost() {
                 .unwrap();
         }
         waker.join().unwrap();
+    });
+}
+
+/// The owner of an offer slot offers part B of some data to a taker, writes
+/// part A itself, settles, writes B itself unless the taker wrote it, and
+/// reads B; the taker looks for the offer twice and writes B if it took
+/// it. loom checks that the taker never writes B while the owner touches it
+/// (after settling, or when it revoked), and that the owner reads what was
+/// written.
+#[test]
+fn loom_offer_is_written_by_one_side_only() {
+    use crate::offer::{Offer, OfferWords, Settled};
+
+    struct Slot {
+        state: AtomicU64,
+        source: AtomicU64,
+        dest: AtomicU64,
+        len: AtomicU64,
+        part_b: UnsafeCell<u8>,
+    }
+    impl Slot {
+        fn words(&self) -> OfferWords<'_> {
+            OfferWords {
+                state: &self.state,
+                source: &self.source,
+                dest: &self.dest,
+                len: &self.len,
+            }
+        }
+    }
+    model(|| {
+        let slot = Arc::new(Slot {
+            state: AtomicU64::new(0),
+            source: AtomicU64::new(0),
+            dest: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            part_b: UnsafeCell::new(0),
+        });
+        let offer = Offer {
+            taker: 1,
+            source: 10,
+            dest: 20,
+            len: 30,
+        };
+        let taker = {
+            let slot = Arc::clone(&slot);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    if let Some(took) = slot.words().take(1) {
+                        assert_eq!(took, offer);
+                        // SAFETY: a valid pointer from loom's cell, which
+                        // reports any racing access (what this model checks).
+                        slot.part_b.with_mut(|b| unsafe { *b = 2 });
+                        slot.words().finish(1, true);
+                        return;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        slot.words().post(&offer);
+        // An offer to another rank is not taken by this one.
+        assert_eq!(slot.words().take(2), None);
+        let settled = slot.words().settle(1, || {
+            thread::yield_now();
+            true
+        });
+        match settled {
+            Settled::Written => {}
+            // SAFETY: as the taker's write.
+            Settled::Revoked => slot.part_b.with_mut(|b| unsafe { *b = 1 }),
+            other => panic!("settled {other:?}"),
+        }
+        // SAFETY: as the taker's write.
+        let b = slot.part_b.with(|b| unsafe { *b });
+        assert_eq!(b, if settled == Settled::Written { 2 } else { 1 });
+        taker.join().unwrap();
     });
 }

@@ -1,8 +1,8 @@
-//! Single-copy reads from a peer's memory (`process_vm_readv`).
+//! Single-copy reads from a peer's memory (`process_vm_readv`), and writes
+//! into it (`process_vm_writev`) for shared pulls.
 //!
-//! rustix 1.x does not wrap `process_vm_readv`; libc's binding is used, as
-//! the one system call of this crate without a safe wrapper in a crate we
-//! already depend on.
+//! rustix 1.x wraps neither; libc's bindings are used, as the system calls
+//! of this crate without a safe wrapper in a crate we already depend on.
 
 use std::io;
 
@@ -14,42 +14,91 @@ use std::io;
 /// process), `ESRCH` for no such process, `EFAULT` for an address not
 /// mapped in the peer. `dest` may be partly written on error.
 pub fn pull(pid: u32, remote_addr: u64, dest: &mut [u8]) -> io::Result<()> {
+    let local = dest.as_mut_ptr();
+    transfer(pid, remote_addr, dest.len(), |pid, done, remote| {
+        let local_iov = libc::iovec {
+            // SAFETY: `done < dest.len()` (see `transfer`): inside `dest`.
+            iov_base: unsafe { local.add(done) }.cast(),
+            iov_len: remote.iov_len,
+        };
+        // SAFETY: `local_iov` describes the rest of `dest`, memory we
+        // borrow mutably, so the kernel writes only there; the remote iovec
+        // is only read from, by the kernel, which checks it against the
+        // peer's mappings (EFAULT); both iovec arrays have length 1 and
+        // live across the call.
+        unsafe { libc::process_vm_readv(pid, &local_iov, 1, remote, 1, 0) }
+    })
+}
+
+/// Writes `src` at `remote_addr` in process `pid` (one copy, by the
+/// kernel), looping on partial writes: the other way of [`pull`], for a
+/// part of a pull that its puller offered (see [`crate::Offer`]). Errors
+/// as [`pull`]'s; the remote memory may be partly written on error.
+pub fn push(pid: u32, remote_addr: u64, src: &[u8]) -> io::Result<()> {
+    let local = src.as_ptr();
+    transfer(pid, remote_addr, src.len(), |pid, done, remote| {
+        let local_iov = libc::iovec {
+            // SAFETY: `done < src.len()` (see `transfer`): inside `src`.
+            iov_base: unsafe { local.add(done) }.cast_mut().cast(),
+            iov_len: remote.iov_len,
+        };
+        // SAFETY: `local_iov` describes the rest of `src`, which the
+        // kernel only reads; the remote iovec is written by the kernel
+        // after checking it against the peer's mappings (EFAULT): what it
+        // overwrites there is the peer's to offer, not our memory; both
+        // iovec arrays have length 1 and live across the call.
+        unsafe { libc::process_vm_writev(pid, &local_iov, 1, remote, 1, 0) }
+    })
+}
+
+/// Moves `len` bytes between this process and `remote_addr` in another, by
+/// calls of `call(pid, done, remote_iov)` (the bytes done so far, the
+/// remote rest; `done < len` and the iovec's length is `len - done`), until
+/// all are moved; retries on `EINTR`.
+fn transfer(
+    pid: u32,
+    remote_addr: u64,
+    len: usize,
+    mut call: impl FnMut(libc::pid_t, usize, &libc::iovec) -> isize,
+) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
     let fault = || io::Error::from_raw_os_error(libc::EFAULT);
     let mut done = 0usize;
-    while done < dest.len() {
-        let rest = &mut dest[done..];
+    while done < len {
         let remote = remote_addr
             .checked_add(done as u64)
             .and_then(|a| usize::try_from(a).ok())
             .ok_or_else(fault)?;
-        let local_iov = libc::iovec {
-            iov_base: rest.as_mut_ptr().cast(),
-            iov_len: rest.len(),
-        };
         let remote_iov = libc::iovec {
             iov_base: remote as *mut libc::c_void,
-            iov_len: rest.len(),
+            iov_len: len - done,
         };
-        // SAFETY: `local_iov` describes `rest`, memory we borrow mutably, so
-        // the kernel writes only there; the remote iovec is only read by the
-        // kernel, which checks it against the peer's mappings (EFAULT);
-        // both iovec arrays have length 1 and live across the call.
-        let n = unsafe { libc::process_vm_readv(pid, &local_iov, 1, &remote_iov, 1, 0) };
-        match n {
+        match call(pid, done, &remote_iov) {
             -1 => {
                 let err = io::Error::last_os_error();
                 if err.kind() != io::ErrorKind::Interrupted {
                     return Err(err);
                 }
             }
-            // Nothing read with bytes left: the next byte is unreadable.
+            // Nothing moved with bytes left: the next byte is unreachable.
             0 => return Err(fault()),
-            // 0 < n <= rest.len(), so the cast is lossless.
+            // 0 < n <= len - done, so the cast is lossless.
             n => done += n as usize,
         }
     }
     Ok(())
+}
+
+/// Whether process `pid` still exists (a zombie counts as existing):
+/// `kill(pid, 0)`, which fails with `ESRCH` only for a process that is gone.
+pub fn is_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
 }
 
 /// Whether this process can pull from process `pid`: reads the 8 bytes at

@@ -11,7 +11,9 @@ use rustix::fs::Mode;
 use rustix::shm;
 
 use crate::ring::{self, RingMemory};
-use crate::{Full, Segment, SegmentConfig, ShmError, can_pull_from, pull, unlink_job};
+use crate::{
+    Full, Offer, Segment, SegmentConfig, Settled, ShmError, can_pull_from, pull, push, unlink_job,
+};
 
 /// A job id no other test (or test run) uses.
 fn job_id() -> u64 {
@@ -536,4 +538,129 @@ fn pull_from_self() {
     assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
     let err = pull(u32::MAX, addr, &mut buf).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+}
+
+#[test]
+fn liveness_of_processes() {
+    assert!(crate::is_alive(std::process::id()));
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    // Reaped: gone (unless the pid was reused at once, which is unlikely).
+    assert!(!crate::is_alive(pid));
+    assert!(!crate::is_alive(0) && !crate::is_alive(u32::MAX));
+}
+
+#[test]
+fn push_into_self() {
+    let pid = std::process::id();
+    let src: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    let mut dest = vec![0u8; src.len()];
+    push(pid, dest.as_mut_ptr() as u64, &src).unwrap();
+    assert_eq!(dest, src);
+    let err = push(pid, 8, &src[..8]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EFAULT));
+}
+
+#[test]
+fn offers_go_only_to_their_taker_and_settle_once() {
+    let (seg, _cleanup) = ring_segment(2, 64);
+    let area = seg.area(0);
+    let offer = Offer {
+        taker: 3,
+        source: 0x1000,
+        dest: 0x2000,
+        len: 77,
+    };
+    // Not taken: revoked, and gone for its taker.
+    area.offer(&offer);
+    assert!(area.is_offered_to(3) && !area.is_offered_to(4));
+    assert_eq!(area.take_offer(4), None);
+    assert_eq!(area.settle_offer(3, || unreachable!()), Settled::Revoked);
+    assert_eq!(area.take_offer(3), None);
+    // Taken and written.
+    area.offer(&offer);
+    assert_eq!(area.take_offer(3), Some(offer));
+    assert_eq!(area.take_offer(3), None);
+    area.finish_offer(3, true);
+    assert_eq!(area.settle_offer(3, || unreachable!()), Settled::Written);
+    // Taken and not written.
+    area.offer(&offer);
+    assert_eq!(area.take_offer(3), Some(offer));
+    area.finish_offer(3, false);
+    assert_eq!(area.settle_offer(3, || unreachable!()), Settled::Failed);
+    // Taken by a taker that never finishes: the owner gives up.
+    area.offer(&offer);
+    assert_eq!(area.take_offer(3), Some(offer));
+    let mut looks = 0;
+    let settled = area.settle_offer(3, || {
+        looks += 1;
+        looks < 5
+    });
+    assert_eq!((settled, looks), (Settled::Abandoned, 5));
+    // The slot is free again.
+    area.offer(&offer);
+    assert_eq!(area.settle_offer(3, || unreachable!()), Settled::Revoked);
+}
+
+/// An owner pulls half of each message and offers the other half to a
+/// taker thread that writes it with `push`, as the shm driver does across
+/// processes; whether or not the taker is in time, every message arrives
+/// whole.
+#[test]
+fn shared_pulls_deliver_every_byte() {
+    let (seg, _cleanup) = ring_segment(2, 64);
+    let pid = std::process::id();
+    const LEN: usize = 64 * 1024;
+    let rounds = 300;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let sources: Vec<Vec<u8>> = (0..rounds)
+        .map(|r| (0..LEN).map(|i| (i * 31 + r) as u8).collect())
+        .collect();
+    let mut outcomes = std::collections::HashMap::new();
+    std::thread::scope(|s| {
+        let area = seg.area(0);
+        let stop = &stop;
+        let sources = &sources;
+        s.spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(offer) = area.take_offer(1) {
+                    // The taker checks the offer names its own data.
+                    let round = sources
+                        .iter()
+                        .position(|src| {
+                            let at = src.as_ptr() as u64;
+                            offer.source >= at && offer.source + offer.len <= at + LEN as u64
+                        })
+                        .expect("an offer of our data");
+                    let from = (offer.source - sources[round].as_ptr() as u64) as usize;
+                    let part = &sources[round][from..from + offer.len as usize];
+                    area.finish_offer(1, push(pid, offer.dest, part).is_ok());
+                }
+                std::hint::spin_loop();
+            }
+        });
+        for src in sources {
+            let mut dest = vec![0u8; LEN];
+            let half = LEN / 2;
+            area.offer(&Offer {
+                taker: 1,
+                source: src.as_ptr() as u64 + half as u64,
+                dest: dest.as_mut_ptr() as u64 + half as u64,
+                len: (LEN - half) as u64,
+            });
+            pull(pid, src.as_ptr() as u64, &mut dest[..half]).unwrap();
+            let settled = area.settle_offer(1, || {
+                std::hint::spin_loop();
+                true
+            });
+            if settled != Settled::Written {
+                pull(pid, src.as_ptr() as u64 + half as u64, &mut dest[half..]).unwrap();
+            }
+            *outcomes.entry(settled).or_insert(0) += 1;
+            assert!(dest == *src, "a message arrived damaged ({settled:?})");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    eprintln!("outcomes: {outcomes:?}");
 }

@@ -87,9 +87,79 @@ fn single_copy_pulls_rendezvous_data() {
         .sum();
     for s in &stats {
         assert!(s.can_pull);
-        assert_eq!(s.bytes_pulled, rdv, "{s:?}");
+        assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, rdv, "{s:?}");
         assert!(s.bytes_copied_in < total_bytes() - rdv + 64 * 1024, "{s:?}");
     }
+    // What one rank's peer wrote for it, it wrote for its peer.
+    assert_eq!(
+        stats[0].bytes_written_by_peers,
+        stats[1].bytes_written_for_peers
+    );
+    assert_eq!(
+        stats[1].bytes_written_by_peers,
+        stats[0].bytes_written_for_peers
+    );
+}
+
+/// Shared reads turned off: the receiver reads every byte itself.
+#[test]
+fn unshared_single_copy_reads_everything_itself() {
+    let mut config = config(CopyMode::Single);
+    config.shm.share_min = None;
+    let stats = run(2, config, |node, driver, _| exchange(node, driver));
+    let rdv: u64 = SIZES
+        .iter()
+        .filter(|&&s| s >= 16 << 10)
+        .map(|&s| s as u64)
+        .sum();
+    for s in &stats {
+        assert_eq!(s.bytes_pulled, rdv, "{s:?}");
+        assert_eq!(s.bytes_written_by_peers + s.bytes_written_for_peers, 0);
+    }
+}
+
+/// Shared reads from the smallest rendezvous size on, many times, while
+/// each rank's thread spins in its blocking send (so that it takes offers)
+/// or sits in its application between messages (so that some offers are
+/// revoked): every message arrives whole, and the bytes each side copied
+/// add up.
+#[test]
+fn shared_reads_deliver_every_byte() {
+    let mut config = config(CopyMode::Single);
+    config.shm.share_min = Some(0);
+    let rounds = 40;
+    let size = 256 << 10;
+    let stats = run(2, config, |node, driver, _| {
+        let peer = 1 - node.rank();
+        for round in 0..rounds {
+            let tag = round as u64;
+            let data = pattern(size, tag * 2 + u64::from(node.rank()));
+            let recv = node.irecv(RecvFrom::from(node.gate(peer)), tag, vec![0u8; size]);
+            if round % 3 == 0 {
+                // Busy elsewhere for a while: the peer's offer may wait.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            node.send(node.gate(peer), tag, &data).expect("send");
+            let got = recv.wait().expect("recv");
+            check(&got.data, size, tag * 2 + u64::from(peer));
+        }
+        driver.stats()
+    });
+    for s in &stats {
+        assert_eq!(
+            s.bytes_pulled + s.bytes_written_by_peers,
+            (rounds * size) as u64,
+            "{s:?}"
+        );
+    }
+    assert_eq!(
+        stats[0].bytes_written_by_peers,
+        stats[1].bytes_written_for_peers
+    );
+    assert_eq!(
+        stats[1].bytes_written_by_peers,
+        stats[0].bytes_written_for_peers
+    );
 }
 
 /// Forced two copies: nothing is pulled, everything goes through cells.
@@ -120,7 +190,7 @@ fn automatic_copy_pulls_only_long_fragments() {
         .sum();
     for s in &stats {
         assert!(s.can_pull);
-        assert_eq!(s.bytes_pulled, pulled, "{s:?}");
+        assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, pulled, "{s:?}");
         assert!(s.bytes_copied_in >= total_bytes() - pulled, "{s:?}");
         assert!(
             s.bytes_copied_in < total_bytes() - pulled + 64 * 1024,

@@ -8,7 +8,9 @@
 //! Per peer, one packet is in flight at a time (the engine's rule for a
 //! rail): *queued* until its cell finds room in the peer's ring, then done
 //! at once (copied in), or, for a single-copy pull, *pulling* until the
-//! peer's pulled cell comes back.
+//! peer's pulled cell comes back. While pulling, the peer may offer us to
+//! write part of the data into its destination ourselves (a shared read,
+//! see [`Inner::read_pulled`]).
 
 use std::collections::VecDeque;
 
@@ -58,18 +60,32 @@ pub(super) struct Inner {
     acks: VecDeque<(Rank, bool)>,
     /// Rendezvous data bytes that fit in one cell beside their headers.
     piece_max: usize,
+    /// Pulls of at least this many bytes are shared: the sender writes
+    /// the second half while we read the first (see [`Inner::read_pulled`]).
+    share_min: Option<usize>,
+    /// Packets of ours that peers are pulling: while there are any, each
+    /// round looks for their offers.
+    pulls_out: usize,
     limits: Limits,
     start: Clock,
     pub(super) stats: ShmStats,
 }
 
 impl Inner {
-    pub(super) fn new(me: Rank, limits: Limits, start: Clock, piece_max: usize) -> Self {
+    pub(super) fn new(
+        me: Rank,
+        limits: Limits,
+        start: Clock,
+        piece_max: usize,
+        share_min: Option<usize>,
+    ) -> Self {
         Self {
             me,
             peers: Vec::new(),
             acks: VecDeque::new(),
             piece_max,
+            share_min,
+            pulls_out: 0,
             limits,
             start,
             stats: ShmStats::default(),
@@ -100,9 +116,11 @@ impl Inner {
                 .any(|s| matches!(s.out, Some(Out::Queued(..))))
     }
 
-    /// One round: receive, send back acknowledgements, send.
+    /// One round: write the parts of our pulled data that peers offer us,
+    /// receive, send back acknowledgements, send.
     pub(super) fn progress(&mut self, segment: &Segment, node: &NodeCore) -> bool {
-        let mut any = self.receive(segment, node);
+        let mut any = self.pulls_out > 0 && self.serve_offers(segment, node);
+        any |= self.receive(segment, node);
         any |= self.flush_acks(segment);
         for _ in 0..SEND_PASSES {
             let dirty = node.take_dirty();
@@ -221,17 +239,122 @@ impl Inner {
             .get_mut(dest.handle)
             .and_then(|r| r.get_mut(at))
         {
-            if let Err(e) = navette_shm::pull(pid, addr, target) {
+            if let Err(e) = self.read_pulled(segment, from, pid, addr, target) {
                 self.fail(port, from, &format!("single-copy read failed: {e}"));
                 return false;
             }
-            self.stats.bytes_pulled += len;
         }
         if let Err(e) = port.handle_rdv_landed(self.start.now(), rail, &header) {
             self.fail(port, from, &e);
             return false;
         }
         true
+    }
+
+    /// Reads pulled data at `addr` in `from` (process `pid`) into `target`.
+    /// A long read is shared: we offer `from` to write the second half
+    /// itself while we read the first, so that two cores copy at once; if
+    /// it has not taken the offer by the time our half is in, we revoke it
+    /// and read that half too. Either way, when this returns nobody writes
+    /// into `target` any more.
+    fn read_pulled(
+        &mut self,
+        segment: &Segment,
+        from: Rank,
+        pid: u32,
+        addr: u64,
+        target: &mut [u8],
+    ) -> std::io::Result<()> {
+        let len = target.len();
+        let shared = self.share_min.is_some_and(|min| len >= min)
+            && len >= 2 * SHARE_ALIGN
+            && segment.area(from).can_pull();
+        if !shared {
+            navette_shm::pull(pid, addr, target)?;
+            self.stats.bytes_pulled += len as u64;
+            return Ok(());
+        }
+        // A cut on a page boundary of the destination: each side pins
+        // whole pages.
+        let dest = target.as_mut_ptr() as u64;
+        let half = ((dest + (len / 2) as u64).next_multiple_of(SHARE_ALIGN as u64) - dest) as usize;
+        let own = segment.area(self.me);
+        own.offer(&navette_shm::Offer {
+            taker: from,
+            source: addr + half as u64,
+            dest: dest + half as u64,
+            len: (len - half) as u64,
+        });
+        segment.area(from).ring_doorbell();
+        // `target` stays borrowed until the offer is settled: the peer
+        // writes its second half only meanwhile, and we touch only the
+        // first.
+        let ours = navette_shm::pull(pid, addr, &mut target[..half]);
+        let mut looks = 0u32;
+        let settled = own.settle_offer(from, || {
+            looks = looks.wrapping_add(1);
+            if looks % LIVENESS_EVERY == 0 {
+                std::thread::yield_now();
+                return navette_shm::is_alive(pid);
+            }
+            std::hint::spin_loop();
+            true
+        });
+        ours?;
+        self.stats.bytes_pulled += half as u64;
+        match settled {
+            navette_shm::Settled::Written => {
+                self.stats.bytes_written_by_peers += (len - half) as u64
+            }
+            navette_shm::Settled::Revoked | navette_shm::Settled::Failed => {
+                navette_shm::pull(pid, addr + half as u64, &mut target[half..])?;
+                self.stats.bytes_pulled += (len - half) as u64;
+            }
+            navette_shm::Settled::Abandoned => {
+                return Err(std::io::Error::other(
+                    "the peer died while writing its part of a shared read",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the parts of our pulled data that peers offer us (see
+    /// [`Self::read_pulled`]); whether any was written. The offer is taken
+    /// under the node's lock, which keeps our data's memory resolved, and
+    /// written at once: its owner waits for it.
+    fn serve_offers(&mut self, segment: &Segment, node: &NodeCore) -> bool {
+        let mut any = false;
+        for (peer, slot) in self.peers.iter().enumerate() {
+            let Some(PeerSlot {
+                out: Some(Out::Pulling(plan)),
+                ..
+            }) = slot
+            else {
+                continue;
+            };
+            let area = segment.area(peer as Rank);
+            if !area.is_offered_to(self.me) {
+                continue;
+            }
+            // Taken under the lock only: a rank that takes an offer then
+            // waits for nothing, so two ranks sharing reads with each other
+            // never wait for each other's locks.
+            let port = node.port();
+            let Some(offer) = area.take_offer(self.me) else {
+                continue;
+            };
+            let written = pull_source(plan, port.memory())
+                .and_then(|(_, data)| offered_part(&offer, data))
+                .is_some_and(|part| navette_shm::push(area.pid(), offer.dest, part).is_ok());
+            area.finish_offer(self.me, written);
+            drop(port);
+            if written {
+                self.stats.bytes_written_for_peers += offer.len;
+            }
+            any = true;
+        }
+        any
     }
 
     /// The peer finished reading our pulled data: the packet is sent.
@@ -248,6 +371,7 @@ impl Inner {
         match slot.out.take() {
             Some(Out::Pulling(plan)) => {
                 let rail = slot.rail;
+                self.pulls_out -= 1;
                 port.recycle_plan(plan);
                 if ok {
                     port.handle_send_complete(now, rail);
@@ -274,10 +398,18 @@ impl Inner {
         }
         tracing::warn!(rank = me, peer, %what, "shm: closing the rail");
         slot.closed = true;
-        if let Some(Out::Queued(plan, _) | Out::Pulling(plan)) = slot.out.take() {
+        let rail = slot.rail;
+        let plan = match slot.out.take() {
+            Some(Out::Queued(plan, _)) => Some(plan),
+            Some(Out::Pulling(plan)) => {
+                self.pulls_out -= 1;
+                Some(plan)
+            }
+            None => None,
+        };
+        if let Some(plan) = plan {
             port.recycle_plan(plan);
         }
-        let rail = slot.rail;
         port.close_rail(rail);
     }
 
@@ -354,6 +486,7 @@ impl Inner {
                 area.ring_doorbell();
                 if let Some(Out::Queued(plan, _)) = slot.out.take() {
                     slot.out = Some(Out::Pulling(plan));
+                    self.pulls_out += 1;
                 }
                 return true;
             }
@@ -384,6 +517,20 @@ impl Inner {
         port.handle_send_complete(now, rail);
         true
     }
+}
+
+/// Shared reads cut the destination on a page boundary.
+const SHARE_ALIGN: usize = 4096;
+/// While waiting for a peer writing its part of a shared read, look this
+/// many times between yields and checks that it is still alive.
+const LIVENESS_EVERY: u32 = 1 << 12;
+
+/// The bytes of `data` that `offer` asks us to write, if it names a part
+/// of it (a peer's offer is checked before we act on it).
+fn offered_part<'a>(offer: &navette_shm::Offer, data: &'a [u8]) -> Option<&'a [u8]> {
+    let from = usize::try_from(offer.source.checked_sub(data.as_ptr() as u64)?).ok()?;
+    let len = usize::try_from(offer.len).ok()?;
+    data.get(from..from.checked_add(len)?)
 }
 
 /// What [`push_packet`] did.

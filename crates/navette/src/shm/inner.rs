@@ -278,10 +278,15 @@ impl Inner {
         // whole pages.
         let dest = target.as_mut_ptr() as u64;
         let half = ((dest + (len / 2) as u64).next_multiple_of(SHARE_ALIGN as u64) - dest) as usize;
+        // The peer's address, past the cut (a bad one fails as a read
+        // would, before anything is offered).
+        let rest_addr = addr
+            .checked_add(half as u64)
+            .ok_or(std::io::Error::from(rustix::io::Errno::FAULT))?;
         let own = segment.area(self.me);
         own.offer(&navette_shm::Offer {
             taker: from,
-            source: addr + half as u64,
+            source: rest_addr,
             dest: dest + half as u64,
             len: (len - half) as u64,
         });
@@ -307,7 +312,7 @@ impl Inner {
                 self.stats.bytes_written_by_peers += (len - half) as u64
             }
             navette_shm::Settled::Revoked | navette_shm::Settled::Failed => {
-                navette_shm::pull(pid, addr + half as u64, &mut target[half..])?;
+                navette_shm::pull(pid, rest_addr, &mut target[half..])?;
                 self.stats.bytes_pulled += (len - half) as u64;
             }
             navette_shm::Settled::Abandoned => {

@@ -148,9 +148,10 @@ fn indexed_measures_both_blocks() {
     let json = serde_json::to_value(&rows).unwrap();
     assert_eq!(json[0]["size"], 64);
     assert_eq!(json[0]["strategy"], "aggregate");
+    assert!(json[0]["copies"].as_f64().is_some(), "{json}");
     assert!(json[0].get("segments").is_none());
     assert!(
-        json[1].get("strategy").is_none(),
+        json[1].get("strategy").is_none() && json[1].get("copies").is_none(),
         "the raw baseline has none"
     );
 }

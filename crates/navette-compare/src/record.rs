@@ -62,6 +62,9 @@ pub struct Record {
     /// The links used (multirail): `1+2`, `1`, `2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rails: Option<String>,
+    /// Bytes copied by Navette per message (navette's rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<f64>,
 }
 
 impl Record {
@@ -84,6 +87,7 @@ impl Record {
             segments: None,
             strategy: None,
             rails: None,
+            copies: None,
         }
     }
 

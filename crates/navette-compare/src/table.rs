@@ -299,6 +299,21 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
     {
         let _ = writeln!(text, "navette strategy: {strategy}");
     }
+    let copies: Vec<String> = view
+        .sizes
+        .iter()
+        .filter_map(|&size| {
+            let copies = view.get(imp::NAVETTE, size)?.copies?;
+            Some(format!("{} {copies:.0} B", ShortSize(size)))
+        })
+        .collect();
+    if !copies.is_empty() {
+        let _ = writeln!(
+            text,
+            "navette copies per message (bytes copied by Navette at both ends): {}",
+            copies.join(", ")
+        );
+    }
     skips_and_notes(&mut text, view, skipped, notes);
     text
 }
@@ -498,6 +513,7 @@ mod tests {
         let series = |imp: &str, segments, size, lat| Record {
             segments: Some(segments),
             strategy: (imp == imp::NAVETTE).then(|| "aggregate".to_owned()),
+            copies: (imp == imp::NAVETTE).then_some(40.0),
             ..Record::new("multiseg", "shm", imp, size, Some(lat), None)
         };
         let records = vec![
@@ -534,6 +550,12 @@ mod tests {
         );
         assert!(text.contains("2.00 mpich"), "{text}");
         assert!(text.contains("navette strategy: aggregate"), "{text}");
+        assert!(
+            text.contains(
+                "navette copies per message (bytes copied by Navette at both ends): 4 40 B"
+            ),
+            "{text}"
+        );
         assert!(!text.contains("skipped"), "{text}");
         // 16 segments: navette slower than Open MPI, MPICH missing.
         let view = View::of_series("multiseg", "shm", Some(16), &records);

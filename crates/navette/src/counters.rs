@@ -23,6 +23,16 @@ impl Node {
         self.core().lock().engine.gate_stats().collect()
     }
 
+    /// Bytes of data and packets Navette copied so far, on this rank: the
+    /// engine's copies (every gate's [`GateStats::bytes_copied`]) and the
+    /// driver's own (packets copied into shared cells, data copied out of
+    /// a connection's buffer). Copies made by the kernel (socket reads and
+    /// writes, single-copy reads between processes) are not Navette's.
+    pub fn bytes_copied(&self) -> u64 {
+        let engine: u64 = self.gate_stats().iter().map(|g| g.bytes_copied).sum();
+        engine + self.core().driver().bytes_copied()
+    }
+
     /// The node's counters as one JSON document: rank, driver, the
     /// driver's own counters (its copies among them) and every gate's.
     pub fn stats_json(&self) -> String {

@@ -65,6 +65,14 @@ pub trait Driver: Send + Sync + fmt::Debug {
         Vec::new()
     }
 
+    /// Bytes this driver copied itself so far: packets into shared cells,
+    /// data out of a connection's buffer. Copies the kernel makes (socket
+    /// reads and writes, single-copy reads between processes) are not
+    /// counted. The default is 0.
+    fn bytes_copied(&self) -> u64 {
+        0
+    }
+
     /// The driver's clock, the time it gives the engine, if it has one
     /// apart from events (reports read it so that ages grow during a stall).
     fn now(&self) -> Option<Duration> {

@@ -77,6 +77,10 @@ impl Driver for ShmTcpDriver {
         "shm+tcp"
     }
 
+    fn bytes_copied(&self) -> u64 {
+        self.shm.bytes_copied() + self.tcp.bytes_copied()
+    }
+
     fn progress(&self, node: &NodeCore) -> Result<bool> {
         // Shared memory first: its idle rails take the packets waiting.
         let shm = self.shm.progress(node)?;

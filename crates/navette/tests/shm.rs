@@ -313,3 +313,33 @@ fn cells_a_waiting_receive_does_not_take_go_the_usual_way_in_order() {
         }
     });
 }
+
+/// `Node::bytes_copied` counts Navette's copies, not the kernel's: a
+/// 1 MiB message crosses through the cells with a copy on each side, or is
+/// read by the kernel with none.
+#[test]
+fn bytes_copied_counts_navettes_copies_only() {
+    const SIZE: usize = 1 << 20;
+    for (mode, copied) in [(CopyMode::Fallback, true), (CopyMode::Single, false)] {
+        let copies = run(2, config(mode), |node, _, _| {
+            let before = node.bytes_copied();
+            let peer = 1 - node.rank();
+            if node.rank() == 0 {
+                node.send(node.gate(peer), 7, &pattern(SIZE, 7))
+                    .expect("send");
+            } else {
+                let mut buf = vec![0u8; SIZE];
+                node.recv(node.gate(peer), 7, &mut buf).expect("recv");
+                check(&buf, SIZE, 7);
+            }
+            node.bytes_copied() - before
+        });
+        for (rank, &n) in copies.iter().enumerate() {
+            if copied {
+                assert!(n >= SIZE as u64, "{mode:?}: rank {rank} copied {n}");
+            } else {
+                assert!(n < 4096, "{mode:?}: rank {rank} copied {n}");
+            }
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! keys of [`BenchRun`] and, where they apply, the optional keys
 //! `segments` (multiseg: segments per series, `size` being per segment) and
 //! `strategy` (navette's rows of multiseg and indexed: the strategy that
-//! built the packets).
+//! built the packets), and `copies` on navette's rows (bytes copied by
+//! Navette per message, both ends of it).
 
 use std::path::Path;
 
@@ -40,6 +41,9 @@ pub struct BenchRow {
     /// The strategy (navette's rows of multiseg and indexed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
+    /// Bytes copied by Navette per message (navette's rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<f64>,
 }
 
 /// The whole document.
@@ -89,11 +93,13 @@ pub fn rows(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRow> {
     let mut rows = Vec::new();
     for f in figures {
         for run in runs(config, std::slice::from_ref(f)) {
-            let strategy = strategy.clone().filter(|_| run.implementation == "navette");
+            let ours = run.implementation == "navette";
+            let strategy = strategy.clone().filter(|_| ours);
             rows.push(BenchRow {
                 run,
                 segments: f.segments,
                 strategy,
+                copies: f.copies.filter(|_| ours),
             });
         }
     }

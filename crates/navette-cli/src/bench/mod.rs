@@ -154,6 +154,11 @@ pub struct SizeFigures {
     pub navette: Figure,
     /// The baseline, measured in turns with Navette.
     pub baseline: Option<Figure>,
+    /// Bytes Navette copied per message on this rank, both ways (its
+    /// sends' copies and its receives'; [`Node::bytes_copied`]), over
+    /// every round trip including the warm-up; a message of multiseg is one
+    /// segment. Not counted for `stream`.
+    pub copies: Option<f64>,
 }
 
 /// A measurement.
@@ -313,8 +318,11 @@ pub fn run_rank(
         // neighbours) then weighs on both alike, and the ratio stays fair.
         let slices = if raw.is_some() { SLICES } else { 1 };
         let (mut navette, mut baseline) = (Duration::ZERO, Duration::ZERO);
+        let copied_before = node.bytes_copied();
+        let mut round_trips = 0u64;
         for (i, count) in split(iterations, slices).enumerate() {
             let warm = if i == 0 { warmup(iterations) } else { 0 };
+            round_trips += u64::from(warm + count);
             let window = config.window;
             navette += match config.pattern {
                 Pattern::Pingpong => navette_pingpong(node, role, size, warm, count)?,
@@ -346,12 +354,18 @@ pub fn run_rank(
         };
         let navette = figure(navette);
         let baseline = raw.is_some().then(|| figure(baseline));
+        // Each round trip sends one message (or series) each way: this
+        // rank made the copies of one send and one receive per message.
+        let messages = round_trips * case.segments.unwrap_or(1) as u64;
+        let copies = (config.pattern != Pattern::Stream && messages > 0)
+            .then(|| node.bytes_copied().saturating_sub(copied_before) as f64 / messages as f64);
         let figures = SizeFigures {
             size,
             segments: case.segments,
             iterations,
             navette,
             baseline,
+            copies,
         };
         if role == Role::Client {
             on_size(&figures);

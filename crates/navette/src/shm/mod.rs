@@ -455,6 +455,10 @@ impl Driver for ShmDriver {
         ]
     }
 
+    fn bytes_copied(&self) -> u64 {
+        self.stats().bytes_copied_in
+    }
+
     fn now(&self) -> Option<Duration> {
         Some(self.start.now())
     }

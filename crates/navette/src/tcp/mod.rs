@@ -445,6 +445,10 @@ impl Driver for TcpDriver {
         all
     }
 
+    fn bytes_copied(&self) -> u64 {
+        self.stats().landed_copied
+    }
+
     fn now(&self) -> Option<Duration> {
         Some(self.start.now())
     }

@@ -106,6 +106,17 @@ pub enum LinkError {
         /// The address.
         addr: IpAddr,
     },
+    /// A multicast or broadcast address, or an IPv6 link-local one (which
+    /// needs an interface this list cannot name): not one host's address
+    /// on a network.
+    #[error(
+        "tcp link address {addr} is not one host's address on a network \
+         (multicast, broadcast or IPv6 link-local): give this rank's unicast address"
+    )]
+    NotUnicast {
+        /// The address.
+        addr: IpAddr,
+    },
     /// The same address twice.
     #[error("tcp link address {addr} is listed twice")]
     Duplicate {
@@ -249,11 +260,26 @@ pub fn validate(links: &[TcpLink]) -> Result<(), LinkError> {
         if link.addr.is_unspecified() {
             return Err(LinkError::Unspecified { addr: link.addr });
         }
+        if !is_unicast(link.addr) {
+            return Err(LinkError::NotUnicast { addr: link.addr });
+        }
         if links[..i].iter().any(|l| l.addr == link.addr) {
             return Err(LinkError::Duplicate { addr: link.addr });
         }
     }
     Ok(())
+}
+
+/// Whether `addr` can be one host's address on a network that a link
+/// binds to and a peer dials: not multicast, not IPv4 broadcast, not an
+/// IPv6 link-local address (dialing one needs an interface, which a link
+/// list cannot name).
+fn is_unicast(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(v4) => !v4.is_multicast() && !v4.is_broadcast(),
+        // fe80::/10.
+        IpAddr::V6(v6) => !v6.is_multicast() && (v6.segments()[0] & 0xffc0) != 0xfe80,
+    }
 }
 
 /// The [`LINKS_KEY`] value for these listening addresses.
@@ -285,7 +311,7 @@ pub fn parse_peer_links(rank: u32, raw: &[u8], ours: usize) -> Result<Vec<Socket
         let addr: SocketAddr = entry
             .parse()
             .map_err(|_| bad(format!("{entry:?} is not an address and port")))?;
-        if addr.ip().is_unspecified() || addr.port() == 0 {
+        if addr.ip().is_unspecified() || !is_unicast(addr.ip()) || addr.port() == 0 {
             return Err(bad(format!("{addr} cannot be dialed")));
         }
         addrs.push(addr);
@@ -418,7 +444,7 @@ mod tests {
     #[test]
     fn bad_link_lists_are_refused_with_a_reason() {
         type Expected = fn(&LinkError) -> bool;
-        let cases: [(&str, Expected); 11] = [
+        let cases: [(&str, Expected); 15] = [
             ("", |e| matches!(e, LinkError::EmptyEntry { .. })),
             ("10.0.0.1,", |e| matches!(e, LinkError::EmptyEntry { .. })),
             ("10.0.0.1,,10.0.0.2", |e| {
@@ -435,6 +461,12 @@ mod tests {
                 matches!(e, LinkError::BadRate { .. })
             }),
             ("0.0.0.0", |e| matches!(e, LinkError::Unspecified { .. })),
+            ("224.0.0.1", |e| matches!(e, LinkError::NotUnicast { .. })),
+            ("255.255.255.255", |e| {
+                matches!(e, LinkError::NotUnicast { .. })
+            }),
+            ("ff02::1", |e| matches!(e, LinkError::NotUnicast { .. })),
+            ("fe80::1", |e| matches!(e, LinkError::NotUnicast { .. })),
             ("10.0.0.1,10.0.0.1", |e| {
                 matches!(e, LinkError::Duplicate { .. })
             }),
@@ -480,6 +512,8 @@ mod tests {
             b"127.0.0.1:80;127.0.0.2:80",
             b"\xff\xfe",
             b"127.0.0.1:99999",
+            b"239.1.2.3:80",
+            b"[fe80::1]:80",
         ] {
             let err = parse_peer_links(1, bad, 1).unwrap_err();
             assert!(

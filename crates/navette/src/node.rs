@@ -273,7 +273,7 @@ impl Node {
         driver: Arc<dyn Driver>,
     ) -> Self {
         let engine = Engine::new(EngineConfig { rank, ..engine });
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = host_cores();
         let spin_rounds = if size as usize > cores {
             config.oversubscribed_spin_rounds
         } else {
@@ -521,6 +521,34 @@ impl Node {
     }
 }
 
+/// The cores of this host: the online CPUs (`/sys/devices/system/cpu/online`,
+/// e.g. `0-3,8-11`), else what this process may use. Not this process's
+/// affinity alone: ranks pinned one to a core each (as MPI launchers and
+/// `taskset` pin them) each see one core, yet do not share it.
+fn host_cores() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(list.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// The CPUs of a kernel CPU list (`0-3,8,10-11`), if it is one.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0usize, |count, part| {
+        let n = match part.split_once('-') {
+            Some((first, last)) => {
+                let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+                last.checked_sub(first)? + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+        count.checked_add(n)
+    })
+}
+
 /// A region of caller memory registered for one blocking call: removed from
 /// the memory table when released or dropped, so no engine access can reach
 /// it once the call returns — even if it returns by unwinding. It keeps the
@@ -546,6 +574,21 @@ impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
             self.core.lock().mem.remove(handle);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-1"), Some(2));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-3,8-11,16"), Some(9));
+        for bad in ["", "a", "3-1", "0-", "0,,1"] {
+            assert_eq!(count_cpu_list(bad), None, "{bad:?}");
         }
     }
 }

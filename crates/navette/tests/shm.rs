@@ -73,24 +73,18 @@ fn total_bytes() -> u64 {
     SIZES.iter().map(|&s| s as u64).sum()
 }
 
-/// Forced single copy: every rendezvous byte is read by the receiver
-/// from the sender's memory; nothing large goes through the rings.
-#[test]
-fn single_copy_pulls_rendezvous_data() {
-    let stats = run(2, config(CopyMode::Single), |node, driver, _| {
-        exchange(node, driver)
-    });
-    let rdv: u64 = SIZES
+/// Bytes of [`SIZES`] that go by rendezvous (16 KiB and more).
+fn rendezvous_bytes() -> u64 {
+    SIZES
         .iter()
         .filter(|&&s| s >= 16 << 10)
         .map(|&s| s as u64)
-        .sum();
-    for s in &stats {
-        assert!(s.can_pull);
-        assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, rdv, "{s:?}");
-        assert!(s.bytes_copied_in < total_bytes() - rdv + 64 * 1024, "{s:?}");
-    }
-    // What one rank's peer wrote for it, it wrote for its peer.
+        .sum()
+}
+
+/// What each rank's peer wrote for its shared reads, the peer counted as
+/// written for it.
+fn writes_match(stats: &[navette::shm::ShmStats]) {
     assert_eq!(
         stats[0].bytes_written_by_peers,
         stats[1].bytes_written_for_peers
@@ -101,17 +95,29 @@ fn single_copy_pulls_rendezvous_data() {
     );
 }
 
+/// Forced single copy: every rendezvous byte is read by the receiver
+/// from the sender's memory; nothing large goes through the rings.
+#[test]
+fn single_copy_pulls_rendezvous_data() {
+    let stats = run(2, config(CopyMode::Single), |node, driver, _| {
+        exchange(node, driver)
+    });
+    let rdv = rendezvous_bytes();
+    for s in &stats {
+        assert!(s.can_pull);
+        assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, rdv, "{s:?}");
+        assert!(s.bytes_copied_in < total_bytes() - rdv + 64 * 1024, "{s:?}");
+    }
+    writes_match(&stats);
+}
+
 /// Shared reads turned off: the receiver reads every byte itself.
 #[test]
 fn unshared_single_copy_reads_everything_itself() {
     let mut config = config(CopyMode::Single);
     config.shm.share_min = None;
     let stats = run(2, config, |node, driver, _| exchange(node, driver));
-    let rdv: u64 = SIZES
-        .iter()
-        .filter(|&&s| s >= 16 << 10)
-        .map(|&s| s as u64)
-        .sum();
+    let rdv = rendezvous_bytes();
     for s in &stats {
         assert_eq!(s.bytes_pulled, rdv, "{s:?}");
         assert_eq!(s.bytes_written_by_peers + s.bytes_written_for_peers, 0);
@@ -152,14 +158,7 @@ fn shared_reads_deliver_every_byte() {
             "{s:?}"
         );
     }
-    assert_eq!(
-        stats[0].bytes_written_by_peers,
-        stats[1].bytes_written_for_peers
-    );
-    assert_eq!(
-        stats[1].bytes_written_by_peers,
-        stats[0].bytes_written_for_peers
-    );
+    writes_match(&stats);
 }
 
 /// Forced two copies: nothing is pulled, everything goes through cells.

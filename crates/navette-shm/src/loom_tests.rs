@@ -13,7 +13,8 @@
 //! were checked to fail when a Release or Acquire of the ring is weakened
 //! to Relaxed (the head's, and the producers' head cache's), when the
 //! consumer lock is removed, and when the sleeper's fence is removed; the
-//! offer model fails when the taker's finish is weakened to Relaxed.
+//! offer models fail when the post's Release, the take's Acquire, the
+//! finish's Release or the settle's Acquire is weakened to Relaxed.
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -377,6 +378,88 @@ fn loom_offer_is_written_by_one_side_only() {
         // SAFETY: as the taker's write.
         let b = slot.part_b.with(|b| unsafe { *b });
         assert_eq!(b, if settled == Settled::Written { 2 } else { 1 });
+        taker.join().unwrap();
+    });
+}
+
+/// The offer slot used twice in a row, by a taker that fails its first
+/// write and may take the second offer: the owner writes part B itself
+/// unless the taker wrote it, round after round; the taker's late finish
+/// never settles an offer it did not take (loom checks every access to B).
+#[test]
+fn loom_offer_slot_is_reused_and_failures_fall_back() {
+    use crate::offer::{Offer, OfferWords, Settled};
+
+    struct Slot {
+        state: AtomicU64,
+        source: AtomicU64,
+        dest: AtomicU64,
+        len: AtomicU64,
+        part_b: UnsafeCell<u8>,
+    }
+    impl Slot {
+        fn words(&self) -> OfferWords<'_> {
+            OfferWords {
+                state: &self.state,
+                source: &self.source,
+                dest: &self.dest,
+                len: &self.len,
+            }
+        }
+    }
+    model(|| {
+        let slot = Arc::new(Slot {
+            state: AtomicU64::new(0),
+            source: AtomicU64::new(0),
+            dest: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            part_b: UnsafeCell::new(0),
+        });
+        let offer = |round: u64| Offer {
+            taker: 1,
+            source: round,
+            dest: 20,
+            len: 30,
+        };
+        let taker = {
+            let slot = Arc::clone(&slot);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    if let Some(took) = slot.words().take(1) {
+                        // The first round's write fails.
+                        let ok = took.source == 2;
+                        if ok {
+                            // SAFETY: a valid pointer from loom's cell,
+                            // which reports any racing access.
+                            slot.part_b.with_mut(|b| unsafe { *b = 20 });
+                        }
+                        slot.words().finish(1, ok);
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        for round in 1..=2 {
+            slot.words().post(&offer(round));
+            let settled = slot.words().settle(1, || {
+                thread::yield_now();
+                true
+            });
+            let expected = match settled {
+                Settled::Written => {
+                    assert_eq!(round, 2, "only the second write succeeds");
+                    20
+                }
+                Settled::Revoked | Settled::Failed => {
+                    // SAFETY: as the taker's write.
+                    slot.part_b.with_mut(|b| unsafe { *b = round as u8 });
+                    round as u8
+                }
+                Settled::Abandoned => panic!("the owner never gives up here"),
+            };
+            // SAFETY: as the taker's write.
+            assert_eq!(slot.part_b.with(|b| unsafe { *b }), expected);
+        }
         taker.join().unwrap();
     });
 }

@@ -5,8 +5,9 @@
 //!
 //! A single `process_vm_readv` is bound by the kernel's page pinning and
 //! per-page mapping, not by memory bandwidth: on this project's 2-core
-//! test machine one call moves 10-13 GB/s, two calls at once on two cores
-//! about twice that (`/tmp`-style C measurement kept in the driver's docs).
+//! test machine one call moved 10-13 GB/s, and a read of one half at the
+//! same time as a `process_vm_writev` of the other, on two cores, about
+//! twice that (a C program timing 256 KiB to 4 MiB).
 //!
 //! One offer slot per rank area, owned by the area's rank (the puller):
 //!
@@ -121,12 +122,20 @@ impl OfferWords<'_> {
         })
     }
 
-    /// Taker `me`: says that it wrote the part it took (`ok`) or not.
+    /// Taker `me`: says that it wrote the part it took (`ok`) or not. A
+    /// CAS from TAKEN, not a store: if the owner gave up on it (it took the
+    /// taker for dead), the slot may hold a later offer, which this must
+    /// not settle.
     pub(crate) fn finish(&self, me: u32, ok: bool) {
         let phase = if ok { DONE } else { FAILED };
         // Releases the writes into the owner's memory (made by this thread
-        // through the kernel before this store).
-        self.state.store(word(me, phase), Ordering::Release);
+        // through the kernel before this CAS).
+        let _ = self.state.compare_exchange(
+            word(me, TAKEN),
+            word(me, phase),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
     }
 
     /// Owner: ends the offer made to `taker`: revokes it if it was not

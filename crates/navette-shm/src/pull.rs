@@ -89,16 +89,29 @@ fn transfer(
     Ok(())
 }
 
-/// Whether process `pid` still exists (a zombie counts as existing):
-/// `kill(pid, 0)`, which fails with `ESRCH` only for a process that is gone.
+/// Whether process `pid` still runs: it exists (`kill(pid, 0)` does not
+/// fail with `ESRCH`) and has not exited waiting to be reaped (a zombie, whose
+/// `/proc/PID/stat` state is `Z` or `X`, counts as gone: it will never act
+/// again, and a parent that does not reap it must not keep us waiting).
 pub fn is_alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
+    let Some(id) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
         return false;
     };
-    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
+    if rustix::process::test_kill_process(id) == Err(rustix::io::Errno::SRCH) {
+        return false;
+    }
+    // The state follows the command name's closing parenthesis (a name may
+    // hold parentheses itself). Without /proc, existing is all we know.
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    !matches!(state, Some("Z" | "X"))
 }
 
 /// Whether this process can pull from process `pid`: reads the 8 bytes at

@@ -549,6 +549,14 @@ fn liveness_of_processes() {
     // Reaped: gone (unless the pid was reused at once, which is unlikely).
     assert!(!crate::is_alive(pid));
     assert!(!crate::is_alive(0) && !crate::is_alive(u32::MAX));
+    // Exited but not reaped: a zombie, gone for our purpose.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+        std::thread::yield_now();
+    }
+    assert!(!crate::is_alive(pid), "a zombie");
+    child.wait().unwrap();
 }
 
 #[test]
@@ -598,8 +606,11 @@ fn offers_go_only_to_their_taker_and_settle_once() {
         looks < 5
     });
     assert_eq!((settled, looks), (Settled::Abandoned, 5));
-    // The slot is free again.
+    // The slot is free again, and the late taker's finish does not settle
+    // the next offer.
     area.offer(&offer);
+    area.finish_offer(3, true);
+    assert!(area.is_offered_to(3));
     assert_eq!(area.settle_offer(3, || unreachable!()), Settled::Revoked);
 }
 

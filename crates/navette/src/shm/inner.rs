@@ -92,10 +92,15 @@ impl Inner {
         }
     }
 
+    /// Declares `peer`'s rail; a peer already declared keeps its slot
+    /// (its packet in flight among it).
     pub(super) fn add_peer(&mut self, peer: Rank, rail: RailId, pull_min: Option<usize>) {
         let index = peer as usize;
         if self.peers.len() <= index {
             self.peers.resize_with(index + 1, || None);
+        }
+        if self.peers[index].is_some() {
+            return;
         }
         self.peers[index] = Some(PeerSlot {
             rail,
@@ -266,6 +271,10 @@ impl Inner {
         target: &mut [u8],
     ) -> std::io::Result<()> {
         let len = target.len();
+        // Whether the sender may write into us, we guess from whether it
+        // could read its neighbour at start-up (the same ptrace permission,
+        // the other way): a wrong guess costs one failed write, after which
+        // we read its half ourselves.
         let shared = self.share_min.is_some_and(|min| len >= min)
             && len >= 2 * SHARE_ALIGN
             && segment.area(from).can_pull();
@@ -295,15 +304,17 @@ impl Inner {
         // writes its second half only meanwhile, and we touch only the
         // first.
         let ours = navette_shm::pull(pid, addr, &mut target[..half]);
+        // The sender, once it took the offer, is writing: a few µs, unless
+        // it lost its core (to us, oversubscribed), hence the yields.
         let mut looks = 0u32;
         let settled = own.settle_offer(from, || {
             looks = looks.wrapping_add(1);
-            if looks % LIVENESS_EVERY == 0 {
-                std::thread::yield_now();
-                return navette_shm::is_alive(pid);
+            if looks < SPIN_LOOKS {
+                std::hint::spin_loop();
+                return true;
             }
-            std::hint::spin_loop();
-            true
+            std::thread::yield_now();
+            looks % LIVENESS_EVERY != 0 || navette_shm::is_alive(pid)
         });
         ours?;
         self.stats.bytes_pulled += half as u64;
@@ -327,7 +338,10 @@ impl Inner {
     /// Writes the parts of our pulled data that peers offer us (see
     /// [`Self::read_pulled`]); whether any was written. The offer is taken
     /// under the node's lock, which keeps our data's memory resolved, and
-    /// written at once: its owner waits for it.
+    /// written at once: its owner waits for it. The write (up to half a
+    /// pull fragment, some milliseconds for the largest) holds the lock:
+    /// our other threads wait meanwhile, but no request can release the
+    /// memory it reads.
     fn serve_offers(&mut self, segment: &Segment, node: &NodeCore) -> bool {
         let mut any = false;
         for (peer, slot) in self.peers.iter().enumerate() {
@@ -526,9 +540,11 @@ impl Inner {
 
 /// Shared reads cut the destination on a page boundary.
 const SHARE_ALIGN: usize = 4096;
-/// While waiting for a peer writing its part of a shared read, look this
-/// many times between yields and checks that it is still alive.
-const LIVENESS_EVERY: u32 = 1 << 12;
+/// While waiting for a peer writing its part of a shared read, spin this
+/// many looks (tens of µs: a write of a few MiB), then yield at each look,
+/// and check every [`LIVENESS_EVERY`] looks that the peer still runs.
+const SPIN_LOOKS: u32 = 1 << 10;
+const LIVENESS_EVERY: u32 = 1 << 10;
 
 /// The bytes of `data` that `offer` asks us to write, if it names a part
 /// of it (a peer's offer is checked before we act on it).

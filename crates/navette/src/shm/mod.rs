@@ -30,10 +30,11 @@
 //!   the first half; the sender, waiting for its pulled cell anyway, takes
 //!   it on its next round. One such call is bound by page pinning, not by
 //!   memory bandwidth, so two cores move the data about twice as fast.
-//!   If the sender does not take the offer by the time the receiver's half
-//!   is in, the receiver revokes it and reads the rest itself: the
-//!   receiver never waits on a busy sender, and no one writes into the
-//!   destination after the receiver has settled the offer.
+//!   If the sender has not taken the offer by the time the receiver's half
+//!   is in, the receiver revokes it and reads the rest itself: a sender
+//!   busy elsewhere does not hold the receiver up (one that took the offer
+//!   is writing, and the receiver waits for that write). No one writes
+//!   into the destination after the receiver has settled the offer.
 //!
 //! Hot path (small message, peer ready): no allocation, no system call —
 //! the doorbell (a shared futex) is rung only when the receiver sleeps.
@@ -135,8 +136,11 @@ pub struct ShmConfig {
     /// the offer by the time the first half is in, the receiver reads the
     /// rest itself. One such call is bound by the kernel's page pinning,
     /// not by memory bandwidth: on the 2-core test machine one call moves
-    /// 10-13 GB/s, two at once about twice that. `None` never shares;
-    /// `NAVETTE_SHM_SHARE=off` turns it off.
+    /// 10-13 GB/s, two at once about twice that. `None` never shares
+    /// this rank's reads (it still writes its part of the reads that peers
+    /// share with it); `NAVETTE_SHM_SHARE=off` sets `None`. With the
+    /// defaults every single-copy read is shared (`share_min` is below
+    /// [`Self::single_copy_min`]).
     pub share_min: Option<usize>,
 }
 

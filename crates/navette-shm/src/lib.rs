@@ -151,7 +151,6 @@ pub use area::RankArea;
 pub use bell::Ticket;
 #[cfg(not(loom))]
 pub use error::ShmError;
-#[cfg(not(loom))]
 pub use offer::{Offer, Settled};
 #[cfg(not(loom))]
 pub use pull::{can_pull_from, is_alive, pull, push};

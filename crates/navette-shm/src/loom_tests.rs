@@ -305,6 +305,37 @@ fn loom_wake_after_ticket_is_not_lost() {
     });
 }
 
+/// An offer slot's words on the heap, and the part B of data that its
+/// owner or its taker writes.
+struct OfferSlot {
+    state: AtomicU64,
+    source: AtomicU64,
+    dest: AtomicU64,
+    len: AtomicU64,
+    part_b: UnsafeCell<u8>,
+}
+
+impl OfferSlot {
+    fn new() -> Self {
+        Self {
+            state: AtomicU64::new(0),
+            source: AtomicU64::new(0),
+            dest: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            part_b: UnsafeCell::new(0),
+        }
+    }
+
+    fn words(&self) -> crate::offer::OfferWords<'_> {
+        crate::offer::OfferWords {
+            state: &self.state,
+            source: &self.source,
+            dest: &self.dest,
+            len: &self.len,
+        }
+    }
+}
+
 /// The owner of an offer slot offers part B of some data to a taker, writes
 /// part A itself, settles, writes B itself unless the taker wrote it, and
 /// reads B; the taker looks for the offer twice and writes B if it took
@@ -313,33 +344,10 @@ fn loom_wake_after_ticket_is_not_lost() {
 /// written.
 #[test]
 fn loom_offer_is_written_by_one_side_only() {
-    use crate::offer::{Offer, OfferWords, Settled};
+    use crate::offer::{Offer, Settled};
 
-    struct Slot {
-        state: AtomicU64,
-        source: AtomicU64,
-        dest: AtomicU64,
-        len: AtomicU64,
-        part_b: UnsafeCell<u8>,
-    }
-    impl Slot {
-        fn words(&self) -> OfferWords<'_> {
-            OfferWords {
-                state: &self.state,
-                source: &self.source,
-                dest: &self.dest,
-                len: &self.len,
-            }
-        }
-    }
     model(|| {
-        let slot = Arc::new(Slot {
-            state: AtomicU64::new(0),
-            source: AtomicU64::new(0),
-            dest: AtomicU64::new(0),
-            len: AtomicU64::new(0),
-            part_b: UnsafeCell::new(0),
-        });
+        let slot = Arc::new(OfferSlot::new());
         let offer = Offer {
             taker: 1,
             source: 10,
@@ -388,33 +396,10 @@ fn loom_offer_is_written_by_one_side_only() {
 /// never settles an offer it did not take (loom checks every access to B).
 #[test]
 fn loom_offer_slot_is_reused_and_failures_fall_back() {
-    use crate::offer::{Offer, OfferWords, Settled};
+    use crate::offer::{Offer, Settled};
 
-    struct Slot {
-        state: AtomicU64,
-        source: AtomicU64,
-        dest: AtomicU64,
-        len: AtomicU64,
-        part_b: UnsafeCell<u8>,
-    }
-    impl Slot {
-        fn words(&self) -> OfferWords<'_> {
-            OfferWords {
-                state: &self.state,
-                source: &self.source,
-                dest: &self.dest,
-                len: &self.len,
-            }
-        }
-    }
     model(|| {
-        let slot = Arc::new(Slot {
-            state: AtomicU64::new(0),
-            source: AtomicU64::new(0),
-            dest: AtomicU64::new(0),
-            len: AtomicU64::new(0),
-            part_b: UnsafeCell::new(0),
-        });
+        let slot = Arc::new(OfferSlot::new());
         let offer = |round: u64| Offer {
             taker: 1,
             source: round,

@@ -61,6 +61,14 @@ pub mod shm_tcp;
 pub mod sim;
 pub mod tcp;
 
+/// Packet strategies: the trait to write one's own
+/// ([`Node::set_custom_strategy`]), what it sees of windows, chunks and
+/// rails, and the moves the shipped strategies are made of.
+pub mod strategy {
+    pub use navette_core::strategy::*;
+    pub use navette_core::{ChunkInfo, PacketBuilder, Pending, Priority, Window};
+}
+
 pub use counters::STATS_VAR;
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};

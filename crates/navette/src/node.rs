@@ -317,12 +317,23 @@ impl Node {
     /// use): how its small messages share packets and its large ones
     /// share rails. See [`StrategyKind`](navette_core::StrategyKind).
     pub fn set_strategy(&self, channel: ChannelId, strategy: navette_core::StrategyKind) {
-        self.core
-            .lock()
-            .engine
-            .set_strategy(channel, strategy.build());
+        self.set_custom_strategy(channel, strategy.build());
+    }
+
+    /// Sets a strategy of the caller's own making for `channel`: any
+    /// [`Strategy`](crate::strategy::Strategy), built from the moves in
+    /// [`tactics`](crate::strategy::tactics) or not. It runs under the
+    /// node's lock, whenever a rail to a peer of the channel goes idle, so
+    /// it must be quick and must not call back into the node.
+    pub fn set_custom_strategy(
+        &self,
+        channel: ChannelId,
+        strategy: Box<dyn navette_core::Strategy>,
+    ) {
+        self.core.lock().engine.set_strategy(channel, strategy);
         // Chunks already waiting may now leave otherwise.
         self.core.mark_dirty();
+        self.core.driver.wake();
     }
 
     /// The gate to `peer` on the default channel.

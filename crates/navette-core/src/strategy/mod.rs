@@ -12,7 +12,10 @@
 //! Set-up: a channel's strategy is built by [`StrategyKind::build`] when
 //! the channel is first used (or given with
 //! [`crate::Engine::set_strategy`]) and keeps whatever state it likes
-//! between calls.
+//! between calls. A strategy need not ship with the engine: any type that
+//! implements [`Strategy`] can be given to a channel (in `navette`, with
+//! `Node::set_custom_strategy`; its tests have one, in a few lines, built
+//! from [`tactics`]).
 //!
 //! Shipped:
 //! * `default` ([`DefaultStrategy`]): one chunk per packet, as submitted;

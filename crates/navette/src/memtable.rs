@@ -18,7 +18,6 @@ use std::ptr::NonNull;
 
 use bytes::Bytes;
 use navette_core::{MemHandle, MemRef, Memory};
-use rustc_hash::FxHashMap;
 
 /// What one handle points to.
 #[derive(Debug)]
@@ -33,11 +32,47 @@ enum Region {
     BorrowedMut { ptr: NonNull<u8>, len: usize },
 }
 
-/// Regions by handle.
+/// Regions by handle: a slot vector with generations rather than a hash
+/// map (every message inserts, looks up and removes a region). A handle is
+/// its slot's index and generation; removing a region bumps the slot's
+/// generation before the slot is reused, so a handle kept after its region
+/// was removed (a cancelled request's, say) never reaches a later region.
 #[derive(Debug, Default)]
 pub(crate) struct MemTable {
-    regions: FxHashMap<MemHandle, Region>,
-    next: u64,
+    slots: Vec<Slot>,
+    /// Indices of empty slots.
+    free: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    region: Option<Region>,
+}
+
+impl MemTable {
+    /// The slot of `handle`, if it is the handle of the region there now.
+    fn slot(&self, handle: MemHandle) -> Option<&Slot> {
+        let (index, generation) = split(handle);
+        self.slots.get(index).filter(|s| s.generation == generation)
+    }
+
+    fn slot_mut(&mut self, handle: MemHandle) -> Option<&mut Slot> {
+        let (index, generation) = split(handle);
+        self.slots
+            .get_mut(index)
+            .filter(|s| s.generation == generation)
+    }
+}
+
+/// A handle's slot index and generation.
+fn split(handle: MemHandle) -> (usize, u32) {
+    // The low half is an index below u32::MAX, the high half a generation.
+    ((handle.0 & 0xffff_ffff) as usize, (handle.0 >> 32) as u32)
+}
+
+fn handle(index: u32, generation: u32) -> MemHandle {
+    MemHandle((u64::from(generation) << 32) | u64::from(index))
 }
 
 // SAFETY: the raw pointers in `Borrowed`/`BorrowedMut` are only dereferenced
@@ -94,10 +129,22 @@ impl MemTable {
     }
 
     fn insert(&mut self, region: Region) -> MemHandle {
-        let handle = MemHandle(self.next);
-        self.next += 1;
-        self.regions.insert(handle, region);
-        handle
+        if let Some(index) = self.free.pop() {
+            let slot = &mut self.slots[index as usize];
+            slot.region = Some(region);
+            return handle(index, slot.generation);
+        }
+        // Below u32::MAX slots: MemHandle(u64::MAX), which the engine uses
+        // for "no memory", never resolves.
+        let index = u32::try_from(self.slots.len())
+            .ok()
+            .filter(|&i| i < u32::MAX)
+            .expect("fewer than 2^32 - 1 regions at once");
+        self.slots.push(Slot {
+            generation: 0,
+            region: Some(region),
+        });
+        handle(index, 0)
     }
 
     /// Adds shared bytes; returns a range over them.
@@ -114,7 +161,16 @@ impl MemTable {
 
     /// Removes a region; returns the buffer if the table owned one.
     pub(crate) fn remove(&mut self, handle: MemHandle) -> Option<Vec<u8>> {
-        match self.regions.remove(&handle)? {
+        let (index, _) = split(handle);
+        let slot = self.slot_mut(handle)?;
+        let region = slot.region.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        // A slot whose generations are all used is retired, not reused.
+        if slot.generation != 0 {
+            // The index came from this vector.
+            self.free.push(index as u32);
+        }
+        match region {
             Region::Owned(buf) => Some(buf),
             _ => None,
         }
@@ -155,7 +211,7 @@ impl MemTable {
 
 impl Memory for MemTable {
     fn get(&self, handle: MemHandle) -> Option<&[u8]> {
-        match self.regions.get(&handle)? {
+        match self.slot(handle)?.region.as_ref()? {
             Region::Shared(b) => Some(b),
             Region::Owned(v) => Some(v),
             Region::Borrowed { ptr, len } | Region::BorrowedMut { ptr, len } => {
@@ -171,7 +227,7 @@ impl Memory for MemTable {
     }
 
     fn get_mut(&mut self, handle: MemHandle) -> Option<&mut [u8]> {
-        match self.regions.get_mut(&handle)? {
+        match self.slot_mut(handle)?.region.as_mut()? {
             Region::Owned(v) => Some(v),
             Region::BorrowedMut { ptr, len } => {
                 // SAFETY: as in `get`; moreover the region came from a unique
@@ -182,5 +238,46 @@ impl Memory for MemTable {
             }
             Region::Shared(_) | Region::Borrowed { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_of_removed_regions_never_resolve_again() {
+        let mut table = MemTable::default();
+        let first = table.insert_owned(vec![1, 2, 3]).handle;
+        assert_eq!(table.get(first), Some(&[1, 2, 3][..]));
+        assert_eq!(table.remove(first), Some(vec![1, 2, 3]));
+        // The slot is reused for the next region, under a new handle.
+        let second = table.insert_owned(vec![4]).handle;
+        assert_ne!(first, second);
+        assert_eq!(split(first).0, split(second).0);
+        assert_eq!(table.get(first), None);
+        assert_eq!(table.remove(first), None);
+        assert_eq!(table.get(second), Some(&[4][..]));
+        // Shared bytes are readable, not writable; unknown handles are none.
+        let shared = table.insert_shared(Bytes::from_static(b"ab")).handle;
+        assert_eq!(table.get(shared), Some(&b"ab"[..]));
+        assert!(table.get_mut(shared).is_none());
+        assert!(table.get(MemHandle(u64::MAX)).is_none());
+        assert_eq!(table.remove(shared), None, "the table owned no buffer");
+        assert!(table.get(shared).is_none());
+    }
+
+    #[test]
+    fn a_slot_out_of_generations_is_retired() {
+        let mut table = MemTable::default();
+        let handle = table.insert_owned(vec![0]).handle;
+        table.slots[0].generation = u32::MAX;
+        let last = super::handle(0, u32::MAX);
+        assert_eq!(table.remove(handle), None, "an old generation");
+        assert_eq!(table.remove(last), Some(vec![0]));
+        // Not reused: the next region takes a new slot.
+        let next = table.insert_owned(vec![1]).handle;
+        assert_eq!(split(next), (1, 0));
+        assert!(table.get(super::handle(0, 0)).is_none());
     }
 }

@@ -67,53 +67,50 @@ pub fn groups(ctx: &Context<'_>, pattern: Pattern) -> Vec<Group> {
     }
 }
 
-/// Skips `name` at every row of `groups`.
-fn skip_all(
-    ctx: &Context<'_>,
-    outcome: &mut Outcome,
+/// One implementation's turn at a pattern: the rows it owes.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
     pattern: Pattern,
-    name: &str,
-    groups: &[Group],
-    kind: SkipKind,
-    reason: &str,
-) {
-    for group in groups {
-        outcome.skip_series(
-            ctx,
-            pattern,
-            name,
-            group.segments,
-            kind,
-            group.sizes.clone(),
-            reason.to_owned(),
-        );
-    }
+    name: &'a str,
+    groups: &'a [Group],
 }
 
-/// Runs a tool; on a start failure, skips `name` at every row.
-fn run_tool(
-    ctx: &mut Context<'_>,
-    outcome: &mut Outcome,
-    pattern: Pattern,
-    name: &str,
-    groups: &[Group],
-    command: &mut Command,
-) -> Option<Output> {
-    let raw = ctx.raw_name(pattern, name);
-    match ctx.runner.run(&raw, command) {
-        Ok(output) => Some(output),
-        Err(e) => {
-            let reason = format!("could not run: {e}");
-            skip_all(
+impl Turn<'_> {
+    /// Skips the implementation at every row of the turn.
+    fn skip(&self, ctx: &Context<'_>, outcome: &mut Outcome, kind: SkipKind, reason: &str) {
+        for group in self.groups {
+            outcome.skip_series(
                 ctx,
-                outcome,
-                pattern,
-                name,
-                groups,
-                SkipKind::Failed,
-                &reason,
+                self.pattern,
+                self.name,
+                group.segments,
+                kind,
+                group.sizes.clone(),
+                reason.to_owned(),
             );
-            None
+        }
+    }
+
+    /// Runs the implementation's command; on a start failure, skips it at
+    /// every row.
+    fn run(
+        &self,
+        ctx: &mut Context<'_>,
+        outcome: &mut Outcome,
+        command: &mut Command,
+    ) -> Option<Output> {
+        let raw = ctx.raw_name(self.pattern, self.name);
+        match ctx.runner.run(&raw, command) {
+            Ok(output) => Some(output),
+            Err(e) => {
+                self.skip(
+                    ctx,
+                    outcome,
+                    SkipKind::Failed,
+                    &format!("could not run: {e}"),
+                );
+                None
+            }
         }
     }
 }
@@ -125,16 +122,13 @@ fn measure_navette(
     outcome: &mut Outcome,
 ) {
     let name = imp::NAVETTE;
+    let turn = Turn {
+        pattern,
+        name,
+        groups,
+    };
     if let Some(reason) = ctx.programs.navette_unbuilt.clone() {
-        skip_all(
-            ctx,
-            outcome,
-            pattern,
-            name,
-            groups,
-            SkipKind::Failed,
-            &reason,
-        );
+        turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
     let json = ctx
@@ -152,13 +146,13 @@ fn measure_navette(
         json: &json,
     };
     let mut command = navette::command(&ctx.programs.navette, &request);
-    let Some(output) = run_tool(ctx, outcome, pattern, name, groups, &mut command) else {
+    let Some(output) = turn.run(ctx, outcome, &mut command) else {
         return;
     };
     let (records, failure) = match navette::read_run(&output, &json) {
         Ok(read) => read,
         Err((kind, reason)) => {
-            skip_all(ctx, outcome, pattern, name, groups, kind, &reason);
+            turn.skip(ctx, outcome, kind, &reason);
             return;
         }
     };
@@ -173,15 +167,7 @@ fn measure_navette(
             "navette ran over {}, not {transport}: its rows are not used",
             other.transport
         );
-        skip_all(
-            ctx,
-            outcome,
-            pattern,
-            name,
-            groups,
-            SkipKind::Failed,
-            &reason,
-        );
+        turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
     for group in groups {
@@ -205,26 +191,23 @@ fn measure_mpi(
     outcome: &mut Outcome,
 ) {
     let name = mpi.name();
+    let turn = Turn {
+        pattern,
+        name,
+        groups,
+    };
     let program = ctx.programs.mpi_program(pattern.name(), name);
     if !program.is_file() {
         let reason = format!(
             "{} was not built (bench/compare builds it with mpicc.{name})",
             program.display()
         );
-        skip_all(
-            ctx,
-            outcome,
-            pattern,
-            name,
-            groups,
-            SkipKind::Failed,
-            &reason,
-        );
+        turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
     let mut command = mpi.launch(&program, ctx.transport);
     command.args(program_args(ctx, pattern));
-    let Some(output) = run_tool(ctx, outcome, pattern, name, groups, &mut command) else {
+    let Some(output) = turn.run(ctx, outcome, &mut command) else {
         return;
     };
     let failure = (!output.success()).then(|| output.failure());
@@ -236,15 +219,7 @@ fn measure_mpi(
         Ok(series) => series,
         Err(e) => {
             let reason = failure.unwrap_or_else(|| e.to_string());
-            skip_all(
-                ctx,
-                outcome,
-                pattern,
-                name,
-                groups,
-                SkipKind::Failed,
-                &reason,
-            );
+            turn.skip(ctx, outcome, SkipKind::Failed, &reason);
             return;
         }
     };

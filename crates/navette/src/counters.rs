@@ -29,7 +29,9 @@ impl Node {
     /// a connection's buffer). Copies made by the kernel (socket reads and
     /// writes, single-copy reads between processes) are not Navette's.
     pub fn bytes_copied(&self) -> u64 {
-        let engine: u64 = self.gate_stats().iter().map(|g| g.bytes_copied).sum();
+        let engine: u64 = (self.core().lock().engine.gate_stats())
+            .map(|g| g.bytes_copied)
+            .sum();
         engine + self.core().driver().bytes_copied()
     }
 

@@ -330,10 +330,8 @@ impl Node {
         channel: ChannelId,
         strategy: Box<dyn navette_core::Strategy>,
     ) {
-        self.core.lock().engine.set_strategy(channel, strategy);
-        // Chunks already waiting may now leave otherwise.
-        self.core.mark_dirty();
-        self.core.driver.wake();
+        // Marked as work: chunks already waiting may now leave otherwise.
+        self.with_state(|s| s.engine.set_strategy(channel, strategy));
     }
 
     /// The gate to `peer` on the default channel.

@@ -135,7 +135,9 @@ impl MemTable {
             return handle(index, slot.generation);
         }
         // Below u32::MAX slots: MemHandle(u64::MAX), which the engine uses
-        // for "no memory", never resolves.
+        // for "no memory", never resolves. Each live region holds a slot
+        // (40 bytes) and its request, so memory runs out long before 2^32
+        // of them: the expect guards our own arithmetic, not user input.
         let index = u32::try_from(self.slots.len())
             .ok()
             .filter(|&i| i < u32::MAX)

@@ -12,6 +12,9 @@ pub struct ChannelId(pub u16);
 impl ChannelId {
     /// The channel that always exists.
     pub const DEFAULT: Self = Self(0);
+    /// The channel of RPC calls and replies (`navette::rpc`), reserved:
+    /// other messages must not use it.
+    pub const RPC: Self = Self(u16::MAX);
 }
 
 /// One driver connection to a peer, as numbered by this engine.

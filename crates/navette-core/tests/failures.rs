@@ -376,3 +376,21 @@ fn posted_tagged_receives_and_a_lost_peer() {
     net.collect();
     assert_eq!(net.err(2, late), RequestError::PeerUnreachable { peer: 0 });
 }
+
+/// A message receive waiting for its match from a peer that is lost fails
+/// its match (a caller waiting only for the match, as an RPC's reply
+/// does, would otherwise wait for ever); one from any peer keeps waiting.
+#[test]
+fn an_unmatched_message_receive_from_a_lost_peer_fails_its_match() {
+    let mut net = Net::new(3, 1, caps(4096, 1000));
+    let only_0 = net.recv_begin(2, from(0), TagMatch::exact(1));
+    let any = net.recv_begin(2, navette_core::Source::Any, TagMatch::exact(1));
+    let rail = net.rails_from(0, 2)[0];
+    net.engines[2].close_rail(rail);
+    net.collect();
+    assert_eq!(
+        net.err(2, only_0),
+        RequestError::PeerUnreachable { peer: 0 }
+    );
+    assert!(net.pending(2, any));
+}

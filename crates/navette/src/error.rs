@@ -31,6 +31,9 @@ pub enum Error {
     /// A setting (from the environment or a configuration) is invalid.
     #[error("configuration: {0}")]
     Config(String),
+    /// An RPC failed at the server or could not be made.
+    #[error(transparent)]
+    Rpc(#[from] crate::rpc::RpcError),
     /// The driver failed.
     #[error("driver {driver}: {message}")]
     Driver {

@@ -55,6 +55,7 @@ pub mod message;
 mod node;
 mod p2p;
 mod progress;
+pub mod rpc;
 mod runtime;
 pub mod shm;
 pub mod shm_tcp;

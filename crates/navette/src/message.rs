@@ -21,6 +21,7 @@
 //! gets an error instead of waiting forever.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use navette_core::{MemRef, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
 
@@ -367,6 +368,91 @@ impl<'a> Unpacking<'_, 'a> {
         let status = end_outcome?;
         outcomes.into_iter().try_for_each(|o| o.map(drop))?;
         Ok(status)
+    }
+}
+
+/// A matched message whose unpacking is under way, held by no thread: how
+/// an RPC call moves from the thread that read its header to the handler
+/// thread that unpacks the rest. Dropping it abandons the message.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    node: Node,
+    key: Option<ReqId>,
+    matched: Option<Status>,
+    pieces: Vec<ReqId>,
+}
+
+impl Parked {
+    /// The node the message belongs to.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Goes on unpacking, borrowing `node` (a handle on the same node).
+    pub(crate) fn resume<'n, 'a>(mut self, node: &'n Node) -> Unpacking<'n, 'a> {
+        debug_assert!(Arc::ptr_eq(node.core(), self.node.core()));
+        self.take(node).expect("a parked message has its key")
+    }
+
+    /// The message, which this no longer owns.
+    fn take<'n, 'a>(&mut self, node: &'n Node) -> Option<Unpacking<'n, 'a>> {
+        Some(Unpacking {
+            core: UnpackingCore {
+                node,
+                key: self.key.take()?,
+                matched: self.matched,
+                pieces: std::mem::take(&mut self.pieces),
+                open: true,
+            },
+            cheaper: Vec::new(),
+        })
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        // Resumed only to be dropped: that abandons it.
+        let node = self.node.clone();
+        drop(self.take(&node));
+    }
+}
+
+impl<'n> Unpacking<'n, '_> {
+    /// Parks the message for another thread: only between pieces, with no
+    /// CHEAPER piece waiting (none borrows memory).
+    pub(crate) fn park(mut self) -> Parked {
+        assert!(
+            self.cheaper.is_empty(),
+            "no CHEAPER piece may wait when a message is parked"
+        );
+        self.core.open = false;
+        Parked {
+            node: self.core.node.clone(),
+            key: Some(self.core.key),
+            matched: self.core.matched,
+            pieces: std::mem::take(&mut self.core.pieces),
+        }
+    }
+
+    /// Abandons the message, as dropping it does; returns whether it was
+    /// still waiting for its match (decided under the same lock: no
+    /// message can match it in between).
+    pub(crate) fn abandon(mut self) -> bool {
+        let core = &mut self.core;
+        core.open = false;
+        let (key, pieces) = (core.key, std::mem::take(&mut core.pieces));
+        core.node.with_state(|s| {
+            let unmatched = s.engine.recv_unmatched(key);
+            s.engine.recv_abandon(key);
+            s.detach(key);
+            pieces.into_iter().for_each(|r| s.detach(r));
+            unmatched
+        })
+    }
+
+    /// The request that completes when the message is matched.
+    pub(crate) fn match_request(&self) -> Option<ReqId> {
+        self.core.matched.is_none().then_some(self.core.key)
     }
 }
 

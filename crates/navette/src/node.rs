@@ -6,8 +6,9 @@
 //! they feed the engine.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use navette_core::{
@@ -124,6 +125,11 @@ pub(crate) struct State {
     slots: FxHashMap<ReqId, Slot>,
     /// At most one receive waits outside the engine at a time.
     pub(crate) lean: Option<crate::lean::LeanRecv>,
+    /// Wakers of requests awaited as futures, by request.
+    wakers: FxHashMap<ReqId, Waker>,
+    /// Wakers whose requests completed, to wake once the lock is released
+    /// (a waker may run anything, even code that locks the node).
+    woken: Vec<Waker>,
 }
 
 impl State {
@@ -152,11 +158,19 @@ impl State {
                 }
             } else {
                 slot.outcome = Some(event.outcome);
+                if let Some(waker) = self.wakers.remove(&event.req) {
+                    self.woken.push(waker);
+                }
             }
         }
     }
 
-    fn is_done(&self, req: ReqId) -> bool {
+    /// The wakers to wake once the lock is released, if any.
+    fn take_woken(&mut self) -> Option<Vec<Waker>> {
+        (!self.woken.is_empty()).then(|| std::mem::take(&mut self.woken))
+    }
+
+    pub(crate) fn is_done(&self, req: ReqId) -> bool {
         self.slots.get(&req).is_some_and(|s| s.outcome.is_some())
     }
 
@@ -166,6 +180,7 @@ impl State {
             return None;
         }
         let slot = self.slots.remove(&req).expect("checked above");
+        self.wakers.remove(&req);
         let buf = slot.region.and_then(|r| self.mem.remove(r));
         let outcome = slot.outcome.expect("checked above").map_err(Error::from);
         Some((outcome, buf))
@@ -173,6 +188,7 @@ impl State {
 
     /// Forgets a request nobody will wait for; its buffer is freed at completion.
     pub(crate) fn detach(&mut self, req: ReqId) {
+        self.wakers.remove(&req);
         if self.is_done(req) {
             self.take(req);
         } else if let Some(slot) = self.slots.get_mut(&req) {
@@ -195,6 +211,13 @@ pub struct NodeCore {
     /// What became of the receive waiting outside the engine (read without
     /// the lock by its spinning thread).
     pub(crate) lean_slot: crate::lean::LeanSlot,
+    /// Progress threads running: while there is one, a pending future
+    /// sleeps until its completion wakes it.
+    pub(crate) progress_threads: AtomicUsize,
+    /// Futures waiting for a wake-up (see `State::wakers`).
+    pub(crate) futures: AtomicUsize,
+    /// RPC services and calls, from the first registration or call on.
+    pub(crate) rpc: OnceLock<crate::rpc::Rpc>,
 }
 
 impl fmt::Debug for NodeCore {
@@ -290,10 +313,15 @@ impl Node {
                     mem: MemTable::default(),
                     slots: FxHashMap::default(),
                     lean: None,
+                    wakers: FxHashMap::default(),
+                    woken: Vec::new(),
                 }),
                 driver,
                 dirty: AtomicBool::new(false),
                 lean_slot: crate::lean::LeanSlot::default(),
+                progress_threads: AtomicUsize::new(0),
+                futures: AtomicUsize::new(0),
+                rpc: OnceLock::new(),
             }),
         }
     }
@@ -359,8 +387,14 @@ impl Node {
     }
 
     /// Makes one round of progress; returns whether anything happened.
+    /// Calls that arrived for this node's inline RPC services are served
+    /// here too (see [`crate::rpc`]).
     pub fn progress(&self) -> Result<bool> {
-        self.core.driver.progress(&self.core)
+        let moved = self.core.driver.progress(&self.core)?;
+        if let Some(rpc) = self.core.rpc.get() {
+            rpc.dispatch(self);
+        }
+        Ok(moved)
     }
 
     /// Blocks in the driver for at most the configured `block_for`.
@@ -380,7 +414,57 @@ impl Node {
         self.progress()?;
         let mut state = self.core.lock();
         state.collect();
-        Ok(state.is_done(req))
+        let done = state.is_done(req);
+        let woken = state.take_woken();
+        drop(state);
+        wake_all(woken);
+        Ok(done)
+    }
+
+    /// For a future awaiting `req`: after a round of progress, whether it
+    /// has completed; if not, `waker` is woken when it does. With no
+    /// progress thread to complete it, the future is asked to poll again
+    /// at once (each poll making a round of progress, as a spinning wait
+    /// does).
+    pub(crate) fn poll_id(&self, req: ReqId, waker: &Waker) -> Result<bool> {
+        self.progress()?;
+        let mut state = self.core.lock();
+        state.collect();
+        let done = state.is_done(req);
+        if !done {
+            match state.wakers.get_mut(&req) {
+                Some(known) => known.clone_from(waker),
+                None => {
+                    state.wakers.insert(req, waker.clone());
+                }
+            }
+        }
+        self.core
+            .futures
+            .store(state.wakers.len(), Ordering::Release);
+        let woken = state.take_woken();
+        drop(state);
+        wake_all(woken);
+        if !done && self.core.progress_threads.load(Ordering::Acquire) == 0 {
+            waker.wake_by_ref();
+        }
+        Ok(done)
+    }
+
+    /// Moves completions into their slots and wakes the futures whose
+    /// requests completed (the progress thread's duty while futures wait).
+    pub(crate) fn wake_futures(&self) {
+        if self.core.futures.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut state = self.core.lock();
+        state.collect();
+        self.core
+            .futures
+            .store(state.wakers.len(), Ordering::Release);
+        let woken = state.take_woken();
+        drop(state);
+        wake_all(woken);
     }
 
     /// Drives progress until `check` returns something.
@@ -400,7 +484,11 @@ impl Node {
             {
                 let mut state = self.core.lock();
                 state.collect();
-                if let Some(out) = check(&mut state) {
+                let out = check(&mut state);
+                let woken = state.take_woken();
+                drop(state);
+                wake_all(woken);
+                if let Some(out) = out {
                     return Ok(out);
                 }
             }
@@ -450,7 +538,7 @@ impl Node {
 
     /// Spins, then yields, then blocks in the driver: oversubscribed runs
     /// must not burn a core another rank needs.
-    fn back_off(&self, idle: u32) -> Result<()> {
+    pub(crate) fn back_off(&self, idle: u32) -> Result<()> {
         let config = &self.core.config;
         if idle <= self.core.spin_rounds {
             std::hint::spin_loop();
@@ -528,6 +616,11 @@ impl Node {
             _borrow: std::marker::PhantomData,
         }
     }
+}
+
+/// Wakes the futures of requests that completed.
+fn wake_all(woken: Option<Vec<Waker>>) {
+    woken.into_iter().flatten().for_each(Waker::wake);
 }
 
 /// The cores of this host: the online CPUs (`/sys/devices/system/cpu/online`,

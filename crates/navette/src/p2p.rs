@@ -6,7 +6,10 @@
 //! completion, so a request may outlive any borrow. Blocking calls lend the
 //! caller's slices for their duration, without copying.
 
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use navette_core::{RecvNow, ReqId, Status, TagMatch};
@@ -46,6 +49,11 @@ impl Completion for Received {
 /// A handle on a non-blocking operation: a send yields its [`Status`], a
 /// receive its [`Received`] buffer. Dropping it detaches the operation,
 /// which still completes; its buffer is then freed.
+///
+/// It is also a [`Future`] of the same outcome, for any executor: each poll
+/// makes a round of progress; with a progress thread running
+/// ([`Node::spawn_progress_thread`]) a pending request sleeps until that
+/// thread completes it, otherwise it asks to be polled again at once.
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is waited for or tested"]
 pub struct Request<'n, T: Completion> {
@@ -81,6 +89,24 @@ impl<'n, T: Completion> Request<'n, T> {
         let (outcome, buf) = state.take(self.id)?;
         self.taken = true;
         Some(outcome.map(|status| T::from_parts(status, buf)))
+    }
+}
+
+impl<T: Completion> Future for Request<'_, T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        assert!(!this.taken, "a request polled after it completed");
+        match this.node.poll_id(this.id, cx.waker()) {
+            Err(err) => Poll::Ready(Err(err)),
+            Ok(false) => Poll::Pending,
+            Ok(true) => {
+                let mut state = this.node.core().lock();
+                let out = this.try_take(&mut state).expect("polled complete");
+                Poll::Ready(out)
+            }
+        }
     }
 }
 

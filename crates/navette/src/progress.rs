@@ -19,24 +19,37 @@ impl Node {
     /// Starts a background thread that drives progress, blocking in the
     /// driver when there is nothing to do. Waiting threads still make
     /// progress themselves; this one keeps rendezvous and incoming data
-    /// moving while none waits.
+    /// moving while none waits, serves inline RPC handlers, and wakes the
+    /// futures of requests it completes (so that they need not poll in a
+    /// loop).
     pub fn spawn_progress_thread(&self) -> Result<ProgressThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let (node, flag) = (self.clone(), Arc::clone(&stop));
-        let handle = std::thread::Builder::new()
+        self.core().progress_threads.fetch_add(1, Ordering::AcqRel);
+        let spawned = std::thread::Builder::new()
             .name(format!("navette-progress-{}", self.rank()))
             .spawn(move || {
-                while !flag.load(Ordering::Acquire) {
-                    if !node.progress()? {
-                        node.block_in_driver()?;
+                let run = || {
+                    while !flag.load(Ordering::Acquire) {
+                        let moved = node.progress()?;
+                        node.wake_futures();
+                        if !moved {
+                            node.block_in_driver()?;
+                        }
                     }
-                }
-                Ok(())
-            })
-            .map_err(|e| crate::Error::Driver {
+                    Ok(())
+                };
+                let ended = run();
+                node.core().progress_threads.fetch_sub(1, Ordering::AcqRel);
+                ended
+            });
+        let handle = spawned.map_err(|e| {
+            self.core().progress_threads.fetch_sub(1, Ordering::AcqRel);
+            crate::Error::Driver {
                 driver: "progress",
                 message: format!("cannot start the progress thread: {e}"),
-            })?;
+            }
+        })?;
         Ok(ProgressThread {
             node: self.clone(),
             stop,

@@ -76,6 +76,12 @@ impl Engine {
                 ch.posted
                     .retain(|p| !matches!(p, Posted::Msg(k) if *k == key));
             }
+            // A receive still waiting for its match will never be matched:
+            // whoever waits for the match learns why.
+            let msg = &self.recv_msgs[&key];
+            if msg.bound.is_none() && !msg.quiet {
+                self.complete(key, Err(err.clone()));
+            }
             self.fail_msg(key, err.clone());
         }
         let mut lost = Vec::new();

@@ -322,6 +322,13 @@ impl Engine {
         Ok(end)
     }
 
+    /// Whether the receive `key` is posted and not matched yet.
+    pub fn recv_unmatched(&self, key: ReqId) -> bool {
+        self.recv_msgs
+            .get(&key)
+            .is_some_and(|m| m.bound.is_none() && m.failed.is_none())
+    }
+
     /// Forgets message `key` (its owner went away): pending pieces are
     /// cancelled and the rest of the message is dropped on arrival.
     pub fn recv_abandon(&mut self, key: ReqId) {

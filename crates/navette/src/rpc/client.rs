@@ -1,0 +1,294 @@
+//! The caller's side: sending a call, awaiting its reply.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use navette_core::{Rank, SendMode, Source, TagMatch};
+
+use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
+use super::{RpcError, ServiceName};
+use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
+
+/// A call awaiting its reply: [`Self::test`], [`Self::wait`], or `.await`
+/// (on any executor: each poll makes a round of progress; with a progress
+/// thread running and no deadline, a pending call sleeps until that thread
+/// brings its reply). Dropping it abandons the call: its reply, when it
+/// comes, is dropped.
+#[must_use = "a call's outcome is known only by waiting for its reply"]
+pub struct CallRequest<'n> {
+    node: &'n Node,
+    peer: Rank,
+    service: ServiceName,
+    reply: Option<Unpacking<'n, 'static>>,
+    deadline: Option<(Instant, Duration)>,
+}
+
+impl fmt::Debug for CallRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallRequest")
+            .field("peer", &self.peer)
+            .field("service", &self.service)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The reply to a call: the handler's pieces, to unpack in the order it
+/// packed them.
+#[derive(Debug)]
+pub struct Reply<'n> {
+    peer: Rank,
+    msg: Unpacking<'n, 'static>,
+}
+
+impl<'n> Reply<'n> {
+    /// The server's rank.
+    pub fn from(&self) -> Rank {
+        self.peer
+    }
+
+    /// The message to unpack; end it with [`Unpacking::end_unpacking`].
+    pub fn unpacking<'a>(self) -> Unpacking<'n, 'a> {
+        self.msg
+    }
+
+    /// Ends a reply that carries nothing (or whose pieces are not wanted:
+    /// the handler then gets an error if it sent any).
+    pub fn end(self) -> Result<()> {
+        self.msg.end_unpacking().map(drop)
+    }
+}
+
+impl Node {
+    /// Calls `service` at rank `peer` with the arguments `pack` packs, and
+    /// returns once they have left the caller's memory (CHEAPER pieces are
+    /// sent from it). The reply is awaited through the returned request.
+    pub fn call<'a>(
+        &self,
+        peer: Rank,
+        service: impl Into<ServiceName>,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<CallRequest<'_>> {
+        let service = service.into();
+        let call = self.rpc().next_call();
+        // The reply's receive is posted before the call leaves: a reply
+        // is never unexpected, unless its call was abandoned.
+        let from = RecvFrom {
+            channel: wire::CHANNEL,
+            source: Source::Rank(peer),
+        };
+        let reply = self.begin_unpacking(from, TagMatch::exact(wire::reply_tag(call)))?;
+        let request = CallRequest {
+            node: self,
+            peer,
+            service,
+            reply: Some(reply),
+            deadline: None,
+        };
+        match self.send_call(peer, &request.service, call, false, pack) {
+            Ok(()) => Ok(request),
+            // A server that refused the arguments (no such service) says
+            // why in its reply; a dead one fails the reply's receive too.
+            Err(sent @ Error::Request(_)) => match request.wait() {
+                Err(err @ Error::Rpc(_)) => Err(err),
+                _ => Err(sent),
+            },
+            Err(sent) => Err(sent),
+        }
+    }
+
+    /// Calls `service` at rank `peer` with no reply: returns once the
+    /// arguments have left the caller's memory. The handler's failures are
+    /// logged at the server.
+    pub fn call_one_way<'a>(
+        &self,
+        peer: Rank,
+        service: impl Into<ServiceName>,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<()> {
+        let call = self.rpc().next_call();
+        self.send_call(peer, &service.into(), call, true, pack)
+    }
+
+    fn send_call<'a>(
+        &self,
+        peer: Rank,
+        service: &ServiceName,
+        call: u64,
+        one_way: bool,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<()> {
+        let header = CallHeader {
+            service: service.id(),
+            call,
+            one_way,
+        };
+        let gate = Gate::new(wire::CHANNEL, peer);
+        let mut msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
+        msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
+        pack(&mut msg)?;
+        msg.end_packing()
+    }
+}
+
+impl<'n> CallRequest<'n> {
+    /// Fails the call with [`RpcError::DeadlineExceeded`] if its reply has
+    /// not come `after` from now.
+    pub fn timeout(mut self, after: Duration) -> Self {
+        self.deadline = Some((Instant::now() + after, after));
+        self
+    }
+
+    /// The server.
+    pub fn peer(&self) -> Rank {
+        self.peer
+    }
+
+    /// Makes a round of progress and tells whether the reply has come (or
+    /// the call has failed): [`Self::wait`] would not block.
+    pub fn test(&self) -> Result<bool> {
+        match self.match_request() {
+            Some(req) => Ok(self.node.test_id(req)? || self.is_late()),
+            None => Ok(true),
+        }
+    }
+
+    /// Waits for the reply; a failure at the server is an
+    /// [`RpcError`], a dead server [`crate::RequestError::PeerUnreachable`].
+    pub fn wait(mut self) -> Result<Reply<'n>> {
+        if let Some(req) = self.match_request() {
+            let late = match self.deadline {
+                None => {
+                    self.node.wait_until(&|| self.describe(), |state| {
+                        state.is_done(req).then_some(())
+                    })?;
+                    false
+                }
+                Some((at, _)) => self.node.wait_until(&|| self.describe(), |state| {
+                    if state.is_done(req) {
+                        Some(false)
+                    } else {
+                        (Instant::now() >= at).then_some(true)
+                    }
+                })?,
+            };
+            if late {
+                return Err(self.abandon());
+            }
+        }
+        self.finish()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "the reply of {:?} at rank {}",
+            self.service.as_str(),
+            self.peer
+        )
+    }
+
+    fn match_request(&self) -> Option<navette_core::ReqId> {
+        self.reply.as_ref().and_then(Unpacking::match_request)
+    }
+
+    fn is_late(&self) -> bool {
+        self.deadline.is_some_and(|(at, _)| Instant::now() >= at)
+    }
+
+    /// Gives up the call past its deadline: a later reply will be dropped.
+    fn abandon(&mut self) -> Error {
+        let after = self.deadline.map_or(Duration::ZERO, |(_, after)| after);
+        self.give_up();
+        RpcError::DeadlineExceeded {
+            peer: self.peer,
+            service: self.service.to_string(),
+            after,
+        }
+        .into()
+    }
+
+    /// Reads the reply's header, and the failure it reports if any.
+    fn finish(&mut self) -> Result<Reply<'n>> {
+        let mut msg = self.reply.take().expect("a call's reply is read once");
+        let peer = self.peer;
+        // The match's own failure first (a lost peer), not the piece's.
+        msg.status()?;
+        let mut raw = [0u8; ReplyHeader::LEN];
+        msg.unpack_express(&mut raw, SendMode::Safer)?;
+        let header =
+            ReplyHeader::decode(&raw).map_err(|source| RpcError::Malformed { peer, source })?;
+        let service = self.service.to_string();
+        match header.kind {
+            ReplyKind::Ok => Ok(Reply { peer, msg }),
+            ReplyKind::UnknownService => {
+                read_detail(msg, header.detail)?;
+                Err(RpcError::UnknownService { peer, service }.into())
+            }
+            ReplyKind::Failed => {
+                let message = read_detail(msg, header.detail)?;
+                Err(RpcError::Handler {
+                    peer,
+                    service,
+                    message,
+                }
+                .into())
+            }
+        }
+    }
+}
+
+impl CallRequest<'_> {
+    /// Abandons the reply's receive; if the reply may still come, the
+    /// node's progress drops it when it does.
+    fn give_up(&mut self) {
+        if let Some(reply) = self.reply.take() {
+            if reply.abandon() {
+                self.node.rpc().abandoned.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+impl Drop for CallRequest<'_> {
+    fn drop(&mut self) {
+        self.give_up();
+    }
+}
+
+/// The failure text that ends a reply.
+fn read_detail(mut msg: Unpacking<'_, '_>, len: u32) -> Result<String> {
+    let mut text = vec![0u8; len as usize];
+    if !text.is_empty() {
+        msg.unpack_express(&mut text, SendMode::Safer)?;
+    }
+    msg.end_unpacking()?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+impl<'n> Future for CallRequest<'n> {
+    type Output = Result<Reply<'n>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        assert!(this.reply.is_some(), "a call polled after it completed");
+        if let Some(req) = this.match_request() {
+            match this.node.poll_id(req, cx.waker()) {
+                Err(err) => return Poll::Ready(Err(err)),
+                Ok(true) => {}
+                Ok(false) if this.is_late() => return Poll::Ready(Err(this.abandon())),
+                Ok(false) => {
+                    // No timer wakes a deadline: poll again.
+                    if this.deadline.is_some() {
+                        cx.waker().wake_by_ref();
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(this.finish())
+    }
+}

@@ -1,0 +1,363 @@
+//! RPC services: handlers registered by name, called with Madeleine
+//! messages, their arguments received straight into the memory the
+//! handler chooses.
+//!
+//! A call is one message: a header the library reads EXPRESS, then the
+//! pieces the caller packed. The handler unpacks them as any message —
+//! typically a small header EXPRESS, then, having allocated, the body
+//! CHEAPER straight into its own memory (over the rendezvous path, with no
+//! intermediate copy) — and replies with a message of its own packing or
+//! with an error. The caller gets a [`CallRequest`] (test, wait, or
+//! `.await`) whose [`Reply`] it unpacks the same way.
+//!
+//! ```
+//! use navette::rpc::{HandlerMode, ServiceName};
+//! use navette::{ReceiveMode, SendMode, sim::SimCluster};
+//!
+//! let cluster = SimCluster::builder(2).build();
+//! let (client, server) = (cluster.node(0), cluster.node(1));
+//! // Sums a vector of bytes whose length comes first.
+//! server
+//!     .register_service("sum", HandlerMode::Inline, |call| {
+//!         let (mut args, responder) = call.split();
+//!         let mut len = [0u8; 4];
+//!         args.unpack_express(&mut len, SendMode::Safer)?;
+//!         let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+//!         args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+//!         args.end_unpacking()?;
+//!         let sum: u64 = body.iter().map(|&b| u64::from(b)).sum();
+//!         responder.reply(|msg| msg.pack_safer(&sum.to_le_bytes(), ReceiveMode::Express))?;
+//!         Ok(())
+//!     })
+//!     .unwrap();
+//! let stop = std::sync::atomic::AtomicBool::new(false);
+//! std::thread::scope(|s| {
+//!     s.spawn(|| server.serve_until(|| stop.load(std::sync::atomic::Ordering::Acquire)));
+//!     let body = vec![3u8; 100_000]; // above the rendezvous threshold
+//!     let len = (body.len() as u32).to_le_bytes();
+//!     let reply = client
+//!         .call(1, "sum", |msg| {
+//!             msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+//!             msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+//!         })
+//!         .unwrap()
+//!         .wait()
+//!         .unwrap();
+//!     let mut msg = reply.unpacking();
+//!     let mut sum = [0u8; 8];
+//!     msg.unpack_express(&mut sum, SendMode::Safer).unwrap();
+//!     msg.end_unpacking().unwrap();
+//!     assert_eq!(u64::from_le_bytes(sum), 300_000);
+//!     // Unknown services are typed errors.
+//!     let err = client.call(1, "nope", |_| Ok(())).unwrap().wait().unwrap_err();
+//!     assert!(matches!(err, navette::Error::Rpc(navette::rpc::RpcError::UnknownService { .. })));
+//!     stop.store(true, std::sync::atomic::Ordering::Release);
+//! });
+//! ```
+//!
+//! # Where handlers run
+//!
+//! [`HandlerMode::Inline`] handlers run in whichever thread makes progress
+//! ([`crate::Node::progress`], any wait, [`crate::Node::serve_until`], a
+//! progress thread) when their call arrives, one at a time: they must not
+//! block. [`HandlerMode::Pool`] handlers run on the node's handler threads
+//! and may block and make calls of their own. A server needs some thread
+//! making progress to notice calls: a progress thread, `serve_until`, or
+//! its own waits.
+//!
+//! Calls and replies travel on the reserved channel [`crate::ChannelId::RPC`].
+
+mod client;
+mod server;
+mod service;
+mod typed;
+mod wire;
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use navette_core::{Rank, Source};
+
+use crate::{Node, Result};
+
+pub use client::{CallRequest, Reply};
+pub use server::{Call, Responder};
+pub use service::{HandlerError, HandlerMode, HandlerResult, ServiceId, ServiceName};
+pub use typed::MAX_TYPED_LEN;
+pub use wire::HeaderError;
+
+use server::Pool;
+use service::{Registry, Service};
+
+/// Why an RPC failed, beyond the transport's own errors (a dead peer is
+/// [`crate::RequestError::PeerUnreachable`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RpcError {
+    /// The server has no service of that name.
+    #[error("rank {peer} has no service {service:?}")]
+    UnknownService {
+        /// The server.
+        peer: Rank,
+        /// The service called.
+        service: String,
+    },
+    /// The handler failed (or panicked, or returned without replying).
+    #[error("service {service:?} at rank {peer} failed: {message}")]
+    Handler {
+        /// The server.
+        peer: Rank,
+        /// The service called.
+        service: String,
+        /// The handler's error.
+        message: String,
+    },
+    /// No reply came before the call's deadline. A reply that comes later
+    /// is dropped.
+    #[error("no reply from service {service:?} at rank {peer} within {after:?}")]
+    DeadlineExceeded {
+        /// The server.
+        peer: Rank,
+        /// The service called.
+        service: String,
+        /// The time the call was given.
+        after: Duration,
+    },
+    /// The peer's reply (or call) did not follow the RPC protocol.
+    #[error("malformed RPC message from rank {peer}: {source}")]
+    Malformed {
+        /// The peer.
+        peer: Rank,
+        /// What was wrong.
+        #[source]
+        source: HeaderError,
+    },
+    /// A typed call's value could not be encoded or decoded.
+    #[error("typed service {service:?}: {message}")]
+    Encoding {
+        /// The service called.
+        service: String,
+        /// What failed.
+        message: String,
+    },
+    /// A service of that name is registered already.
+    #[error("service {service:?} is registered already")]
+    AlreadyRegistered {
+        /// The name.
+        service: String,
+    },
+    /// Two names have the same wire id: rename one.
+    #[error("service {service:?} has the wire id {wire:#010x} of registered service {existing:?}")]
+    IdCollision {
+        /// The name refused.
+        service: String,
+        /// The name registered.
+        existing: String,
+        /// Their wire id.
+        wire: u32,
+    },
+    /// The handler threads are already running: their number is fixed.
+    #[error("the handler threads are running already ({running})")]
+    PoolStarted {
+        /// How many run.
+        running: usize,
+    },
+    /// A handler thread could not be started.
+    #[error("cannot start a handler thread: {0}")]
+    Spawn(String),
+}
+
+/// Handler threads started with the first pool service, unless set.
+pub const DEFAULT_HANDLER_THREADS: usize = 4;
+
+/// A node's RPC state: its services, the dispatch of their calls, and the
+/// numbering of its own calls.
+#[derive(Debug)]
+pub(crate) struct Rpc {
+    registry: Registry,
+    /// Some service is registered: progress looks for calls.
+    serving: AtomicBool,
+    /// A thread is looking for calls (one at a time).
+    dispatching: AtomicBool,
+    /// A thread found another dispatching: that one looks again after.
+    missed: AtomicBool,
+    next_call: AtomicU64,
+    /// Replies of calls past their deadline that may still come: progress
+    /// drops unexpected replies while there are some.
+    abandoned: AtomicUsize,
+    handler_threads: AtomicUsize,
+    pool: OnceLock<Pool>,
+}
+
+impl Rpc {
+    fn new() -> Self {
+        Self {
+            registry: Registry::default(),
+            serving: AtomicBool::new(false),
+            dispatching: AtomicBool::new(false),
+            missed: AtomicBool::new(false),
+            next_call: AtomicU64::new(0),
+            abandoned: AtomicUsize::new(0),
+            handler_threads: AtomicUsize::new(DEFAULT_HANDLER_THREADS),
+            pool: OnceLock::new(),
+        }
+    }
+
+    /// A fresh call number (below 2^63: it goes in a reply's tag).
+    fn next_call(&self) -> u64 {
+        self.next_call.fetch_add(1, Ordering::Relaxed) & !wire::REPLY_BIT
+    }
+
+    /// Serves the calls that arrived, one thread at a time; called after
+    /// every round of progress.
+    pub(crate) fn dispatch(&self, node: &Node) {
+        // Calls may have arrived in rounds made by a driver alone (a lean
+        // receive, finalize), so a server looks at every round.
+        let serving = self.serving.load(Ordering::Acquire);
+        let abandoned = self.abandoned.load(Ordering::Acquire) > 0;
+        if !serving && !abandoned {
+            return;
+        }
+        loop {
+            if self
+                .dispatching
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                self.missed.store(true, Ordering::Release);
+                return;
+            }
+            let guard = Dispatching(&self.dispatching);
+            if abandoned {
+                self.drop_late_replies(node);
+            }
+            if serving {
+                server::serve_arrived(self, node);
+            }
+            drop(guard);
+            if !self.missed.swap(false, Ordering::AcqRel) {
+                return;
+            }
+        }
+    }
+
+    /// Drops replies nobody waits for any more (their calls passed their
+    /// deadline): every reply is awaited by a receive posted before its
+    /// call left, so an unexpected one is late, or bogus.
+    fn drop_late_replies(&self, node: &Node) {
+        loop {
+            let late = node
+                .core()
+                .lock()
+                .engine
+                .probe(wire::CHANNEL, Source::Any, wire::REPLIES);
+            let Some(late) = late else { return };
+            let from = crate::RecvFrom {
+                channel: wire::CHANNEL,
+                source: Source::Rank(late.peer),
+            };
+            // Matched, then abandoned: its pieces are dropped as they come.
+            match node.begin_unpacking(from, late.tag) {
+                Ok(msg) => drop(msg),
+                Err(err) => {
+                    tracing::warn!(%err, "cannot drop a late RPC reply");
+                    return;
+                }
+            }
+            let _ = self
+                .abandoned
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            tracing::debug!(peer = late.peer, tag = late.tag, "late RPC reply dropped");
+        }
+    }
+
+    fn register(&self, service: Service) -> Result<()> {
+        if service.mode == HandlerMode::Pool {
+            self.pool()?;
+        }
+        self.registry.insert(service)?;
+        self.serving.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn pool(&self) -> Result<&Pool> {
+        if let Some(pool) = self.pool.get() {
+            return Ok(pool);
+        }
+        let threads = self.handler_threads.load(Ordering::Acquire).max(1);
+        let pool = Pool::start(threads)?;
+        Ok(self.pool.get_or_init(|| pool))
+    }
+}
+
+/// Clears the dispatching mark even if a handler panics through it.
+struct Dispatching<'a>(&'a AtomicBool);
+
+impl Drop for Dispatching<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Node {
+    pub(crate) fn rpc(&self) -> &Rpc {
+        self.core().rpc.get_or_init(Rpc::new)
+    }
+
+    /// Registers the service `name`: `handler` runs for each call to it, as
+    /// `mode` says (see [`HandlerMode`]). A name registered already, or
+    /// one whose wire id another name has, is refused
+    /// ([`RpcError::AlreadyRegistered`], [`RpcError::IdCollision`]).
+    pub fn register_service(
+        &self,
+        name: &str,
+        mode: HandlerMode,
+        handler: impl Fn(Call<'_>) -> HandlerResult + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.rpc().register(Service {
+            name: ServiceName::new(name),
+            mode,
+            handler: Box::new(handler),
+        })
+    }
+
+    /// Removes the service `name`; later calls to it get
+    /// [`RpcError::UnknownService`]. Returns whether it was registered.
+    pub fn unregister_service(&self, name: &str) -> bool {
+        self.core()
+            .rpc
+            .get()
+            .is_some_and(|rpc| rpc.registry.remove(&ServiceName::new(name)))
+    }
+
+    /// Sets how many handler threads serve [`HandlerMode::Pool`] services
+    /// (default [`DEFAULT_HANDLER_THREADS`]); they start with the first
+    /// such service, after which the number is fixed.
+    pub fn set_handler_threads(&self, threads: usize) -> Result<()> {
+        let rpc = self.rpc();
+        if let Some(pool) = rpc.pool.get() {
+            return Err(RpcError::PoolStarted {
+                running: pool.threads(),
+            }
+            .into());
+        }
+        rpc.handler_threads.store(threads.max(1), Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes progress (serving calls) until `done` returns true, checking
+    /// it after every round; idles as waits do (spin, yield, block).
+    pub fn serve_until(&self, done: impl Fn() -> bool) -> Result<()> {
+        let mut idle: u32 = 0;
+        while !done() {
+            if self.progress()? {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                self.back_off(idle)?;
+            }
+        }
+        Ok(())
+    }
+}

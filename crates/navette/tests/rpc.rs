@@ -1,0 +1,479 @@
+//! RPC services over the simulated network: handler-driven receive,
+//! failures that reach the caller as typed errors, one-way calls,
+//! deadlines, handler threads, futures and the typed layer.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{check, cluster, pattern};
+use navette::rpc::{Call, HandlerError, HandlerMode, HandlerResult, RpcError, ServiceName};
+use navette::sim::SimCluster;
+use navette::{ChannelId, Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch};
+
+const RDV: usize = 4096;
+
+fn ranks(n: u32) -> SimCluster {
+    cluster(n).rdv_threshold(RDV).build()
+}
+
+/// Runs `client` while every other node serves, then stops them.
+fn serving<R>(cluster: &SimCluster, client: impl FnOnce(&Node) -> R) -> R {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for node in &cluster.nodes()[1..] {
+            let stop = &stop;
+            s.spawn(move || node.serve_until(|| stop.load(Ordering::Acquire)).unwrap());
+        }
+        let out = client(cluster.node(0));
+        stop.store(true, Ordering::Release);
+        out
+    })
+}
+
+/// The echo handler: a length EXPRESS, then that many bytes CHEAPER into
+/// memory allocated after reading it; replies with the same two pieces
+/// from that memory.
+fn echo(call: Call<'_>) -> HandlerResult {
+    let (mut args, responder) = call.split();
+    let mut len = [0u8; 8];
+    args.unpack_express(&mut len, SendMode::Safer)?;
+    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
+    args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    args.end_unpacking()?;
+    responder.reply(|msg| {
+        msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+        msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })?;
+    Ok(())
+}
+
+/// Calls `service` at `peer` with `body` in the echo shape; returns the
+/// body of the reply.
+fn call_echo(node: &Node, peer: u32, service: &str, body: &[u8]) -> navette::Result<Vec<u8>> {
+    let len = (body.len() as u64).to_le_bytes();
+    let reply = node
+        .call(peer, service, |msg| {
+            msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+            msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
+        })?
+        .wait()?;
+    receive_echo(reply)
+}
+
+fn receive_echo(reply: navette::rpc::Reply<'_>) -> navette::Result<Vec<u8>> {
+    let mut msg = reply.unpacking();
+    let mut len = [0u8; 8];
+    msg.unpack_express(&mut len, SendMode::Safer)?;
+    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
+    msg.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    msg.end_unpacking()?;
+    Ok(body)
+}
+
+fn rpc_error<T: std::fmt::Debug>(result: navette::Result<T>) -> RpcError {
+    match result {
+        Err(Error::Rpc(err)) => err,
+        other => panic!("expected an RPC error, got {other:?}"),
+    }
+}
+
+#[test]
+fn calls_carry_arguments_and_replies_of_every_size_both_ways() {
+    let cluster = ranks(2);
+    for mode in [HandlerMode::Inline, HandlerMode::Pool] {
+        let name = format!("echo-{mode:?}");
+        cluster.node(1).register_service(&name, mode, echo).unwrap();
+        serving(&cluster, |node| {
+            for (salt, len) in [0usize, 1, 64, RDV - 1, RDV, 100_000, 1 << 20]
+                .into_iter()
+                .enumerate()
+            {
+                let body = pattern(len, salt as u64);
+                let got = call_echo(node, 1, &name, &body).unwrap();
+                check(&got, len, salt as u64);
+            }
+        });
+    }
+}
+
+#[test]
+fn failures_at_the_server_reach_the_caller_as_typed_errors() {
+    let cluster = ranks(2);
+    let server = cluster.node(1);
+    server
+        .register_service("refuse", HandlerMode::Inline, |_| {
+            Err(HandlerError::new("not today"))
+        })
+        .unwrap();
+    server
+        .register_service("explicit", HandlerMode::Inline, |call| {
+            let (args, responder) = call.split();
+            drop(args);
+            responder.fail("explicitly refused")?;
+            Ok(())
+        })
+        .unwrap();
+    server
+        .register_service("silent", HandlerMode::Pool, |_| Ok(()))
+        .unwrap();
+    server
+        .register_service("panics", HandlerMode::Inline, |_| panic!("handler bug"))
+        .unwrap();
+    server
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        let message = |service: &str| match rpc_error(call_echo(node, 1, service, b"x")) {
+            RpcError::Handler {
+                peer: 1, message, ..
+            } => message,
+            other => panic!("{service}: expected a handler error, got {other:?}"),
+        };
+        assert_eq!(message("refuse"), "not today");
+        assert_eq!(message("explicit"), "explicitly refused");
+        assert_eq!(message("silent"), "the handler returned without replying");
+        assert!(message("panics").contains("handler bug"));
+        // Unknown services, with small and rendezvous-sized arguments
+        // (which the server refuses unread).
+        for len in [3, 3 * RDV] {
+            match rpc_error(call_echo(node, 1, "missing", &pattern(len, 0))) {
+                RpcError::UnknownService { peer, service } => {
+                    assert_eq!((peer, service.as_str()), (1, "missing"));
+                }
+                other => panic!("expected an unknown service, got {other:?}"),
+            }
+        }
+        // The server still serves.
+        check(&call_echo(node, 1, "echo", &pattern(10, 7)).unwrap(), 10, 7);
+    });
+}
+
+#[test]
+fn registrations_are_checked_and_can_be_undone() {
+    let cluster = ranks(2);
+    let server = cluster.node(1);
+    server
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    assert!(matches!(
+        server.register_service("echo", HandlerMode::Pool, echo),
+        Err(Error::Rpc(RpcError::AlreadyRegistered { .. }))
+    ));
+    serving(&cluster, |node| {
+        check(&call_echo(node, 1, "echo", &pattern(5, 1)).unwrap(), 5, 1);
+        assert!(cluster.node(1).unregister_service("echo"));
+        assert!(matches!(
+            rpc_error(call_echo(node, 1, "echo", b"x")),
+            RpcError::UnknownService { .. }
+        ));
+    });
+}
+
+#[test]
+fn one_way_calls_run_their_handler_and_send_nothing_back() {
+    let cluster = ranks(2);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    cluster
+        .node(1)
+        .register_service("count", HandlerMode::Inline, move |call| {
+            assert!(call.is_one_way());
+            let (mut args, responder) = call.split();
+            let mut n = [0u8; 8];
+            args.unpack_express(&mut n, SendMode::Safer)?;
+            args.end_unpacking()?;
+            counter.fetch_add(u64::from_le_bytes(n) as usize, Ordering::AcqRel);
+            // A reply to a one-way call goes nowhere.
+            responder.reply(|msg| msg.pack_safer(b"ignored", ReceiveMode::Express))?;
+            Ok(())
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        for i in 1..=10u64 {
+            node.call_one_way(1, "count", |msg| {
+                msg.pack_safer(&i.to_le_bytes(), ReceiveMode::Express)
+            })
+            .unwrap();
+        }
+        // Ordered per sender: a two-way call after them finds them done.
+        cluster
+            .node(1)
+            .register_service("sync", HandlerMode::Inline, |call| {
+                call.split().1.reply(|_| Ok(()))?;
+                Ok(())
+            })
+            .unwrap();
+        node.call(1, "sync", |_| Ok(()))
+            .unwrap()
+            .wait()
+            .unwrap()
+            .end()
+            .unwrap();
+        assert_eq!(seen.load(Ordering::Acquire), 55);
+        // Nothing came back to the caller.
+        node.progress().unwrap();
+        let any = RecvFrom::any_on(ChannelId::RPC);
+        assert_eq!(node.probe(any, TagMatch::any()).unwrap(), None);
+    });
+}
+
+#[test]
+fn a_call_past_its_deadline_fails_and_its_late_reply_is_dropped() {
+    let cluster = ranks(2);
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&release);
+    cluster
+        .node(1)
+        .register_service("slow", HandlerMode::Pool, move |call| {
+            while !gate.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            call.split()
+                .1
+                .reply(|msg| msg.pack_safer(b"late", ReceiveMode::Express))?;
+            Ok(())
+        })
+        .unwrap();
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        let call = node
+            .call(1, "slow", |_| Ok(()))
+            .unwrap()
+            .timeout(Duration::from_millis(20));
+        match rpc_error(call.wait()) {
+            RpcError::DeadlineExceeded {
+                peer,
+                service,
+                after,
+            } => {
+                assert_eq!((peer, service.as_str()), (1, "slow"));
+                assert_eq!(after, Duration::from_millis(20));
+            }
+            other => panic!("expected a deadline, got {other:?}"),
+        }
+        // The reply comes after all; the next calls are unaffected and the
+        // late reply is dropped, not left waiting.
+        release.store(true, Ordering::Release);
+        for salt in 0..20 {
+            check(
+                &call_echo(node, 1, "echo", &pattern(100, salt)).unwrap(),
+                100,
+                salt,
+            );
+        }
+        let any = RecvFrom::any_on(ChannelId::RPC);
+        while node.probe(any, TagMatch::any()).unwrap().is_some() {}
+        assert_eq!(node.probe(any, TagMatch::any()).unwrap(), None);
+    });
+}
+
+#[test]
+fn a_call_to_a_lost_peer_fails_with_peer_unreachable() {
+    let cluster = ranks(3);
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    cluster
+        .node(2)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        // A call in flight when the link goes: the server never answers.
+        let release = Arc::new(AtomicBool::new(false));
+        let gate = Arc::clone(&release);
+        cluster
+            .node(1)
+            .register_service("hang", HandlerMode::Pool, move |_| {
+                while !gate.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let pending = node.call(1, "hang", |_| Ok(())).unwrap();
+        cluster.cut(cluster.links_between(0, 1)[0]);
+        match pending.wait() {
+            Err(Error::Request(RequestError::PeerUnreachable { peer: 1 })) => {}
+            other => panic!("expected the peer unreachable, got {other:?}"),
+        }
+        release.store(true, Ordering::Release);
+        assert!(call_echo(node, 1, "echo", b"x").is_err());
+        // The other server is unaffected.
+        check(&call_echo(node, 2, "echo", &pattern(50, 3)).unwrap(), 50, 3);
+    });
+}
+
+#[test]
+fn pool_handlers_may_block_and_make_calls_of_their_own() {
+    let cluster = ranks(3);
+    cluster
+        .node(2)
+        .register_typed_service("double", HandlerMode::Inline, |_, x: u64| Ok(2 * x))
+        .unwrap();
+    let relay = cluster.node(1).clone();
+    cluster
+        .node(1)
+        .register_typed_service("quadruple", HandlerMode::Pool, move |_, x: u64| {
+            let twice: u64 = relay.call_typed(2, "double", &x)?;
+            Ok(relay.call_typed::<_, u64>(2, "double", &twice)?)
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        for x in [0u64, 1, 21, 1 << 40] {
+            assert_eq!(
+                node.call_typed::<_, u64>(1, "quadruple", &x).unwrap(),
+                4 * x
+            );
+        }
+    });
+}
+
+#[test]
+fn many_threads_call_at_once_and_get_their_own_replies() {
+    let cluster = ranks(2);
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        std::thread::scope(|s| {
+            for thread in 0..4u64 {
+                s.spawn(move || {
+                    for i in 0..25u64 {
+                        let salt = thread * 1000 + i;
+                        let len = [8, 300, 2 * RDV][(i % 3) as usize];
+                        let got = call_echo(node, 1, "echo", &pattern(len, salt)).unwrap();
+                        check(&got, len, salt);
+                    }
+                });
+            }
+        });
+    });
+}
+
+#[test]
+fn calls_are_futures_on_any_executor() {
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+
+    let cluster = ranks(2);
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        // With and without a progress thread to wake the pending calls.
+        for with_thread in [false, true] {
+            let progress = with_thread.then(|| node.spawn_progress_thread().unwrap());
+            let mut pool = LocalPool::new();
+            let done = Arc::new(AtomicUsize::new(0));
+            for task in 0..16u64 {
+                let (done, node) = (Arc::clone(&done), node.clone());
+                pool.spawner()
+                    .spawn_local(async move {
+                        let body = pattern(100 + task as usize * 500, task);
+                        let len = (body.len() as u64).to_le_bytes();
+                        let request = node
+                            .call(1, "echo", |msg| {
+                                msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+                                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+                            })
+                            .unwrap();
+                        let got = receive_echo(request.await.unwrap()).unwrap();
+                        assert_eq!(got, body);
+                        // Point-to-point requests are futures too.
+                        let sent = node.isend(node.gate(1), 99, vec![1u8; 4]).unwrap();
+                        sent.await.unwrap();
+                        done.fetch_add(1, Ordering::AcqRel);
+                    })
+                    .unwrap();
+            }
+            pool.run();
+            assert_eq!(done.load(Ordering::Acquire), 16);
+            let typed = futures::executor::block_on(node.call_typed_async::<_, String>(
+                1,
+                &ServiceName::new("greet"),
+                &"you",
+            ));
+            assert!(matches!(
+                typed,
+                Err(Error::Rpc(RpcError::UnknownService { .. }))
+            ));
+            drop(progress);
+        }
+        // The 32 tagged messages arrived at the server.
+        for _ in 0..32 {
+            cluster
+                .node(1)
+                .recv(cluster.node(1).gate(0), 99u64, &mut [0u8; 4])
+                .unwrap();
+        }
+    });
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Account {
+    owner: String,
+    balance: i64,
+    history: Vec<i64>,
+}
+
+#[test]
+fn typed_services_exchange_serde_values() {
+    let cluster = ranks(2);
+    cluster
+        .node(1)
+        .register_typed_service(
+            "deposit",
+            HandlerMode::Inline,
+            |from, (mut account, amount): (Account, i64)| {
+                if amount <= 0 {
+                    return Err(HandlerError::new(format!("rank {from}: amount {amount}")));
+                }
+                account.balance += amount;
+                account.history.push(amount);
+                Ok(account)
+            },
+        )
+        .unwrap();
+    serving(&cluster, |node| {
+        let account = Account {
+            owner: "ada".into(),
+            balance: 10,
+            history: (0..5000).collect(), // large enough for rendezvous
+        };
+        let after: Account = node.call_typed(1, "deposit", &(account, 5i64)).unwrap();
+        assert_eq!(after.balance, 15);
+        assert_eq!(after.history.len(), 5001);
+        let refused = node.call_typed::<_, Account>(
+            1,
+            "deposit",
+            &(
+                Account {
+                    owner: "bob".into(),
+                    balance: 0,
+                    history: vec![],
+                },
+                -1i64,
+            ),
+        );
+        match rpc_error(refused) {
+            RpcError::Handler { message, .. } => assert_eq!(message, "rank 0: amount -1"),
+            other => panic!("expected a handler error, got {other:?}"),
+        }
+        // Arguments of the wrong type are the handler's error, not a crash.
+        match rpc_error(node.call_typed::<_, Account>(1, "deposit", &"not an account")) {
+            RpcError::Handler { message, .. } => assert!(message.contains("arguments")),
+            other => panic!("expected a handler error, got {other:?}"),
+        }
+        node.call_typed_one_way(1, "deposit", &(after, 1i64))
+            .unwrap();
+    });
+}

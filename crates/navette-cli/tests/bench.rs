@@ -18,6 +18,7 @@ fn config(pattern: Pattern) -> BenchConfig {
         transport: "sim".into(),
         tcp_congestion: Default::default(),
         segments: Vec::new(),
+        threads: vec![1, 3],
         strategy: "aggregate".into(),
     }
 }
@@ -182,4 +183,72 @@ fn series_share_the_pingpong_iteration_budget() {
     assert_eq!(bench::series_iterations(8, 4), 12_500);
     assert_eq!(bench::series_iterations(16, 1024), 4096);
     assert_eq!(bench::series_iterations(16, 64 << 20), 8, "never under 8");
+}
+
+#[test]
+fn rpc_calls_a_service_at_every_size() {
+    let figures = run(Pattern::Rpc);
+    assert_eq!(
+        figures.iter().map(|f| f.size).collect::<Vec<_>>(),
+        [0, 8, 5000, 100_000]
+    );
+    assert!(
+        figures
+            .iter()
+            .all(|f| f.threads.is_none() && f.rate_per_s.is_none())
+    );
+}
+
+#[test]
+fn migrate_ships_a_task_back_and_forth() {
+    let config = BenchConfig {
+        sizes: vec![650, 5000],
+        baseline: None,
+        ..config(Pattern::Migrate)
+    };
+    let figures = run_config(&config);
+    assert_eq!(
+        figures.iter().map(|f| f.size).collect::<Vec<_>>(),
+        [650, 5000]
+    );
+    let too_small = BenchConfig {
+        sizes: vec![8],
+        ..config
+    };
+    assert!(matches!(
+        bench::cases(&too_small),
+        Err(bench::BenchError::Setup(_))
+    ));
+}
+
+#[test]
+fn rpc_rate_counts_calls_of_every_thread_count() {
+    let config = BenchConfig {
+        sizes: vec![0, 100],
+        iterations: Some(20),
+        ..config(Pattern::RpcRate)
+    };
+    let figures = run_config(&config);
+    let cases: Vec<(Option<usize>, usize)> = figures.iter().map(|f| (f.threads, f.size)).collect();
+    assert_eq!(
+        cases,
+        [(Some(1), 0), (Some(1), 100), (Some(3), 0), (Some(3), 100)]
+    );
+    assert!(
+        figures
+            .iter()
+            .all(|f| f.rate_per_s.is_some_and(|r| r > 0.0))
+    );
+    assert!(figures.iter().all(|f| f.baseline.is_none()), "no raw rate");
+    let rows = bench::document::rows(&config, &figures);
+    let json = serde_json::to_value(&rows).unwrap();
+    assert_eq!(json[2]["threads"], 3);
+    assert_eq!(json[2]["pattern"], "rpc_rate");
+    assert!(json[2]["rate_per_s"].as_f64().is_some());
+    assert!(bench::table_header(&config).contains("calls/s"));
+    let bad = BenchConfig {
+        threads: vec![0],
+        ..config
+    };
+    assert!(bench::cases(&bad).is_err());
 }

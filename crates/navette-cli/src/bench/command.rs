@@ -30,13 +30,29 @@ pub const INDEXED_SIZES: &str = "256K";
 /// Default segments per series of `navette bench multiseg`.
 pub const DEFAULT_SEGMENTS: &str = "8,16";
 
+/// Default sizes of `navette bench rpc`: the call's body.
+pub const RPC_SIZES: &str = "0,64,1K,16K,256K,1M";
+
+/// Default size of `navette bench migrate`: the task's state, 650 bytes
+/// as in PM2's thread migration measurements.
+pub const MIGRATE_SIZES: &str = "650";
+
+/// Default size of `navette bench rpc_rate`: the call's body.
+pub const RPC_RATE_SIZES: &str = "0";
+
+/// Default client threads of `navette bench rpc_rate`.
+pub const DEFAULT_THREADS: &str = "1,4,16";
+
 impl Pattern {
     /// The sizes measured when `--sizes` is not given.
     pub fn default_sizes(self) -> &'static str {
         match self {
             Self::Multiseg => MULTISEG_SIZES,
             Self::Indexed => INDEXED_SIZES,
-            Self::Pingpong | Self::Stream | Self::Rpc => DEFAULT_SIZES,
+            Self::Rpc => RPC_SIZES,
+            Self::Migrate => MIGRATE_SIZES,
+            Self::RpcRate => RPC_RATE_SIZES,
+            Self::Pingpong | Self::Stream => DEFAULT_SIZES,
         }
     }
 }
@@ -49,14 +65,20 @@ pub struct BenchArgs {
     pub pattern: Pattern,
     /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
     /// multiseg: bytes per segment; indexed: the large block (the message
-    /// has a 64-byte block more) [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
-    /// multiseg 4,64,1K; indexed 256K].
+    /// has a 64-byte block more); rpc, rpc_rate: the call's body; migrate:
+    /// the task's state [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
+    /// multiseg 4,64,1K; indexed 256K; rpc 0,64,1K,16K,256K,1M; migrate
+    /// 650; rpc_rate 0].
     #[arg(long)]
     pub sizes: Option<SizeList>,
     /// Segments per series of multiseg, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_SEGMENTS)]
     pub segments: Vec<usize>,
-    /// Timed iterations per size [default: more for small sizes].
+    /// Client threads of rpc_rate, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_THREADS)]
+    pub threads: Vec<usize>,
+    /// Timed iterations per size [default: more for small sizes; migrate
+    /// 1000 round trips; rpc_rate: calls over all threads].
     #[arg(long)]
     pub iterations: Option<u32>,
     /// Messages in flight per iteration of `stream`.
@@ -91,6 +113,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         pattern: args.pattern,
         sizes,
         segments: args.segments.clone(),
+        threads: args.threads.clone(),
         iterations: args.iterations,
         window: args.window.max(1),
         baseline: args.baseline,
@@ -156,6 +179,7 @@ pub fn demo(
             pattern,
             sizes: sizes.to_vec(),
             segments: Vec::new(),
+            threads: Vec::new(),
             iterations,
             window: 1,
             baseline: (node.driver_name() == "tcp").then_some(Baseline::RawTcp),

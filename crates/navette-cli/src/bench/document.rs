@@ -38,6 +38,12 @@ pub struct BenchRow {
     /// Segments per series (multiseg).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segments: Option<usize>,
+    /// Client threads (rpc_rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Calls per second over all threads (rpc_rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
     /// The strategy (navette's rows of multiseg and indexed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<String>,
@@ -98,6 +104,8 @@ pub fn rows(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRow> {
             rows.push(BenchRow {
                 run,
                 segments: f.segments,
+                threads: f.threads,
+                rate_per_s: f.rate_per_s.filter(|_| ours),
                 strategy,
                 copies: f.copies.filter(|_| ours),
             });

@@ -56,8 +56,16 @@ pub enum Pattern {
     Pingpong,
     /// Windowed streaming bandwidth.
     Stream,
-    /// RPC-shaped Madeleine messages (header EXPRESS, body CHEAPER), both ways.
+    /// RPC round trip: a call of an 8-byte header (EXPRESS) and a body
+    /// (CHEAPER) that the handler receives where it chose, and the same
+    /// body back.
     Rpc,
+    /// Task migration: a task's state (650 bytes by default) shipped by a
+    /// one-way call, started at the peer, and shipped back.
+    Migrate,
+    /// RPC throughput: calls per second with several client threads.
+    #[value(name = "rpc_rate")]
+    RpcRate,
     /// Ping-pong of series of segments, each its own non-blocking send on
     /// its own channel and tag.
     Multiseg,
@@ -73,6 +81,8 @@ impl Pattern {
             Self::Pingpong => "pingpong",
             Self::Stream => "stream",
             Self::Rpc => "rpc",
+            Self::Migrate => "migrate",
+            Self::RpcRate => "rpc_rate",
             Self::Multiseg => "multiseg",
             Self::Indexed => "indexed",
         }
@@ -96,6 +106,8 @@ pub struct BenchConfig {
     pub sizes: Vec<usize>,
     /// Segments per series of multiseg (ignored by the other patterns).
     pub segments: Vec<usize>,
+    /// Client threads of rpc_rate (ignored by the other patterns).
+    pub threads: Vec<usize>,
     /// Timed iterations per size; `None` picks by size.
     pub iterations: Option<u32>,
     /// Messages in flight per iteration of `stream`.
@@ -148,7 +160,11 @@ pub struct SizeFigures {
     pub size: usize,
     /// Segments per series (multiseg only).
     pub segments: Option<usize>,
-    /// Timed iterations.
+    /// Client threads (rpc_rate only).
+    pub threads: Option<usize>,
+    /// Calls per second over all threads (rpc_rate only).
+    pub rate_per_s: Option<f64>,
+    /// Timed iterations (rpc_rate: calls over all threads).
     pub iterations: u32,
     /// Navette.
     pub navette: Figure,
@@ -211,6 +227,8 @@ pub fn series_iterations(segments: usize, size: usize) -> u32 {
 pub struct Case {
     /// Segments per series (multiseg only).
     pub segments: Option<usize>,
+    /// Client threads (rpc_rate only).
+    pub threads: Option<usize>,
     /// Bytes per message: per segment for multiseg, both blocks for indexed.
     pub size: usize,
 }
@@ -233,6 +251,7 @@ impl Case {
 pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
     let plain = |size| Case {
         segments: None,
+        threads: None,
         size,
     };
     match config.pattern {
@@ -253,6 +272,7 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                 .flat_map(|&segments| {
                     config.sizes.iter().map(move |&size| Case {
                         segments: Some(segments),
+                        threads: None,
                         size,
                     })
                 })
@@ -267,6 +287,31 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                 })
             })
             .collect(),
+        Pattern::RpcRate => {
+            if let Some(&bad) = config.threads.iter().find(|&&t| !(1..=256).contains(&t)) {
+                return Err(BenchError::Setup(format!(
+                    "{bad} threads: rpc_rate takes 1 to 256 client threads"
+                )));
+            }
+            Ok(config
+                .threads
+                .iter()
+                .flat_map(|&threads| {
+                    config.sizes.iter().map(move |&size| Case {
+                        segments: None,
+                        threads: Some(threads),
+                        size,
+                    })
+                })
+                .collect())
+        }
+        Pattern::Migrate => match config.sizes.iter().find(|&&s| s < rpc::TASK_MIN) {
+            Some(bad) => Err(BenchError::Setup(format!(
+                "migrate: a task state of {bad} bytes is below the {} its header takes",
+                rpc::TASK_MIN
+            ))),
+            None => Ok(config.sizes.iter().copied().map(plain).collect()),
+        },
         Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => {
             Ok(config.sizes.iter().copied().map(plain).collect())
         }
@@ -308,11 +353,15 @@ pub fn run_rank(
     let mut results = Vec::new();
     for case in cases(config)? {
         let (size, bytes) = (case.size, case.bytes());
-        let iterations = config
-            .iterations
-            .unwrap_or_else(|| case.default_iterations());
-        // Plain TCP cannot send an empty message: no baseline at size 0.
-        let mut raw = raw.as_mut().filter(|_| bytes > 0);
+        let iterations = config.iterations.unwrap_or_else(|| match config.pattern {
+            Pattern::Migrate => rpc::MIGRATIONS,
+            _ => case.default_iterations(),
+        });
+        // Plain TCP cannot send an empty message: no baseline at size 0;
+        // nor of a rate of threads.
+        let mut raw = raw
+            .as_mut()
+            .filter(|_| bytes > 0 && config.pattern != Pattern::RpcRate);
         // With a baseline, the two alternate in slices of the iterations:
         // a host whose speed drifts during the run (a virtual machine's
         // neighbours) then weighs on both alike, and the ratio stays fair.
@@ -328,6 +377,11 @@ pub fn run_rank(
                 Pattern::Pingpong => navette_pingpong(node, role, size, warm, count)?,
                 Pattern::Stream => navette_stream(node, role, size, warm, count, window)?,
                 Pattern::Rpc => rpc::navette_rpc(node, role, size, warm, count)?,
+                Pattern::Migrate => rpc::navette_migrate(node, role, size, warm, count)?,
+                Pattern::RpcRate => {
+                    let threads = case.threads.unwrap_or(1);
+                    rpc::navette_rpc_rate(node, role, threads, size, warm, count)?
+                }
                 Pattern::Multiseg => {
                     let segments = case.segments.unwrap_or(1);
                     multiseg::navette_multiseg(node, role, segments, size, warm, count)?
@@ -339,19 +393,28 @@ pub fn run_rank(
                     // The raw baseline of an RPC, a series of segments or
                     // an indexed message is the same bytes as one
                     // ping-pong message.
-                    Pattern::Pingpong | Pattern::Rpc | Pattern::Multiseg | Pattern::Indexed => {
-                        raw_pingpong(raw, role, bytes, warm, count)?
-                    }
+                    Pattern::Pingpong
+                    | Pattern::Rpc
+                    | Pattern::Migrate
+                    | Pattern::RpcRate
+                    | Pattern::Multiseg
+                    | Pattern::Indexed => raw_pingpong(raw, role, bytes, warm, count)?,
                     Pattern::Stream => raw_stream(raw, role, size, warm, count, window)?,
                 };
             }
         }
-        let figure = |elapsed| match config.pattern {
-            Pattern::Pingpong | Pattern::Rpc | Pattern::Multiseg | Pattern::Indexed => {
-                Figure::from_one_way(bytes, elapsed / (2 * iterations))
-            }
+        let figure = |elapsed: Duration| match config.pattern {
+            Pattern::Pingpong
+            | Pattern::Rpc
+            | Pattern::Migrate
+            | Pattern::Multiseg
+            | Pattern::Indexed => Figure::from_one_way(bytes, elapsed / (2 * iterations)),
+            // A call's time, over all threads: the inverse of the rate.
+            Pattern::RpcRate => Figure::from_one_way(bytes, elapsed / iterations),
             Pattern::Stream => per_message(size, elapsed, iterations, config.window),
         };
+        let rate_per_s = (config.pattern == Pattern::RpcRate && !navette.is_zero())
+            .then(|| f64::from(iterations) / navette.as_secs_f64());
         let navette = figure(navette);
         let baseline = raw.is_some().then(|| figure(baseline));
         // Each round trip sends one message (or series) each way: this
@@ -362,6 +425,8 @@ pub fn run_rank(
         let figures = SizeFigures {
             size,
             segments: case.segments,
+            threads: case.threads,
+            rate_per_s,
             iterations,
             navette,
             baseline,
@@ -587,11 +652,24 @@ pub fn table_header(config: &BenchConfig) -> String {
             "; size is both blocks: 64 B EXPRESS and the rest CHEAPER, in separate memory",
             String::new(),
         ),
+        Pattern::RpcRate => (
+            "; T client threads calling at once, µs per call over all of them",
+            format!("{:>5} ", "T"),
+        ),
+        Pattern::Migrate => (
+            "; size is the task's state, µs per migration",
+            String::new(),
+        ),
         Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => ("", String::new()),
+    };
+    let rate = if config.pattern == Pattern::RpcRate {
+        format!(" {:>12}", "calls/s")
+    } else {
+        String::new()
     };
     format!(
         "navette bench {} over {} (one-way µs, MB/s = 10^6 B/s{what}{ratios})\n\
-         {segments}{:>9} {:>7} {:>12} {:>10}{baseline}\n",
+         {segments}{:>9} {:>7} {:>12} {:>10}{rate}{baseline}\n",
         config.pattern.name(),
         config.transport,
         "size",
@@ -603,7 +681,10 @@ pub fn table_header(config: &BenchConfig) -> String {
 
 /// One table row.
 pub fn table_row(f: &SizeFigures) -> String {
-    let mut row = f.segments.map_or_else(String::new, |s| format!("{s:>5} "));
+    let mut row = f
+        .segments
+        .or(f.threads)
+        .map_or_else(String::new, |s| format!("{s:>5} "));
     row += &format!(
         "{:>9} {:>7} {:>12.3} {:>10.1}",
         crate::sizes::ShortSize(f.size),
@@ -611,6 +692,9 @@ pub fn table_row(f: &SizeFigures) -> String {
         f.navette.latency_us,
         f.navette.bandwidth_mbps
     );
+    if let Some(rate) = f.rate_per_s {
+        row += &format!(" {rate:>12.0}");
+    }
     if let Some(b) = f.baseline {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
         row.push_str(&format!(

@@ -1,33 +1,141 @@
-//! The RPC shape over Madeleine messages: a header (the body's length)
-//! unpacked EXPRESS, then the body unpacked CHEAPER into memory allocated
-//! after reading the header — by rendezvous, straight into it — and the
-//! same back.
+//! RPC benchmarks over navette's services (`navette::rpc`).
+//!
+//! - `rpc`: a call whose argument is an 8-byte header (EXPRESS) and an
+//!   S-byte body (CHEAPER) that the handler receives into memory it chose
+//!   after reading the header (by rendezvous, straight into it), and whose
+//!   reply is the same body back from there.
+//! - `migrate`: after PM2's thread migration, a task's 650-byte state is
+//!   shipped by a one-way call; at the peer the handler queues it, the
+//!   rank's loop starts the task (checks and updates its state) and the
+//!   task ships itself back.
+//! - `rpc_rate`: calls per second with T client threads making calls of an
+//!   S-byte body back to back.
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Weak};
+use std::time::{Duration, Instant};
 
-use navette::{Gate, Node, ReceiveMode, SendMode};
+use navette::rpc::{Call, HandlerMode, HandlerResult, ServiceName};
+use navette::{Node, NodeCore, Rank, ReceiveMode, SendMode};
+use parking_lot::Mutex;
 
-use super::{BenchError, Role, TAG, payload};
+use super::{BenchError, Role, payload};
 
-fn send_message(node: &Node, gate: Gate, body: &[u8]) -> navette::Result<()> {
-    let header = (body.len() as u64).to_le_bytes();
-    let mut msg = node.begin_packing(gate, TAG)?;
-    msg.pack(&header, SendMode::Safer, ReceiveMode::Express)?;
-    msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)?;
-    msg.end_packing()
+const RPC: &str = "navette.bench.rpc";
+const MIGRATE: &str = "navette.bench.migrate";
+
+/// The services of this process, registered on first use.
+struct Services {
+    rpc: ServiceName,
+    migrate: ServiceName,
+    /// Calls served by the rpc handler.
+    served: AtomicU64,
+    /// Bodies the rpc handler received into (reused, as MPI's program
+    /// reuses its buffer: no allocation is timed).
+    bodies: Mutex<Vec<Vec<u8>>>,
+    /// Task states that arrived, waiting for their task to start.
+    arrived: Mutex<VecDeque<Vec<u8>>>,
+    /// Memory for arriving states (reused, as MPI's slots are).
+    free_states: Mutex<Vec<Vec<u8>>>,
 }
 
-fn receive_message(node: &Node, gate: Gate) -> navette::Result<Vec<u8>> {
-    let mut msg = node.begin_unpacking(gate, TAG)?;
+/// The services of `node`, registered on its first use. Several nodes may
+/// share a process (the tests run both ranks in one), so each has its own;
+/// they live as long as the process (two per process at most, outside
+/// tests).
+fn services(node: &Node) -> Result<&'static Services, BenchError> {
+    type Registered = Vec<(Weak<NodeCore>, &'static Services)>;
+    static REGISTERED: Mutex<Registered> = Mutex::new(Vec::new());
+    let mut registered = REGISTERED.lock();
+    registered.retain(|(core, _)| core.strong_count() > 0);
+    let core = Arc::downgrade(node.core());
+    if let Some((_, services)) = registered.iter().find(|(c, _)| c.ptr_eq(&core)) {
+        return Ok(services);
+    }
+    let services: &'static Services = Box::leak(Box::new(Services {
+        rpc: ServiceName::new(RPC),
+        migrate: ServiceName::new(MIGRATE),
+        served: AtomicU64::new(0),
+        bodies: Mutex::new(Vec::new()),
+        arrived: Mutex::new(VecDeque::new()),
+        free_states: Mutex::new(Vec::new()),
+    }));
+    node.register_service(RPC, HandlerMode::Inline, move |call| {
+        serve_rpc(services, call)
+    })?;
+    node.register_service(MIGRATE, HandlerMode::Inline, move |call| {
+        arrive(services, call)
+    })?;
+    registered.push((core, services));
+    Ok(services)
+}
+
+/// The rpc handler: header, then the body into a buffer sized after it,
+/// then the same back from that buffer.
+fn serve_rpc(services: &Services, call: Call<'_>) -> HandlerResult {
+    let (mut args, responder) = call.split();
     let mut header = [0u8; 8];
-    msg.unpack_express(&mut header, SendMode::Safer)?;
-    let mut body = vec![0u8; u64::from_le_bytes(header) as usize];
-    msg.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-    msg.end_unpacking()?;
-    Ok(body)
+    args.unpack_express(&mut header, SendMode::Safer)?;
+    let len = usize::try_from(u64::from_le_bytes(header))?;
+    let mut body = services.bodies.lock().pop().unwrap_or_default();
+    body.resize(len, 0);
+    if len > 0 {
+        args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    }
+    args.end_unpacking()?;
+    let replied = responder.reply(|msg| pack_rpc(msg, &header, &body));
+    services.bodies.lock().push(body);
+    services.served.fetch_add(1, Ordering::AcqRel);
+    replied?;
+    Ok(())
 }
 
-/// One-way time of an RPC-shaped round trip with a `size`-byte body.
+fn pack_rpc<'a>(
+    msg: &mut navette::Packing<'_, 'a>,
+    header: &'a [u8; 8],
+    body: &'a [u8],
+) -> navette::Result<()> {
+    msg.pack(header, SendMode::Safer, ReceiveMode::Express)?;
+    if !body.is_empty() {
+        msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)?;
+    }
+    Ok(())
+}
+
+/// One call of the rpc shape from `node` to `peer`; the reply's body lands
+/// in `back`.
+fn call_rpc(
+    node: &Node,
+    services: &Services,
+    peer: Rank,
+    body: &[u8],
+    back: &mut Vec<u8>,
+) -> navette::Result<()> {
+    let header = (body.len() as u64).to_le_bytes();
+    let reply = node
+        .call(peer, &services.rpc, |msg| pack_rpc(msg, &header, body))?
+        .wait()?;
+    let mut msg = reply.unpacking();
+    let mut len = [0u8; 8];
+    msg.unpack_express(&mut len, SendMode::Safer)?;
+    back.resize(
+        usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX),
+        0,
+    );
+    if !back.is_empty() {
+        msg.unpack_cheaper(back, SendMode::Cheaper)?;
+    }
+    msg.end_unpacking()?;
+    Ok(())
+}
+
+/// Serves until `target` rpc calls in all have been served.
+fn serve(node: &Node, services: &Services, target: u64) -> navette::Result<()> {
+    node.serve_until(|| services.served.load(Ordering::Acquire) >= target)
+}
+
+/// One-way time of an RPC round trip with a `size`-byte body.
 pub(super) fn navette_rpc(
     node: &Node,
     role: Role,
@@ -35,25 +143,242 @@ pub(super) fn navette_rpc(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let peer = role.peer(node);
+    let services = services(node)?;
+    if role == Role::Server {
+        let target = services.served.load(Ordering::Acquire) + u64::from(warm + count);
+        serve(node, services, target)?;
+        return Ok(Duration::ZERO);
+    }
+    let peer = role.peer(node).peer;
     let body = payload(size);
-    let mut last = Vec::new();
-    let elapsed = super::time_rounds(warm, count, || -> navette::Result<()> {
+    let mut back = Vec::with_capacity(size);
+    let elapsed = super::time_rounds(warm, count, || {
+        call_rpc(node, services, peer, &body, &mut back)
+    })?;
+    if back != body {
+        return Err(corrupt("rpc", size));
+    }
+    Ok(elapsed)
+}
+
+/// The time of `count` calls made by `threads` client threads in all
+/// (after `warm` untimed ones), from the first thread's start to the last
+/// one's end.
+pub(super) fn navette_rpc_rate(
+    node: &Node,
+    role: Role,
+    threads: usize,
+    size: usize,
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
+    let services = services(node)?;
+    if role == Role::Server {
+        let target = services.served.load(Ordering::Acquire) + u64::from(warm + count);
+        serve(node, services, target)?;
+        return Ok(Duration::ZERO);
+    }
+    let peer = role.peer(node).peer;
+    let body = payload(size);
+    let mut back = Vec::with_capacity(size);
+    for _ in 0..warm {
+        call_rpc(node, services, peer, &body, &mut back)?;
+    }
+    let threads = threads.max(1);
+    let start = Barrier::new(threads);
+    let first = Mutex::new(None::<Instant>);
+    let ends = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let calls = share(count, threads, t);
+                let (body, start, first) = (&body, &start, &first);
+                s.spawn(move || -> Result<Instant, BenchError> {
+                    let mut back = Vec::with_capacity(body.len());
+                    start.wait();
+                    first.lock().get_or_insert_with(Instant::now);
+                    for _ in 0..calls {
+                        call_rpc(node, services, peer, body, &mut back)?;
+                    }
+                    if calls > 0 && back != *body {
+                        return Err(corrupt("rpc_rate", body.len()));
+                    }
+                    Ok(Instant::now())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .map_err(|_| BenchError::Setup("an rpc_rate thread panicked".into()))?
+            })
+            .collect::<Result<Vec<Instant>, BenchError>>()
+    })?;
+    let first = first.into_inner().unwrap_or_else(Instant::now);
+    let last = ends.into_iter().max().unwrap_or(first);
+    Ok(last.saturating_duration_since(first))
+}
+
+/// Thread `t`'s share of `count` calls among `threads`.
+fn share(count: u32, threads: usize, t: usize) -> u32 {
+    let threads = u32::try_from(threads).unwrap_or(u32::MAX);
+    let t = u32::try_from(t).unwrap_or(u32::MAX);
+    count / threads + u32::from(t < count % threads)
+}
+
+/// The smallest task state: its hop counter and checksum.
+pub(super) const TASK_MIN: usize = 16;
+
+/// Round trips of a task by default (two migrations each).
+pub(super) const MIGRATIONS: u32 = 1000;
+
+/// Time of `count` round trips of a task between the two ranks (two
+/// migrations each), after `warm` untimed ones.
+pub(super) fn navette_migrate(
+    node: &Node,
+    role: Role,
+    size: usize,
+    warm: u32,
+    count: u32,
+) -> Result<Duration, BenchError> {
+    let services = services(node)?;
+    let peer = role.peer(node).peer;
+    let mut state = Task::new(size.max(TASK_MIN));
+    let elapsed = super::time_rounds(warm, count, || -> Result<(), BenchError> {
         if role == Role::Client {
-            send_message(node, peer, &body)?;
-            last = receive_message(node, peer)?;
+            ship(node, services, peer, &state.bytes)?;
+            start_next(node, services, &mut state)?;
         } else {
-            last = receive_message(node, peer)?;
-            send_message(node, peer, &last)?;
+            start_next(node, services, &mut state)?;
+            ship(node, services, peer, &state.bytes)?;
         }
         Ok(())
     })?;
-    if last != body {
-        return Err(BenchError::Corrupt {
-            pattern: "rpc",
-            implementation: "navette",
-            size,
-        });
-    }
     Ok(elapsed)
+}
+
+/// Ships a task's state to `peer` (a one-way call).
+fn ship(node: &Node, services: &Services, peer: Rank, state: &[u8]) -> navette::Result<()> {
+    let len = (state.len() as u64).to_le_bytes();
+    node.call_one_way(peer, &services.migrate, |msg| {
+        msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+        msg.pack(state, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })
+}
+
+/// The migrate handler: takes memory for the arriving state, receives it
+/// there and queues the task to start.
+fn arrive(services: &Services, call: Call<'_>) -> HandlerResult {
+    let (mut args, _) = call.split();
+    let mut len = [0u8; 8];
+    args.unpack_express(&mut len, SendMode::Safer)?;
+    let mut state = services.free_states.lock().pop().unwrap_or_default();
+    state.resize(usize::try_from(u64::from_le_bytes(len))?, 0);
+    args.unpack_cheaper(&mut state, SendMode::Cheaper)?;
+    args.end_unpacking()?;
+    services.arrived.lock().push_back(state);
+    Ok(())
+}
+
+/// Waits for the next task to arrive and starts it in place of `task`,
+/// the one that left: it checks that it is that one (one hop on) and
+/// records its hop.
+fn start_next(node: &Node, services: &Services, task: &mut Task) -> Result<(), BenchError> {
+    node.serve_until(|| !services.arrived.lock().is_empty())?;
+    let arrived = services
+        .arrived
+        .lock()
+        .pop_front()
+        .ok_or_else(|| BenchError::Setup("a task vanished from the run queue".into()))?;
+    let previous = std::mem::replace(task, Task { bytes: arrived });
+    if !task.follows(&previous) {
+        return Err(corrupt("migrate", task.bytes.len()));
+    }
+    task.hop();
+    services.free_states.lock().push(previous.bytes);
+    Ok(())
+}
+
+/// A migrating task's state: a hop counter, a checksum of the rest, and
+/// the rest (its stack, in PM2's terms).
+struct Task {
+    bytes: Vec<u8>,
+}
+
+impl Task {
+    fn new(size: usize) -> Self {
+        let mut bytes = payload(size);
+        bytes[..8].copy_from_slice(&0u64.to_le_bytes());
+        let mut task = Self { bytes };
+        task.seal();
+        task
+    }
+
+    fn hops(&self) -> u64 {
+        u64::from_le_bytes(self.bytes[..8].try_into().unwrap_or_default())
+    }
+
+    fn checksum(&self) -> u64 {
+        self.bytes[16..]
+            .iter()
+            .fold(self.hops(), |sum, &b| sum.rotate_left(5) ^ u64::from(b))
+    }
+
+    fn seal(&mut self) {
+        let sum = self.checksum();
+        self.bytes[8..16].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    /// The task runs one step at its new place.
+    fn hop(&mut self) {
+        let hops = self.hops() + 1;
+        self.bytes[..8].copy_from_slice(&hops.to_le_bytes());
+        self.seal();
+    }
+
+    /// Whether this is `previous` having hopped once since (or, in the
+    /// other direction, the same state shipped back).
+    fn follows(&self, previous: &Self) -> bool {
+        let sealed = self.bytes[8..16] == self.checksum().to_le_bytes();
+        sealed
+            && self.bytes.len() == previous.bytes.len()
+            && (self.hops() == previous.hops() + 1 || self.hops() == previous.hops())
+            && self.bytes[16..] == previous.bytes[16..]
+    }
+}
+
+fn corrupt(pattern: &'static str, size: usize) -> BenchError {
+    BenchError::Corrupt {
+        pattern,
+        implementation: "navette",
+        size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_shared_among_threads_exactly() {
+        for (count, threads) in [(100_000, 16), (7, 4), (3, 16), (0, 1)] {
+            let total: u32 = (0..threads).map(|t| share(count, threads, t)).sum();
+            assert_eq!(total, count);
+        }
+    }
+
+    #[test]
+    fn a_task_follows_itself_one_hop_on_and_nothing_else() {
+        let start = Task::new(650);
+        let mut moved = Task {
+            bytes: start.bytes.clone(),
+        };
+        moved.hop();
+        assert!(moved.follows(&start));
+        let mut broken = Task {
+            bytes: moved.bytes.clone(),
+        };
+        broken.bytes[100] ^= 1;
+        assert!(!broken.follows(&start));
+    }
 }

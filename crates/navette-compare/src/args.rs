@@ -15,6 +15,9 @@ pub const DEFAULT_SIZES: &str = "8,64,512,4K,32K,256K,1M,4M,16M";
 /// Default segments per series of multiseg.
 pub const DEFAULT_SEGMENTS: &str = navette_cli::bench::command::DEFAULT_SEGMENTS;
 
+/// Default client threads of rpc_rate.
+pub const DEFAULT_THREADS: &str = crate::patterns::mpi::DEFAULT_THREADS;
+
 /// A checked, non-empty list of patterns (`multiseg,indexed`), in order,
 /// each once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +29,16 @@ fn parse_segments(item: &str) -> Result<usize, String> {
     match item.trim().parse::<usize>() {
         Ok(n) if (1..=most).contains(&n) => Ok(n),
         _ => Err(format!("{item:?}: segments are counted from 1 to {most}")),
+    }
+}
+
+/// One thread count of rpc_rate: 1 to the most `bench/mpi/rpc_rate.c`
+/// takes.
+fn parse_threads(item: &str) -> Result<usize, String> {
+    let most = crate::patterns::mpi::MAX_THREADS;
+    match item.trim().parse::<usize>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(format!("{item:?}: threads are counted from 1 to {most}")),
     }
 }
 
@@ -67,10 +80,10 @@ Navette beside Open MPI, MPICH, UCX and the physical floor, in one run.
 bench/compare installs what is missing (Debian's openmpi-bin, libopenmpi-dev,
 mpich, libmpich-dev, ucx-utils, build-essential, fonts-dejavu-core; apt-get
 update only if an install fails), builds navette, this tool,
-bench/mpi/pingpong.c (mpicc.openmpi), bench/mpi/multiseg.c and
-bench/mpi/indexed.c (each with mpicc.openmpi and with mpicc.mpich) and
-bench/floor/floor.c (cc), then measures each pattern of --patterns over the
-chosen transport.
+bench/mpi/pingpong.c (mpicc.openmpi), bench/mpi/multiseg.c, indexed.c,
+rpc.c, migrate.c and rpc_rate.c (each with mpicc.openmpi and with
+mpicc.mpich) and bench/floor/floor.c (cc), then measures each pattern of
+--patterns over the chosen transport.
 
 pingpong (the default), for each message size:
 
@@ -128,6 +141,46 @@ navette is faster). Every tool applies navette bench's iteration rule to
 the bytes of a series, spread over its messages (so a series of 16 segments
 counts as 16 round trips of the 100000 allowed).
 
+rpc, migrate and rpc_rate, navette beside both MPIs, as multiseg and
+indexed (same launchers, transports and turns):
+
+  rpc        a call with an argument of S bytes (--sizes, default
+             0,64,1K,16K,256K,1M): two messages each way, an 8-byte header
+             holding S then the S-byte body (empty when S = 0). navette bench
+             rpc; bench/mpi/rpc.c: the server MPI_Recv's the header from
+             MPI_ANY_SOURCE, then the body into a buffer picked after
+             reading the header (kept and grown when a header announces more,
+             so no malloc under the clock), and replies the same way; so does
+             the client. latency_us = half a call's round trip; size = S.
+  migrate    after PM2's thread migration: a 650-byte task state shipped to
+             the other rank, where the task lands in a freshly chosen slot
+             (bench/mpi/migrate.c: the next of 16, MPI_Recv from
+             MPI_ANY_SOURCE), runs (checks and updates a hop count and a
+             checksum in its state) and is shipped back. navette bench
+             migrate (no --sizes: the state has its size). 1000 round trips
+             unless --iterations; latency_us = time per migration (one
+             shipment, half a round trip); size = 650.
+  rpc_rate   T client threads (--threads, default 1,4,16) on rank 0 making
+             calls of rpc back to back (S from --sizes, default 0), thread k
+             on tag k; one server thread on rank 1 (header from
+             MPI_ANY_SOURCE / MPI_ANY_TAG, body and reply on the header's
+             tag). navette bench rpc_rate --threads …; bench/mpi/rpc_rate.c
+             under MPI_Init_thread(MPI_THREAD_MULTIPLE): an MPI that does not
+             provide it says so and exits with 77, and is skipped as not
+             available. --iterations = calls per thread (default: navette
+             bench's rule on S, 100000 calls for S = 0, shared among the
+             threads). Rows carry `threads` and rate_per_s = calls completed
+             per second over all threads. Every thread of a rank runs on that
+             rank's core.
+
+The rpc table gives each one-way time and MPI µs / navette µs as multiseg's;
+migrate's has one row per tool (µs per migration, the tool's µs / navette's
+µs); rpc_rate's has one row per thread count (each tool's calls/s, navette /
+faster MPI). No plot for these three (sizes from 0 bytes, one size, rates
+against threads). Until navette bench knows one of these patterns, navette's
+rows are skipped as not available (\"navette bench has no pattern … yet\")
+and the MPIs are measured all the same.
+
 multirail (--transport tcp only), navette alone: the bandwidth of two tcp
 links used together against the sum of each link alone, measured in the same
 run. scripts/netns-rails (root, ip and tc from iproute2) makes two network
@@ -165,7 +218,8 @@ Output in --out DIR:
                          environment
   PATTERN-TRANSPORT.png  latency and bandwidth against size, log-log, one
                          curve per implementation (multiseg: one plot per
-                         segment count, multiseg-8seg-TRANSPORT.png, …)
+                         segment count, multiseg-8seg-TRANSPORT.png, …;
+                         none for multirail, rpc, migrate, rpc_rate)
 
 Exit status: 0 when everything ran or was skipped for a known reason, 1 when
 a tool failed (its rows are skipped, the rest is still written), 2 on bad
@@ -188,28 +242,37 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Transport::Shm)]
     pub transport: Transport,
     /// Message sizes in bytes, comma-separated; K, M, G are powers of 1024.
-    /// multiseg: bytes per segment; indexed: the large block. [default:
-    /// pingpong 8,64,512,4K,32K,256K,1M,4M,16M; multiseg 4,64,1K; indexed
-    /// 256K; multirail 64M]
+    /// multiseg: bytes per segment; indexed: the large block; rpc and
+    /// rpc_rate: a call's argument (0 allowed, only there); migrate keeps
+    /// its 650-byte task state. [default: pingpong
+    /// 8,64,512,4K,32K,256K,1M,4M,16M; multiseg 4,64,1K; indexed 256K;
+    /// multirail 64M; rpc 0,64,1K,16K,256K,1M; rpc_rate 0]
     #[arg(long)]
     pub sizes: Option<SizeList>,
     /// Segments per series of multiseg, comma-separated (1 to 1024 each).
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_SEGMENTS,
           value_parser = parse_segments)]
     pub segments: Vec<usize>,
-    /// Timed round trips (series for multiseg) per size for navette, the
-    /// MPIs and UCX [default: navette bench's rule, 1 GiB of traffic per
-    /// size, 8 to 100000 messages]; the floor picks its own.
+    /// Client threads of rpc_rate, comma-separated (1 to 256 each).
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_THREADS,
+          value_parser = parse_threads)]
+    pub threads: Vec<usize>,
+    /// Timed round trips (series for multiseg, calls for rpc, calls per
+    /// thread for rpc_rate, round trips of the task for migrate) per size
+    /// for navette, the MPIs and UCX [default: navette bench's rule, 1 GiB
+    /// of traffic per size, 8 to 100000 messages; rpc_rate: that many
+    /// calls shared among the threads; migrate: 1000]; the floor picks its
+    /// own.
     #[arg(long)]
     pub iterations: Option<u32>,
     /// Rounds of the whole comparison, one tool after the other in each:
     /// every figure is the best of the rounds (lowest latency, highest
-    /// bandwidth), so that a host whose speed drifts (a virtual machine's
-    /// neighbours) favours no tool.
+    /// bandwidth and rate), so that a host whose speed drifts (a virtual
+    /// machine's neighbours) favours no tool.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Patterns to compare, comma-separated: pingpong, multiseg, indexed,
-    /// multirail (tcp only; needs root).
+    /// multirail (tcp only; needs root), rpc, migrate, rpc_rate.
     #[arg(long, default_value = "pingpong", value_name = "LIST")]
     pub patterns: PatternList,
     /// Seconds after which a tool that has not finished is killed and its
@@ -284,16 +347,39 @@ impl Cli {
         }
     }
 
-    /// The sizes of `pattern`: `--sizes` if given, else its defaults.
+    /// The sizes of `pattern`: `--sizes` if given, else its defaults
+    /// (migrate: always its task state's).
     pub fn sizes_of(&self, pattern: Pattern) -> Vec<usize> {
         match &self.sizes {
-            Some(sizes) => sizes.0.clone(),
-            None => pattern
+            Some(sizes) if pattern != Pattern::Migrate => sizes.0.clone(),
+            _ => pattern
                 .default_sizes()
                 .parse::<SizeList>()
                 .map(|list| list.0)
                 .unwrap_or_default(),
         }
+    }
+
+    /// What the parser cannot see alone: a size of 0 is measured only by
+    /// the patterns that take empty messages (rpc, rpc_rate); the others
+    /// plot against size on a log scale.
+    pub fn check(&self) -> Result<(), String> {
+        let zero = self.sizes.as_ref().is_some_and(|s| s.0.contains(&0));
+        let refusing: Vec<&str> = self
+            .patterns
+            .0
+            .iter()
+            .filter(|p| !p.takes_empty_messages() && **p != Pattern::Migrate)
+            .map(|p| p.name())
+            .collect();
+        if zero && !refusing.is_empty() {
+            return Err(format!(
+                "--sizes: 0 bytes is measured by rpc and rpc_rate only, not by {} \
+                 (plotted against size on a log scale)",
+                refusing.join(", ")
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -338,7 +424,72 @@ mod tests {
             Cli::try_parse_from(["compare"]).is_err(),
             "--out is required"
         );
-        assert!(Cli::try_parse_from(["compare", "--out", "d", "--patterns", "rpc"]).is_err());
+        assert!(Cli::try_parse_from(["compare", "--out", "d", "--patterns", "rcp"]).is_err());
+        assert_eq!(cli.check(), Ok(()));
+    }
+
+    #[test]
+    fn rpc_patterns_threads_and_empty_arguments() {
+        let cli = Cli::try_parse_from([
+            "compare",
+            "--out",
+            "d",
+            "--patterns",
+            "rpc,migrate,rpc_rate",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.patterns.0,
+            vec![Pattern::Rpc, Pattern::Migrate, Pattern::RpcRate]
+        );
+        assert_eq!(cli.threads, vec![1, 4, 16]);
+        assert_eq!(
+            cli.sizes_of(Pattern::Rpc),
+            vec![0, 64, 1024, 16 << 10, 256 << 10, 1 << 20]
+        );
+        assert_eq!(cli.sizes_of(Pattern::Migrate), vec![650]);
+        assert_eq!(cli.sizes_of(Pattern::RpcRate), vec![0]);
+        assert_eq!(cli.check(), Ok(()));
+        let cli = Cli::try_parse_from([
+            "compare",
+            "--out",
+            "d",
+            "--patterns",
+            "rpc-rate,migrate",
+            "--threads",
+            "2,8",
+            "--sizes",
+            "0,64",
+        ])
+        .unwrap();
+        assert_eq!(cli.patterns.0, vec![Pattern::RpcRate, Pattern::Migrate]);
+        assert_eq!(cli.threads, vec![2, 8]);
+        assert_eq!(cli.sizes_of(Pattern::RpcRate), vec![0, 64]);
+        assert_eq!(
+            cli.sizes_of(Pattern::Migrate),
+            vec![650],
+            "--sizes does not change the task state"
+        );
+        assert_eq!(cli.check(), Ok(()));
+        // 0 bytes on a log-log plot: refused for the other patterns.
+        let cli = Cli::try_parse_from([
+            "compare",
+            "--out",
+            "d",
+            "--patterns",
+            "rpc,multiseg",
+            "--sizes",
+            "0,64",
+        ])
+        .unwrap();
+        let err = cli.check().unwrap_err();
+        assert!(err.contains("not by multiseg"), "{err}");
+        for bad in ["0", "257", "4,x", ""] {
+            assert!(
+                Cli::try_parse_from(["compare", "--out", "d", "--threads", bad]).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //!
 //! The shell script `bench/compare` installs what is missing (Open MPI,
 //! MPICH, UCX's tools, a C compiler, a font), builds `navette`, this tool
-//! and small C programs (`bench/mpi/*.c`, the multiseg and indexed ones
-//! once per MPI, and `bench/floor/floor.c`), then hands over to the
+//! and small C programs (`bench/mpi/*.c`, all but the ping-pong once per
+//! MPI, and `bench/floor/floor.c`), then hands over to the
 //! `navette-compare` binary, whose logic lives here:
 //!
 //! - [`tools`]: one module per measured program: how it is started and how
@@ -78,6 +78,8 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
     }
     let mut segments = cli.segments.clone();
     dedup(&mut segments);
+    let mut threads = cli.threads.clone();
+    dedup(&mut threads);
     for &pattern in &cli.patterns.0 {
         let sizes = cli.sizes_of(pattern);
         let mut ctx = Context {
@@ -86,13 +88,19 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
             transport,
             sizes: &sizes,
             segments: &segments,
+            threads: &threads,
             iterations: cli.iterations,
             round: None,
         };
         let mut outcome = patterns::run_rounds(pattern, &mut ctx, cli.rounds);
         if cli.rounds > 1 && (pattern != Pattern::Multirail || !outcome.records.is_empty()) {
+            let best = match pattern {
+                Pattern::Rpc | Pattern::Migrate => "lowest time",
+                Pattern::RpcRate => "highest rate",
+                _ => "lowest latency, highest bandwidth",
+            };
             outcome.notes.push(format!(
-                "each figure is the best of {} rounds (lowest latency, highest bandwidth); \
+                "each figure is the best of {} rounds ({best}); \
                  the tools take turns within each round",
                 cli.rounds
             ));
@@ -101,33 +109,52 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
             outcome.notes.extend(congestion_note(transport));
         }
         outcome.notes.extend(busy.clone());
-        if pattern == Pattern::Multirail {
-            let text = table::render_multirail(
-                transport.name(),
+        let (name, transport_name) = (pattern.name(), transport.name());
+        let own_table = match pattern {
+            Pattern::Multirail => Some(table::render_multirail(
+                transport_name,
                 &outcome.records,
                 &outcome.skipped,
                 &outcome.notes,
-            );
+            )),
+            Pattern::RpcRate => Some(table::render_rpc_rate(
+                transport_name,
+                &outcome.records,
+                &outcome.skipped,
+                &outcome.notes,
+            )),
+            Pattern::Migrate => {
+                let view = table::View::new(name, transport_name, &outcome.records);
+                Some(table::render_migrate(
+                    &view,
+                    &outcome.skipped,
+                    &outcome.notes,
+                ))
+            }
+            _ => None,
+        };
+        if let Some(text) = own_table {
             write_out(out, &text);
         }
         let groups: Vec<Option<usize>> = match pattern {
             Pattern::Multiseg => segments.iter().copied().map(Some).collect(),
-            Pattern::Pingpong | Pattern::Indexed => vec![None],
-            // Its own table, above; no plot (one or few sizes, four setups).
-            Pattern::Multirail => Vec::new(),
+            Pattern::Pingpong | Pattern::Indexed | Pattern::Rpc => vec![None],
+            // Their own tables, above; no plot (multirail: one or few
+            // sizes, four setups; migrate: one size; rpc_rate: against
+            // threads, not size).
+            Pattern::Multirail | Pattern::Migrate | Pattern::RpcRate => Vec::new(),
         };
         for group in groups {
-            let view =
-                table::View::of_series(pattern.name(), transport.name(), group, &outcome.records);
+            let view = table::View::of_series(name, transport_name, group, &outcome.records);
             let text = match pattern {
-                Pattern::Multiseg | Pattern::Indexed => {
-                    table::render_vs_mpi(&view, &outcome.skipped, &outcome.notes)
-                }
-                Pattern::Pingpong | Pattern::Multirail => {
-                    table::render(&view, &outcome.skipped, &outcome.notes)
-                }
+                Pattern::Pingpong => table::render(&view, &outcome.skipped, &outcome.notes),
+                _ => table::render_vs_mpi(&view, &outcome.skipped, &outcome.notes),
             };
             write_out(out, &text);
+            if pattern == Pattern::Rpc {
+                // Sizes start at 0 bytes: no log-log plot.
+                continue;
+            }
             let png = cli.out.join(plot_name(pattern, group, transport));
             match plot::draw(&png, &view, &outcome.skipped, &document) {
                 Ok(()) => write_out(out, &format!("Wrote {}\n", png.display())),

@@ -1,9 +1,10 @@
 //! The benchmark output document of ARCHITECTURE.md ("Benchmark output"):
 //! `navette_version`, `host`, `date` and one row per (pattern, transport,
 //! impl, size), with the optional keys `segments` (multiseg: segments per
-//! series, `size` being per segment), `strategy` (navette's rows of
-//! multiseg, indexed and multirail) and `rails` (multirail: the links
-//! used, `1+2`, `1` or `2`). Rows that could not be measured are not
+//! series, `size` being per segment), `threads` and `rate_per_s`
+//! (rpc_rate: client threads, calls per second), `strategy` (navette's
+//! rows of multiseg, indexed and multirail) and `rails` (multirail: the
+//! links used, `1+2`, `1` or `2`). Rows that could not be measured are not
 //! invented: the document lists them under `skipped`, with the reason; facts about
 //! how the peers ran (which transport each MPI used) are under `notes`.
 
@@ -34,6 +35,18 @@ pub mod implementation {
     pub const MPIS: [&str; 2] = [OPENMPI, MPICH];
 }
 
+/// What identifies a row (see [`Record::key`]): pattern, transport, impl,
+/// segments, threads, rails, size.
+pub type RowKey<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Option<usize>,
+    Option<usize>,
+    Option<&'a str>,
+    usize,
+);
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -55,6 +68,12 @@ pub struct Record {
     /// Segments per series (multiseg).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<usize>,
+    /// Client threads making calls at once (rpc_rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Calls completed per second over all threads (rpc_rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
     /// The strategy that built navette's packets (multiseg, indexed,
     /// multirail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +104,8 @@ impl Record {
             latency_us,
             bandwidth_mbps,
             segments: None,
+            threads: None,
+            rate_per_s: None,
             strategy: None,
             rails: None,
             copies: None,
@@ -93,13 +114,14 @@ impl Record {
 
     /// What identifies the row, but for the strategy (see
     /// [`same_row`](Self::same_row)): pattern, transport, impl, segments,
-    /// rails, size.
-    pub fn key(&self) -> (&str, &str, &str, Option<usize>, Option<&str>, usize) {
+    /// threads, rails, size.
+    pub fn key(&self) -> RowKey<'_> {
         (
             &self.pattern,
             &self.transport,
             &self.implementation,
             self.segments,
+            self.threads,
             self.rails.as_deref(),
             self.size,
         )
@@ -145,6 +167,9 @@ pub struct Skip {
     /// The segments per series of the missing rows (multiseg).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segments: Option<usize>,
+    /// The client threads of the missing rows (rpc_rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     /// The links of the missing rows (multirail).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rails: Option<String>,
@@ -161,19 +186,21 @@ pub struct Skip {
 
 impl Skip {
     /// Whether `record` is of the implementation and variant (segments,
-    /// rails, strategy) this skip is about, whatever its size.
+    /// threads, rails, strategy) this skip is about, whatever its size.
     pub fn matches(&self, record: &Record) -> bool {
         (
             self.pattern.as_str(),
             self.transport.as_str(),
             self.implementation.as_str(),
             self.segments,
+            self.threads,
             self.rails.as_deref(),
         ) == (
             record.pattern.as_str(),
             record.transport.as_str(),
             record.implementation.as_str(),
             record.segments,
+            record.threads,
             record.rails.as_deref(),
         ) && same_strategy(&self.strategy, &record.strategy)
     }

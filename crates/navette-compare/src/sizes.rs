@@ -1,13 +1,13 @@
-//! Message sizes as written on the command line (`8,64,4K,1M`): the
-//! notation of `navette bench --sizes` (parsed by `navette_cli::sizes`),
-//! here without 0 (the plots are log-log).
+//! Message sizes as written on the command line (`0,8,64,4K,1M`): the
+//! notation of `navette bench --sizes` (parsed by `navette_cli::sizes`).
+//! 0 is a size here; the patterns that plot against size on a log scale
+//! refuse it ([`crate::args::Cli::check`]).
 
 use std::str::FromStr;
 
 pub use navette_cli::sizes::ShortSize;
 
-/// A checked, non-empty list of sizes, each at least one byte, in the
-/// order given.
+/// A checked, non-empty list of sizes, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SizeList(pub Vec<usize>);
 
@@ -15,11 +15,9 @@ impl FromStr for SizeList {
     type Err = String;
 
     fn from_str(list: &str) -> Result<Self, String> {
-        let sizes = navette_cli::sizes::parse_sizes(list).map_err(|e| e.to_string())?;
-        if sizes.contains(&0) {
-            return Err("sizes start at 1 byte (the plots are log-log)".into());
-        }
-        Ok(Self(sizes))
+        navette_cli::sizes::parse_sizes(list)
+            .map(Self)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -38,7 +36,7 @@ mod tests {
         assert_eq!(list.0, vec![8, 64, 4096, 1 << 20, 2 << 30]);
         assert!("".parse::<SizeList>().is_err());
         assert!("8,,64".parse::<SizeList>().is_err());
-        assert!("0".parse::<SizeList>().is_err());
+        assert_eq!("0,1K".parse::<SizeList>().unwrap().0, vec![0, 1024]);
         assert!("4T".parse::<SizeList>().is_err());
         assert!("99999999999999999999G".parse::<SizeList>().is_err());
     }

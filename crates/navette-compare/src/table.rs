@@ -2,7 +2,9 @@
 //! and bandwidth, and navette's ratios to the best peer (lowest latency,
 //! highest bandwidth among Open MPI and UCX) for pingpong; for multiseg and
 //! indexed ([`render_vs_mpi`]), each one-way time and how many times faster
-//! navette is than each MPI and than the faster of the two; for multirail
+//! navette is than each MPI and than the faster of the two (also for
+//! rpc); for migrate ([`render_migrate`]) one row per tool; for rpc_rate
+//! ([`render_rpc_rate`]) calls per second per thread count; for multirail
 //! ([`render_multirail`]), each link alone, their sum and both links
 //! together.
 
@@ -244,12 +246,16 @@ pub fn render(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
     text
 }
 
-/// For multiseg and indexed: each implementation's one-way time (of a
-/// whole series for multiseg), then how many times faster navette is than
-/// each MPI and than the faster of the two (MPI µs / navette µs).
+/// For multiseg, indexed and rpc: each implementation's one-way time (of
+/// a whole series for multiseg, half a call's round trip for rpc), then
+/// how many times faster navette is than each MPI and than the faster of
+/// the two (MPI µs / navette µs).
 pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
     let what = if view.segments.is_some() {
         "one-way µs of a whole series, size per segment"
+    } else if view.pattern == "rpc" {
+        "one-way µs = half a call's round trip (8-byte header + body, each way), \
+         size = the call's argument (body)"
     } else {
         "one-way µs, size = both blocks"
     };
@@ -315,6 +321,137 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
         );
     }
     skips_and_notes(&mut text, view, skipped, notes);
+    text
+}
+
+/// For migrate: one row per tool, its time per migration (one shipment of
+/// the task state, half a round trip) and how many times faster navette is
+/// (the tool's µs / navette's µs); then against the faster MPI.
+pub fn render_migrate(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
+    let size = view
+        .sizes
+        .first()
+        .copied()
+        .unwrap_or(crate::patterns::mpi::MIGRATE_STATE);
+    let mut text = format!(
+        "\n{}: µs per migration (one shipment of the {size}-byte task state: half a round \
+         trip); × = the tool's µs / navette's µs (above 1: navette is faster)\n",
+        view.title()
+    );
+    let _ = writeln!(text, "{:<10} {:>14} {:>8}", "tool", "µs/migration", "×");
+    let shown: Vec<&str> = std::iter::once(imp::NAVETTE)
+        .chain(imp::MPIS)
+        .chain(
+            view.implementations
+                .iter()
+                .copied()
+                .filter(|i| *i != imp::NAVETTE && !imp::MPIS.contains(i)),
+        )
+        .collect();
+    for i in shown {
+        let value = view.get(i, size).and_then(|r| r.latency_us);
+        let ratio = (i != imp::NAVETTE)
+            .then(|| view.speedup(size, i))
+            .flatten()
+            .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"));
+        let _ = writeln!(text, "{i:<10} {:>14} {ratio:>8}", number(value, true));
+    }
+    if let Some((x, mpi)) = view.speedup_vs_faster_mpi(size) {
+        let _ = writeln!(
+            text,
+            "against the faster MPI ({mpi}): {x:.2} (its µs / navette's µs)"
+        );
+    }
+    skips_and_notes(&mut text, view, skipped, notes);
+    text
+}
+
+/// For rpc_rate: per argument size and thread count, each tool's calls per
+/// second over all threads, and navette's over the faster MPI's.
+pub fn render_rpc_rate(
+    transport: &str,
+    records: &[Record],
+    skipped: &[Skip],
+    notes: &[String],
+) -> String {
+    let pattern = "rpc_rate";
+    let mine: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.pattern == pattern && r.transport == transport)
+        .collect();
+    let mut text = format!(
+        "\n{pattern} over {transport}: calls per second over all client threads (each call \
+         an 8-byte header + body each way, back to back; one server thread); \
+         ratio = navette / faster MPI (above 1: navette is faster)\n"
+    );
+    let mut cases: Vec<(usize, usize)> = mine
+        .iter()
+        .filter_map(|r| Some((r.size, r.threads?)))
+        .collect();
+    cases.sort_unstable();
+    cases.dedup();
+    let get = |i: &str, (size, threads): (usize, usize)| {
+        mine.iter()
+            .find(|r| r.implementation == i && r.size == size && r.threads == Some(threads))
+            .and_then(|r| r.rate_per_s)
+            .filter(|v| *v > 0.0)
+    };
+    let tools: Vec<&str> = std::iter::once(imp::NAVETTE).chain(imp::MPIS).collect();
+    if cases.is_empty() {
+        text.push_str("not measured\n");
+    } else {
+        let _ = write!(text, "{:>7} {:>6}", "threads", "size");
+        for i in &tools {
+            let _ = write!(text, " {:>15}", format!("{i} calls/s"));
+        }
+        let _ = writeln!(text, " {:>18}", "navette/faster MPI");
+    }
+    for &case in &cases {
+        let _ = write!(text, "{:>7} {:>6}", case.1, ShortSize(case.0));
+        for i in &tools {
+            let cell = get(i, case).map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+            let _ = write!(text, " {cell:>15}");
+        }
+        let faster = imp::MPIS
+            .iter()
+            .filter_map(|&mpi| Some((get(mpi, case)?, mpi)))
+            .reduce(|a, b| if b.0 > a.0 { b } else { a });
+        let cell = match (get(imp::NAVETTE, case), faster) {
+            (Some(navette), Some((best, mpi))) => format!("{:.2} {mpi}", navette / best),
+            _ => "-".to_owned(),
+        };
+        let _ = writeln!(text, " {cell:>18}");
+    }
+    // One line per tool, kind and reason, with the thread counts it
+    // concerns.
+    let mut lines: Vec<(&str, &str, &str, Vec<String>)> = Vec::new();
+    for skip in skipped
+        .iter()
+        .filter(|s| s.pattern == pattern && s.transport == transport)
+    {
+        let kind = match skip.kind {
+            SkipKind::Unavailable => "not available",
+            SkipKind::Failed => "FAILED",
+        };
+        let threads = skip
+            .threads
+            .map_or_else(|| "all".to_owned(), |t| t.to_string());
+        let what = (skip.implementation.as_str(), kind, skip.reason.as_str());
+        match lines.iter_mut().find(|l| (l.0, l.1, l.2) == what) {
+            Some(line) => line.3.push(threads),
+            None => lines.push((what.0, what.1, what.2, vec![threads])),
+        }
+    }
+    for (tool, kind, reason, threads) in lines {
+        let _ = writeln!(
+            text,
+            "skipped {tool} ({kind}, threads {}): {reason}",
+            threads.join(", ")
+        );
+    }
+    for note in notes {
+        let _ = writeln!(text, "note: {note}");
+    }
     text
 }
 
@@ -487,6 +624,7 @@ mod tests {
             transport: "shm".into(),
             implementation: imp::NAVETTE.into(),
             segments: None,
+            threads: None,
             rails: None,
             strategy: None,
             kind: SkipKind::Unavailable,
@@ -536,6 +674,7 @@ mod tests {
             transport: "shm".into(),
             implementation: imp::MPICH.into(),
             segments: Some(16),
+            threads: None,
             rails: None,
             strategy: None,
             kind: SkipKind::Failed,
@@ -588,6 +727,7 @@ mod tests {
             transport: "tcp".into(),
             implementation: imp::NAVETTE.into(),
             segments: None,
+            threads: None,
             rails: Some("2".into()),
             strategy: Some("aggregate".into()),
             kind: SkipKind::Failed,
@@ -618,5 +758,136 @@ mod tests {
         assert!(text.contains("note: a note"), "{text}");
         let empty = render_multirail("shm", &records, &[], &[]);
         assert!(empty.ends_with("(tc tbf)\nnot measured\n"), "{empty}");
+    }
+
+    #[test]
+    fn rpc_table_starts_at_empty_arguments() {
+        let call = |imp: &str, size, lat| Record::new("rpc", "shm", imp, size, Some(lat), None);
+        let records = vec![
+            call(imp::NAVETTE, 0, 0.5),
+            call(imp::OPENMPI, 0, 0.25),
+            call(imp::MPICH, 0, 1.0),
+            call(imp::NAVETTE, 1 << 20, 100.0),
+            call(imp::MPICH, 1 << 20, 150.0),
+        ];
+        let view = View::new("rpc", "shm", &records);
+        assert_eq!(view.sizes, [0, 1 << 20]);
+        assert_eq!(view.speedup_vs_faster_mpi(0), Some((0.5, imp::OPENMPI)));
+        let text = render_vs_mpi(&view, &[], &[]);
+        assert!(text.contains("half a call's round trip"), "{text}");
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("0 "))
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "0", "0.500", "0.250", "1.000", "0.50", "2.00", "0.50", "openmpi"
+            ],
+            "{text}"
+        );
+        assert!(text.contains("1.50 mpich"), "{text}");
+    }
+
+    #[test]
+    fn migrate_table_has_a_row_per_tool() {
+        let records = vec![
+            Record::new("migrate", "tcp", imp::NAVETTE, 650, Some(4.0), None),
+            Record::new("migrate", "tcp", imp::OPENMPI, 650, Some(6.0), None),
+        ];
+        let skip = Skip {
+            pattern: "migrate".into(),
+            transport: "tcp".into(),
+            implementation: imp::MPICH.into(),
+            segments: None,
+            threads: None,
+            rails: None,
+            strategy: None,
+            kind: SkipKind::Failed,
+            sizes: vec![650],
+            reason: "it failed".into(),
+        };
+        let view = View::new("migrate", "tcp", &records);
+        let text = render_migrate(&view, &[skip], &["a note".into()]);
+        assert!(text.contains("650-byte task state"), "{text}");
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(3)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["navette", "4.000", "-"],
+                vec!["openmpi", "6.000", "1.50"],
+                vec!["mpich", "-", "-"]
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("against the faster MPI (openmpi): 1.50"),
+            "{text}"
+        );
+        assert!(
+            text.contains("skipped mpich (FAILED, 1 sizes): it failed"),
+            "{text}"
+        );
+        assert!(text.contains("note: a note"), "{text}");
+    }
+
+    #[test]
+    fn rpc_rate_table_per_thread_count() {
+        let rate = |imp: &str, threads, rate| Record {
+            threads: Some(threads),
+            rate_per_s: Some(rate),
+            ..Record::new("rpc_rate", "shm", imp, 0, None, None)
+        };
+        let records = vec![
+            rate(imp::NAVETTE, 1, 2_000_000.0),
+            rate(imp::OPENMPI, 1, 1_000_000.0),
+            rate(imp::MPICH, 1, 800_000.0),
+            rate(imp::OPENMPI, 16, 1_200_000.0),
+            rate(imp::MPICH, 16, 1_500_000.0),
+            rate(imp::NAVETTE, 4, 900_000.0),
+        ];
+        let skip = |threads| Skip {
+            pattern: "rpc_rate".into(),
+            transport: "shm".into(),
+            implementation: imp::NAVETTE.into(),
+            segments: None,
+            threads: Some(threads),
+            rails: None,
+            strategy: None,
+            kind: SkipKind::Unavailable,
+            sizes: vec![0],
+            reason: "navette bench has no pattern rpc_rate yet".into(),
+        };
+        let text = render_rpc_rate("shm", &records, &[skip(16), skip(64)], &[]);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(3)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["1", "0", "2000000", "1000000", "800000", "2.00", "openmpi"],
+                vec!["4", "0", "900000", "-", "-", "-"],
+                vec!["16", "0", "-", "1200000", "1500000", "-"]
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "skipped navette (not available, threads 16, 64): \
+                 navette bench has no pattern rpc_rate yet"
+            ),
+            "{text}"
+        );
+        let empty = render_rpc_rate("tcp", &records, &[], &[]);
+        assert!(empty.ends_with("is faster)\nnot measured\n"), "{empty}");
     }
 }

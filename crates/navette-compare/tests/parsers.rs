@@ -176,6 +176,7 @@ fn document_in_the_architecture_format() {
         transport: "shm".into(),
         implementation: "navette".into(),
         segments: None,
+        threads: None,
         rails: None,
         strategy: None,
         kind: SkipKind::Unavailable,
@@ -275,4 +276,71 @@ fn navette_multiseg_document() {
     assert_eq!(value["runs"][0]["segments"], 8);
     assert_eq!(value["runs"][0]["strategy"], "aggregate");
     assert_eq!(navette::parse(&doc.to_json()).unwrap(), records);
+}
+
+#[test]
+fn rpc_output_of_both_mpis() {
+    let sizes = [0, 64, 1024, 16 << 10, 256 << 10, 1 << 20];
+    for name in ["openmpi-rpc-shm.out", "mpich-rpc-tcp.out"] {
+        let figures = mpi::parse_rpc(&fixture(name)).unwrap();
+        let found: Vec<usize> = figures.iter().map(|f| f.size).collect();
+        assert_eq!(found, sizes, "{name}");
+        assert!(
+            figures
+                .iter()
+                .all(|f| f.latency_us.unwrap() > 0.0 && f.bandwidth_mbps.is_none()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        mpich::transports(&fixture("mpich-rpc-tcp.out")).as_deref(),
+        Some("tcp/lo")
+    );
+    // Neither migrate's nor rpc_rate's lines pass for rpc's.
+    assert!(mpi::parse_rpc(&fixture("openmpi-migrate-tcp.out")).is_err());
+    assert!(mpi::parse_rpc(&fixture("openmpi-rpc_rate-shm.out")).is_err());
+}
+
+#[test]
+fn migrate_output_of_both_mpis() {
+    for name in ["openmpi-migrate-tcp.out", "mpich-migrate-shm.out"] {
+        let figure = mpi::parse_migrate(&fixture(name)).unwrap();
+        assert_eq!(figure.size, 650, "{name}");
+        assert!(figure.latency_us.unwrap() > 0.0, "{name}");
+    }
+    assert_eq!(
+        mpich::transports(&fixture("mpich-migrate-shm.out")).as_deref(),
+        Some("sysv/memory cma/memory")
+    );
+    assert!(mpi::parse_migrate(&fixture("openmpi-rpc-shm.out")).is_err());
+}
+
+#[test]
+fn rpc_rate_output_of_both_mpis() {
+    for name in ["openmpi-rpc_rate-shm.out", "mpich-rpc_rate-tcp.out"] {
+        let out = fixture(name);
+        let figures = mpi::parse_rpc_rate(&out).unwrap();
+        let cases: Vec<(usize, usize)> = figures.iter().map(|f| (f.threads, f.size)).collect();
+        assert_eq!(cases, [(1, 0), (4, 0), (16, 0)], "{name}");
+        assert!(figures.iter().all(|f| f.rate_per_s > 0.0), "{name}");
+        assert_eq!(mpi::unavailable(&out), None, "{name}");
+    }
+    assert!(mpi::parse_rpc_rate(&fixture("mpich-rpc-tcp.out")).is_err());
+}
+
+#[test]
+fn rpc_rate_rows_in_the_document() {
+    let mut doc = Document::new("0.1.0".into());
+    doc.runs = vec![Record {
+        threads: Some(4),
+        rate_per_s: Some(1.5e6),
+        ..Record::new("rpc_rate", "shm", "openmpi", 0, None, None)
+    }];
+    let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
+    assert_eq!(
+        value["runs"][0],
+        serde_json::json!({ "pattern": "rpc_rate", "transport": "shm", "impl": "openmpi",
+                            "size": 0, "threads": 4, "rate_per_s": 1.5e6 })
+    );
+    assert_eq!(navette::parse(&doc.to_json()).unwrap(), doc.runs);
 }

@@ -1,7 +1,7 @@
 //! One module per communication pattern. A pattern runs, for one
 //! transport, navette and every peer that has that pattern, and returns
-//! the rows (plus what it skipped and why). Later patterns (rpc, migrate,
-//! rpc_rate) are one file each here and one arm in [`run`].
+//! the rows (plus what it skipped and why). The patterns compared with the
+//! two MPIs (multiseg, indexed, rpc, migrate, rpc_rate) share [`mpi`].
 
 pub mod mpi;
 pub mod multirail;
@@ -27,6 +27,18 @@ pub enum Pattern {
     /// namespaces, used together (strategies split and aggregate) and each
     /// alone.
     Multirail,
+    /// A remote call with an S-byte argument, two messages each way (an
+    /// 8-byte header holding S, then the body, received into memory chosen
+    /// after the header): one-way time, half a call's round trip.
+    Rpc,
+    /// A 650-byte task state shipped to the other rank, run there and
+    /// shipped back (after PM2's thread migration): time per migration,
+    /// half a round trip.
+    Migrate,
+    /// Back-to-back calls of rpc from T client threads at once to a
+    /// one-thread server: calls completed per second over all threads.
+    #[value(name = "rpc_rate", alias = "rpc-rate")]
+    RpcRate,
 }
 
 impl Pattern {
@@ -37,18 +49,33 @@ impl Pattern {
             Self::Multiseg => "multiseg",
             Self::Indexed => "indexed",
             Self::Multirail => "multirail",
+            Self::Rpc => "rpc",
+            Self::Migrate => "migrate",
+            Self::RpcRate => "rpc_rate",
         }
     }
 
     /// Sizes measured when `--sizes` is not given: per segment for
-    /// multiseg, the large block for indexed (as `navette bench`).
+    /// multiseg, the large block for indexed (as `navette bench`), the
+    /// argument (body) of a call for rpc and rpc_rate, the task state for
+    /// migrate (which always has this size).
     pub fn default_sizes(self) -> &'static str {
         match self {
             Self::Pingpong => crate::args::DEFAULT_SIZES,
             Self::Multirail => multirail::DEFAULT_SIZES,
             Self::Multiseg => navette_cli::bench::command::MULTISEG_SIZES,
             Self::Indexed => navette_cli::bench::command::INDEXED_SIZES,
+            Self::Rpc => mpi::RPC_SIZES,
+            Self::Migrate => mpi::MIGRATE_SIZES,
+            Self::RpcRate => mpi::RPC_RATE_SIZES,
         }
+    }
+
+    /// Whether a size of 0 bytes can be measured: an empty body is a call
+    /// like any other for rpc and rpc_rate (which draw no log-log plot);
+    /// the other patterns plot against size on a log scale.
+    pub fn takes_empty_messages(self) -> bool {
+        matches!(self, Self::Rpc | Self::RpcRate)
     }
 }
 
@@ -86,6 +113,8 @@ pub struct Context<'a> {
     pub sizes: &'a [usize],
     /// Segments per series (multiseg).
     pub segments: &'a [usize],
+    /// Client threads (rpc_rate).
+    pub threads: &'a [usize],
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
     /// Which of several rounds this is (it names the raw outputs), if
@@ -118,7 +147,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// Merges the outcome of another round: per implementation and size,
-    /// the lowest latency and the highest bandwidth of the two; a skip
+    /// the lowest latency and the highest bandwidth and rate of the two; a skip
     /// stays only for sizes no round measured; notes once each.
     pub fn keep_best(&mut self, other: Self) {
         for record in other.records {
@@ -127,6 +156,7 @@ impl Outcome {
                     kept.latency_us = best(kept.latency_us, record.latency_us, f64::min);
                     kept.bandwidth_mbps =
                         best(kept.bandwidth_mbps, record.bandwidth_mbps, f64::max);
+                    kept.rate_per_s = best(kept.rate_per_s, record.rate_per_s, f64::max);
                     if kept.strategy.is_none() {
                         kept.strategy = record.strategy;
                     }
@@ -172,21 +202,23 @@ impl Outcome {
         imp: &str,
         figures: &[Figure],
     ) {
-        self.push_series(ctx, pattern, imp, None, figures);
+        self.push_series(ctx, pattern, imp, &Group::plain(Vec::new()), figures);
     }
 
-    /// Adds `figures` of `imp` as rows of series of `segments` (if any).
+    /// Adds `figures` of `imp` as rows of `group`'s variant (segments per
+    /// series, threads), whatever the group's sizes.
     pub(crate) fn push_series(
         &mut self,
         ctx: &Context<'_>,
         pattern: Pattern,
         imp: &str,
-        segments: Option<usize>,
+        group: &Group,
         figures: &[Figure],
     ) {
         let (pattern, transport) = (pattern.name(), ctx.transport.name());
         self.records.extend(figures.iter().map(|f| Record {
-            segments,
+            segments: group.segments,
+            threads: group.threads,
             ..Record::new(
                 pattern,
                 transport,
@@ -210,10 +242,7 @@ impl Outcome {
     ) {
         self.push(ctx, pattern, imp, figures);
         let measured: Vec<usize> = figures.iter().map(|f| f.size).collect();
-        let group = Group {
-            segments: None,
-            sizes: ctx.sizes.to_vec(),
-        };
+        let group = Group::plain(ctx.sizes.to_vec());
         self.skip_missing(ctx, pattern, imp, &group, &measured, failure);
     }
 
@@ -228,7 +257,6 @@ impl Outcome {
         measured: &[usize],
         failure: Option<String>,
     ) {
-        let segments = group.segments;
         let missing: Vec<usize> = group
             .sizes
             .iter()
@@ -238,15 +266,7 @@ impl Outcome {
         if !missing.is_empty() {
             let reason =
                 failure.unwrap_or_else(|| "its output has no figure for these sizes".into());
-            self.skip_series(
-                ctx,
-                pattern,
-                imp,
-                segments,
-                SkipKind::Failed,
-                missing,
-                reason,
-            );
+            self.skip_series(ctx, pattern, imp, group, SkipKind::Failed, missing, reason);
         }
     }
 
@@ -260,18 +280,19 @@ impl Outcome {
         sizes: Vec<usize>,
         reason: String,
     ) {
-        self.skip_series(ctx, pattern, imp, None, kind, sizes, reason);
+        let plain = Group::plain(Vec::new());
+        self.skip_series(ctx, pattern, imp, &plain, kind, sizes, reason);
     }
 
-    /// Records that `imp` was not measured at `sizes` in series of
-    /// `segments` (if any).
+    /// Records that `imp` was not measured at `sizes` in `group`'s variant
+    /// (segments per series, threads), whatever the group's sizes.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn skip_series(
         &mut self,
         ctx: &Context<'_>,
         pattern: Pattern,
         imp: &str,
-        segments: Option<usize>,
+        group: &Group,
         kind: SkipKind,
         sizes: Vec<usize>,
         reason: String,
@@ -281,7 +302,8 @@ impl Outcome {
             pattern: pattern.name().to_owned(),
             transport: ctx.transport.name().to_owned(),
             implementation: imp.to_owned(),
-            segments,
+            segments: group.segments,
+            threads: group.threads,
             rails: None,
             strategy: None,
             kind,
@@ -299,13 +321,29 @@ impl Outcome {
 }
 
 /// Rows expected of every implementation: the sizes of series of
-/// `segments` (multiseg), or of plain messages.
+/// `segments` (multiseg), of calls from `threads` threads (rpc_rate), or of
+/// plain messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     /// Segments per series, for multiseg.
     pub segments: Option<usize>,
-    /// The rows' sizes (per segment for multiseg, both blocks for indexed).
+    /// Client threads, for rpc_rate.
+    pub threads: Option<usize>,
+    /// The rows' sizes (per segment for multiseg, both blocks for indexed,
+    /// a call's argument for rpc and rpc_rate, the task state for
+    /// migrate).
     pub sizes: Vec<usize>,
+}
+
+impl Group {
+    /// Plain messages of `sizes`.
+    pub fn plain(sizes: Vec<usize>) -> Self {
+        Self {
+            segments: None,
+            threads: None,
+            sizes,
+        }
+    }
 }
 
 /// The better of two optional figures by `pick`.
@@ -320,9 +358,12 @@ fn best(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64
 pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
     match pattern {
         Pattern::Pingpong => pingpong::run(ctx),
-        Pattern::Multiseg => mpi::run_multiseg(ctx),
-        Pattern::Indexed => mpi::run_indexed(ctx),
         Pattern::Multirail => multirail::run(ctx, 1),
+        Pattern::Multiseg
+        | Pattern::Indexed
+        | Pattern::Rpc
+        | Pattern::Migrate
+        | Pattern::RpcRate => mpi::run(ctx, pattern),
     }
 }
 
@@ -356,6 +397,7 @@ mod tests {
             transport: "shm".into(),
             implementation: imp.into(),
             segments: None,
+            threads: None,
             rails: None,
             strategy: None,
             kind: SkipKind::Failed,
@@ -415,10 +457,18 @@ mod tests {
             Ok(vec![Pattern::Pingpong, Pattern::Multiseg]),
             "trimmed, any case, each once"
         );
-        let err = parse_patterns("multiseg,rpc").unwrap_err();
+        let err = parse_patterns("multiseg,rcp").unwrap_err();
         assert!(
-            err.contains("\"rpc\"") && err.contains("known: pingpong"),
+            err.contains("\"rcp\"") && err.contains("known: pingpong"),
             "{err}"
+        );
+        assert!(
+            err.contains("multirail, rpc, migrate, rpc_rate"),
+            "the names of the output: {err}"
+        );
+        assert_eq!(
+            parse_patterns("rpc,migrate,rpc_rate,RPC-rate"),
+            Ok(vec![Pattern::Rpc, Pattern::Migrate, Pattern::RpcRate])
         );
         assert!(parse_patterns("").is_err());
         assert!(parse_patterns("multiseg,,indexed").is_err());
@@ -456,5 +506,47 @@ mod tests {
             ]
         );
         assert_eq!(kept.skipped, vec![missing(16)], "mpich's 8 came in round 2");
+    }
+
+    #[test]
+    fn rounds_keep_the_highest_rate_per_thread_count() {
+        let rate = |imp: &str, threads, rate| Record {
+            threads: Some(threads),
+            rate_per_s: Some(rate),
+            ..Record::new("rpc_rate", "shm", imp, 0, None, None)
+        };
+        let missing = |threads| Skip {
+            pattern: "rpc_rate".into(),
+            threads: Some(threads),
+            sizes: vec![0],
+            ..skip("openmpi", Vec::new())
+        };
+        let mut kept = Outcome {
+            records: vec![rate("navette", 1, 5.0e5), rate("navette", 4, 9.0e5)],
+            skipped: vec![missing(1), missing(4)],
+            notes: Vec::new(),
+        };
+        kept.keep_best(Outcome {
+            records: vec![
+                rate("navette", 1, 6.0e5),
+                rate("navette", 4, 8.0e5),
+                rate("openmpi", 4, 7.0e5),
+            ],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        });
+        assert_eq!(
+            kept.records,
+            vec![
+                rate("navette", 1, 6.0e5),
+                rate("navette", 4, 9.0e5),
+                rate("openmpi", 4, 7.0e5)
+            ]
+        );
+        assert_eq!(
+            kept.skipped,
+            vec![missing(1)],
+            "openmpi's 4 came in round 2"
+        );
     }
 }

@@ -6,7 +6,18 @@
 //!   is the one-way time of a whole series;
 //! - indexed: one message made of a 64-byte block and a large block
 //!   (256 KiB by default) in separate memory: pack/unpack in navette, an
-//!   hindexed datatype in MPI; the size is both blocks.
+//!   hindexed datatype in MPI; the size is both blocks;
+//! - rpc: a call with an S-byte argument (0, 64, 1K, 16K, 256K, 1M by
+//!   default), two messages each way: an 8-byte header holding S, then the
+//!   body, received into memory chosen after the header; the figure is half
+//!   a call's round trip;
+//! - migrate: a 650-byte task state shipped to the other rank, run there
+//!   and shipped back; the figure is the time of one migration (half a
+//!   round trip);
+//! - rpc_rate: T client threads (1, 4, 16 by default) making calls of rpc
+//!   back to back (argument of 0 bytes by default) to a one-thread server;
+//!   the figure is calls per second over all threads. An MPI without
+//!   `MPI_THREAD_MULTIPLE` is skipped as not available.
 //!
 //! In each round, navette (`navette bench PATTERN`), then Open MPI, then
 //! MPICH (`bench/mpi/PATTERN.c` built with each), over the same transport.
@@ -17,19 +28,29 @@ use super::{Context, Group, Outcome, Pattern};
 use crate::record::{Record, SkipKind, implementation as imp};
 use crate::runner::Output;
 use crate::tools::mpi::{self, Mpi};
-use crate::tools::{Figure, ParseError, navette};
+use crate::tools::{ParseError, navette};
 
-/// multiseg over `ctx.transport`.
-pub(super) fn run_multiseg(ctx: &mut Context<'_>) -> Outcome {
-    run(ctx, Pattern::Multiseg)
-}
+/// Default argument sizes of rpc: the body of a call (and of its reply).
+pub const RPC_SIZES: &str = "0,64,1K,16K,256K,1M";
 
-/// indexed over `ctx.transport`.
-pub(super) fn run_indexed(ctx: &mut Context<'_>) -> Outcome {
-    run(ctx, Pattern::Indexed)
-}
+/// The size of migrate's task state, in bytes.
+pub const MIGRATE_STATE: usize = 650;
 
-fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
+/// migrate's only size: the task state's (`--sizes` does not change it).
+pub const MIGRATE_SIZES: &str = "650";
+
+/// Default argument size of rpc_rate's calls.
+pub const RPC_RATE_SIZES: &str = "0";
+
+/// Default client thread counts of rpc_rate.
+pub const DEFAULT_THREADS: &str = "1,4,16";
+
+/// The most client threads of rpc_rate (as `bench/mpi/rpc_rate.c`).
+pub const MAX_THREADS: usize = 256;
+
+/// `pattern` (multiseg, indexed, rpc, migrate, rpc_rate) over
+/// `ctx.transport`.
+pub(super) fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
     let mut outcome = Outcome::default();
     let groups = groups(ctx, pattern);
     measure_navette(ctx, pattern, &groups, &mut outcome);
@@ -41,7 +62,8 @@ fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
 
 /// The rows every implementation should give: per segment count for
 /// multiseg; for indexed, the sizes of whole messages (the large blocks
-/// asked for, and the 64-byte block).
+/// asked for, and the 64-byte block); per thread count for rpc_rate; the
+/// task state's size for migrate.
 pub fn groups(ctx: &Context<'_>, pattern: Pattern) -> Vec<Group> {
     match pattern {
         Pattern::Multiseg => ctx
@@ -49,21 +71,27 @@ pub fn groups(ctx: &Context<'_>, pattern: Pattern) -> Vec<Group> {
             .iter()
             .map(|&segments| Group {
                 segments: Some(segments),
-                sizes: ctx.sizes.to_vec(),
+                ..Group::plain(ctx.sizes.to_vec())
             })
             .collect(),
-        Pattern::Indexed => vec![Group {
-            segments: None,
-            sizes: ctx
-                .sizes
+        Pattern::Indexed => vec![Group::plain(
+            ctx.sizes
                 .iter()
                 .map(|&large| large.saturating_add(navette_cli::bench::indexed::HEAD))
                 .collect(),
-        }],
-        Pattern::Pingpong | Pattern::Multirail => vec![Group {
-            segments: None,
-            sizes: ctx.sizes.to_vec(),
-        }],
+        )],
+        Pattern::RpcRate => ctx
+            .threads
+            .iter()
+            .map(|&threads| Group {
+                threads: Some(threads),
+                ..Group::plain(ctx.sizes.to_vec())
+            })
+            .collect(),
+        Pattern::Migrate => vec![Group::plain(vec![MIGRATE_STATE])],
+        Pattern::Pingpong | Pattern::Multirail | Pattern::Rpc => {
+            vec![Group::plain(ctx.sizes.to_vec())]
+        }
     }
 }
 
@@ -83,7 +111,7 @@ impl Turn<'_> {
                 ctx,
                 self.pattern,
                 self.name,
-                group.segments,
+                group,
                 kind,
                 group.sizes.clone(),
                 reason.to_owned(),
@@ -139,8 +167,14 @@ fn measure_navette(
     let request = navette::BenchRequest {
         pattern: pattern.name(),
         driver: ctx.transport.name(),
-        sizes: ctx.sizes,
+        // migrate's task state has its own size.
+        sizes: if pattern == Pattern::Migrate {
+            &[]
+        } else {
+            ctx.sizes
+        },
         segments: (pattern == Pattern::Multiseg).then_some(ctx.segments),
+        threads: (pattern == Pattern::RpcRate).then_some(ctx.threads),
         iterations: ctx.iterations,
         raw_tcp: false,
         json: &json,
@@ -152,6 +186,11 @@ fn measure_navette(
     let (records, failure) = match navette::read_run(&output, &json) {
         Ok(read) => read,
         Err((kind, reason)) => {
+            // A pattern navette bench does not have yet is not a failure.
+            let (kind, reason) = match navette::unknown_pattern(&output, pattern.name()) {
+                Some(why) => (SkipKind::Unavailable, why),
+                None => (kind, reason),
+            };
             turn.skip(ctx, outcome, kind, &reason);
             return;
         }
@@ -170,11 +209,29 @@ fn measure_navette(
         turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
+    let ours: Vec<Record> = records.iter().filter(mine).cloned().collect();
+    settle_groups(ctx, pattern, name, groups, &ours, failure, outcome);
+}
+
+/// Keeps the rows of `records` that each group expects, and skips the
+/// group's sizes that they lack (for `failure` if the tool failed).
+fn settle_groups(
+    ctx: &Context<'_>,
+    pattern: Pattern,
+    name: &str,
+    groups: &[Group],
+    records: &[Record],
+    failure: Option<String>,
+    outcome: &mut Outcome,
+) {
     for group in groups {
         let rows: Vec<Record> = records
             .iter()
-            .filter(mine)
-            .filter(|r| r.segments == group.segments && group.sizes.contains(&r.size))
+            .filter(|r| {
+                r.segments == group.segments
+                    && r.threads == group.threads
+                    && group.sizes.contains(&r.size)
+            })
             .cloned()
             .collect();
         let measured: Vec<usize> = rows.iter().map(|r| r.size).collect();
@@ -210,32 +267,46 @@ fn measure_mpi(
     let Some(output) = turn.run(ctx, outcome, &mut command) else {
         return;
     };
+    if let Some(reason) = refusal(name, &output) {
+        turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
+        return;
+    }
     let failure = (!output.success()).then(|| output.failure());
     if let Some(note) = mpi.transport_note(ctx.transport, &output) {
         outcome.note(format!("{name}: {note}"));
     }
-    let series = parse(pattern, &output.stdout);
-    let series = match series {
-        Ok(series) => series,
+    let records = match parse(pattern, &output.stdout) {
+        Ok(rows) => rows
+            .into_iter()
+            .map(|row| row.record(pattern, ctx.transport.name(), name))
+            .collect::<Vec<Record>>(),
         Err(e) => {
             let reason = failure.unwrap_or_else(|| e.to_string());
             turn.skip(ctx, outcome, SkipKind::Failed, &reason);
             return;
         }
     };
-    for group in groups {
-        let figures: Vec<Figure> = series
-            .iter()
-            .filter(|s| s.segments == group.segments && group.sizes.contains(&s.figure.size))
-            .map(|s| s.figure)
-            .collect();
-        outcome.push_series(ctx, pattern, name, group.segments, &figures);
-        let measured: Vec<usize> = figures.iter().map(|f| f.size).collect();
-        outcome.skip_missing(ctx, pattern, name, group, &measured, failure.clone());
+    settle_groups(ctx, pattern, name, groups, &records, failure, outcome);
+}
+
+/// Why an MPI program said it cannot run on this library (rpc_rate
+/// without `MPI_THREAD_MULTIPLE`: an `unavailable: …` line, exit status
+/// [`mpi::UNAVAILABLE`]), if it did.
+pub fn refusal(name: &str, output: &Output) -> Option<String> {
+    let said = mpi::unavailable(&output.stdout);
+    let status = output.status.and_then(|s| s.code());
+    match (said, status) {
+        (Some(why), _) => Some(format!("{name}: {why}")),
+        (None, Some(mpi::UNAVAILABLE)) => Some(format!(
+            "{name}: the program exited with status {} (not available with this library)",
+            mpi::UNAVAILABLE
+        )),
+        (None, _) => None,
     }
 }
 
-/// The MPI program's arguments: `[-i N] [-s SEGMENTS] SIZE…`.
+/// The MPI program's arguments: `[-i N] [-s SEGMENTS] [-t THREADS]
+/// SIZE…`; migrate's only `[-i N]`.
 pub fn program_args(ctx: &Context<'_>, pattern: Pattern) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(n) = ctx.iterations {
@@ -245,32 +316,213 @@ pub fn program_args(ctx: &Context<'_>, pattern: Pattern) -> Vec<String> {
         let segments: Vec<String> = ctx.segments.iter().map(usize::to_string).collect();
         args.extend(["-s".to_owned(), segments.join(",")]);
     }
-    args.extend(ctx.sizes.iter().map(usize::to_string));
+    if pattern == Pattern::RpcRate {
+        let threads: Vec<String> = ctx.threads.iter().map(usize::to_string).collect();
+        args.extend(["-t".to_owned(), threads.join(",")]);
+    }
+    if pattern != Pattern::Migrate {
+        args.extend(ctx.sizes.iter().map(usize::to_string));
+    }
     args
 }
 
-/// A figure and the segments of its series (none for indexed).
-struct Series {
+/// One row an MPI program printed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Row {
     segments: Option<usize>,
-    figure: Figure,
+    threads: Option<usize>,
+    size: usize,
+    latency_us: Option<f64>,
+    bandwidth_mbps: Option<f64>,
+    rate_per_s: Option<f64>,
 }
 
-fn parse(pattern: Pattern, stdout: &str) -> Result<Vec<Series>, ParseError> {
-    if pattern == Pattern::Multiseg {
-        Ok(mpi::parse_multiseg(stdout)?
+impl Row {
+    fn of(figure: crate::tools::Figure) -> Self {
+        Self {
+            segments: None,
+            threads: None,
+            size: figure.size,
+            latency_us: figure.latency_us,
+            bandwidth_mbps: figure.bandwidth_mbps,
+            rate_per_s: None,
+        }
+    }
+
+    fn record(self, pattern: Pattern, transport: &str, name: &str) -> Record {
+        Record {
+            segments: self.segments,
+            threads: self.threads,
+            rate_per_s: self.rate_per_s,
+            ..Record::new(
+                pattern.name(),
+                transport,
+                name,
+                self.size,
+                self.latency_us,
+                self.bandwidth_mbps,
+            )
+        }
+    }
+}
+
+fn parse(pattern: Pattern, stdout: &str) -> Result<Vec<Row>, ParseError> {
+    Ok(match pattern {
+        Pattern::Multiseg => mpi::parse_multiseg(stdout)?
             .into_iter()
-            .map(|s| Series {
+            .map(|s| Row {
                 segments: Some(s.segments),
-                figure: s.figure,
+                ..Row::of(s.figure)
             })
-            .collect())
-    } else {
-        Ok(mpi::parse_indexed(stdout)?
+            .collect(),
+        Pattern::Rpc => mpi::parse_rpc(stdout)?.into_iter().map(Row::of).collect(),
+        Pattern::Migrate => vec![Row::of(mpi::parse_migrate(stdout)?)],
+        Pattern::RpcRate => mpi::parse_rpc_rate(stdout)?
             .into_iter()
-            .map(|figure| Series {
+            .map(|f| Row {
                 segments: None,
-                figure,
+                threads: Some(f.threads),
+                size: f.size,
+                latency_us: None,
+                bandwidth_mbps: None,
+                rate_per_s: Some(f.rate_per_s),
             })
-            .collect())
+            .collect(),
+        Pattern::Indexed => mpi::parse_indexed(stdout)?
+            .into_iter()
+            .map(Row::of)
+            .collect(),
+        Pattern::Pingpong | Pattern::Multirail => {
+            return Err(ParseError::NoResult(
+                "no program of bench/mpi/ for this pattern",
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::path::PathBuf;
+    use std::process::ExitStatus;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::args::{Programs, Transport};
+    use crate::runner::Runner;
+
+    fn output(code: i32, stdout: &str) -> Output {
+        Output {
+            status: Some(ExitStatus::from_raw(code << 8)),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_mpi_without_thread_multiple_is_not_available() {
+        let said = output(
+            mpi::UNAVAILABLE,
+            "unavailable: MPI_THREAD_MULTIPLE not provided (provided: MPI_THREAD_SERIALIZED)\n",
+        );
+        assert_eq!(
+            refusal("mpich", &said).as_deref(),
+            Some("mpich: MPI_THREAD_MULTIPLE not provided (provided: MPI_THREAD_SERIALIZED)")
+        );
+        let silent = output(mpi::UNAVAILABLE, "");
+        assert!(
+            refusal("openmpi", &silent)
+                .unwrap()
+                .contains("exited with status 77"),
+        );
+        assert_eq!(refusal("openmpi", &output(1, "")), None);
+        assert_eq!(
+            refusal("openmpi", &output(0, "threads=1 size=0 rate_per_s=1\n")),
+            None
+        );
+    }
+
+    #[test]
+    fn arguments_and_rows_of_the_rpc_patterns() {
+        let raw = std::env::temp_dir().join(format!("navette-compare-mpi-{}", std::process::id()));
+        std::fs::create_dir_all(&raw).unwrap();
+        let mut runner = Runner::new(&raw, Duration::from_secs(1)).unwrap();
+        let programs = Programs {
+            navette: PathBuf::from("navette"),
+            navette_unbuilt: None,
+            mpi_pingpong: PathBuf::new(),
+            mpi_build: PathBuf::from("/b"),
+            floor: PathBuf::new(),
+            netns_rails: PathBuf::new(),
+        };
+        let ctx = Context {
+            runner: &mut runner,
+            programs,
+            transport: Transport::Tcp,
+            sizes: &[0, 64],
+            segments: &[8],
+            threads: &[1, 4],
+            iterations: Some(100),
+            round: None,
+        };
+        let args = |pattern| program_args(&ctx, pattern).join(" ");
+        assert_eq!(args(Pattern::Rpc), "-i 100 0 64");
+        assert_eq!(args(Pattern::Migrate), "-i 100");
+        assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
+        assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
+        assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);
+        assert_eq!(
+            groups(&ctx, Pattern::Migrate),
+            [Group::plain(vec![MIGRATE_STATE])]
+        );
+        let rate = groups(&ctx, Pattern::RpcRate);
+        assert_eq!(
+            rate.iter().map(|g| g.threads).collect::<Vec<_>>(),
+            [Some(1), Some(4)]
+        );
+        assert!(
+            rate.iter()
+                .all(|g| g.sizes == [0, 64] && g.segments.is_none())
+        );
+        // rpc_rate's lines become rows with threads and a rate; a thread
+        // count the program did not print is skipped.
+        let stdout = "threads=1 size=0 calls=100 seconds=0.0001 rate_per_s=1000000.0\n\
+                      threads=1 size=64 calls=100 seconds=0.0001 rate_per_s=900000.0\n\
+                      threads=4 size=0 calls=400 seconds=0.0004 rate_per_s=950000.0\n";
+        let records: Vec<Record> = parse(Pattern::RpcRate, stdout)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.record(Pattern::RpcRate, "tcp", "mpich"))
+            .collect();
+        let mut outcome = Outcome::default();
+        settle_groups(
+            &ctx,
+            Pattern::RpcRate,
+            "mpich",
+            &rate,
+            &records,
+            None,
+            &mut outcome,
+        );
+        assert_eq!(outcome.records.len(), 3);
+        assert_eq!(outcome.records[2].threads, Some(4));
+        assert_eq!(outcome.records[2].rate_per_s, Some(950_000.0));
+        assert_eq!(outcome.records[2].latency_us, None);
+        assert_eq!(outcome.skipped.len(), 1);
+        assert_eq!(
+            (outcome.skipped[0].threads, outcome.skipped[0].sizes.clone()),
+            (Some(4), vec![64])
+        );
+        let migrate = parse(
+            Pattern::Migrate,
+            "size=650 iterations=10 migrations=20 latency_us=0.5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            migrate[0].record(Pattern::Migrate, "tcp", "openmpi").size,
+            650
+        );
+        drop(ctx);
+        std::fs::remove_dir_all(&raw).unwrap();
     }
 }

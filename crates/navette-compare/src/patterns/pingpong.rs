@@ -108,6 +108,7 @@ fn measure_navette(ctx: &mut Context<'_>, outcome: &mut Outcome) {
         driver: ctx.transport.name(),
         sizes: ctx.sizes,
         segments: None,
+        threads: None,
         iterations: ctx.iterations,
         raw_tcp,
         json: &json,

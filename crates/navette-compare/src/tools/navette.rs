@@ -20,10 +20,13 @@ pub struct BenchRequest<'a> {
     /// The driver: `shm` or `tcp`.
     pub driver: &'a str,
     /// Sizes in bytes (per segment for multiseg, the large block for
-    /// indexed).
+    /// indexed, a call's argument for rpc and rpc_rate); empty: no
+    /// `--sizes` (migrate, whose task state has its own size).
     pub sizes: &'a [usize],
     /// Segments per series, for multiseg.
     pub segments: Option<&'a [usize]>,
+    /// Client threads, for rpc_rate (`--threads`).
+    pub threads: Option<&'a [usize]>,
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
     /// Add `--baseline raw-tcp`.
@@ -45,15 +48,21 @@ pub fn command(navette: &Path, request: &BenchRequest<'_>) -> Command {
         .env("NAVETTE_DRIVER", request.driver)
         .args(["run", "-n", "2", "--no-prefix", "--", "sh", "-c", &pin])
         .arg(navette)
-        .args(["bench", request.pattern, "--sizes", &sizes.join(",")])
-        .arg("--json")
-        .arg(request.json);
+        .args(["bench", request.pattern]);
+    if !sizes.is_empty() {
+        command.args(["--sizes", &sizes.join(",")]);
+    }
+    command.arg("--json").arg(request.json);
     if let Some(n) = request.iterations {
         command.args(["--iterations", &n.to_string()]);
     }
     if let Some(segments) = request.segments {
         let segments: Vec<String> = segments.iter().map(usize::to_string).collect();
         command.args(["--segments", &segments.join(",")]);
+    }
+    if let Some(threads) = request.threads {
+        let threads: Vec<String> = threads.iter().map(usize::to_string).collect();
+        command.args(["--threads", &threads.join(",")]);
     }
     if request.raw_tcp {
         command.args(["--baseline", "raw-tcp"]);
@@ -73,6 +82,24 @@ pub fn parse(json: &str) -> Result<Vec<Record>, ParseError> {
 /// expected skip rather than a failure.
 pub fn is_unavailable(output: &Output) -> bool {
     !output.success() && output.stderr.contains("not available")
+}
+
+/// Whether a failed run was refused because `navette bench` does not know
+/// `pattern` (yet): clap's `invalid value 'PATTERN'`; the reason to skip
+/// navette's rows for, if so.
+pub fn unknown_pattern(output: &Output, pattern: &str) -> Option<String> {
+    if output.success() {
+        return None;
+    }
+    let quoted = format!("'{pattern}'");
+    let line = output
+        .stderr
+        .lines()
+        .find(|l| l.contains("invalid value") && l.contains(&quoted))?;
+    Some(format!(
+        "navette bench has no pattern {pattern} yet ({})",
+        line.trim()
+    ))
 }
 
 /// The version of the navette binary (`navette --version`), or of this
@@ -131,6 +158,7 @@ mod tests {
             driver: "tcp",
             sizes: &[8, 4096],
             segments: None,
+            threads: None,
             iterations: Some(100),
             raw_tcp: true,
             json,
@@ -158,6 +186,7 @@ mod tests {
             driver: "shm",
             sizes: &[4, 64],
             segments: Some(&[8, 16]),
+            threads: None,
             iterations: None,
             raw_tcp: false,
             json: Path::new("m.json"),
@@ -167,5 +196,79 @@ mod tests {
             line.ends_with("navette bench multiseg --sizes 4,64 --json m.json --segments 8,16"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn rpc_command_lines() {
+        let request = BenchRequest {
+            pattern: "rpc_rate",
+            driver: "tcp",
+            sizes: &[0],
+            segments: None,
+            threads: Some(&[1, 4, 16]),
+            iterations: Some(50),
+            raw_tcp: false,
+            json: Path::new("r.json"),
+        };
+        let line = describe(&command(Path::new("navette"), &request));
+        assert!(
+            line.ends_with(
+                "navette bench rpc_rate --sizes 0 --json r.json --iterations 50 --threads 1,4,16"
+            ),
+            "{line}"
+        );
+        // migrate's task state has its own size: no --sizes.
+        let request = BenchRequest {
+            pattern: "migrate",
+            sizes: &[],
+            threads: None,
+            iterations: None,
+            ..request
+        };
+        let line = describe(&command(Path::new("navette"), &request));
+        assert!(
+            line.ends_with("navette bench migrate --json r.json"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn patterns_navette_bench_does_not_know() {
+        use std::os::unix::process::ExitStatusExt;
+        let refused = Output {
+            status: Some(std::process::ExitStatus::from_raw(2 << 8)),
+            stdout: String::new(),
+            stderr: "error: invalid value 'rpc_rate' for '<PATTERN>'\n  [possible values: \
+                     pingpong, stream, rpc, multiseg, indexed]\n"
+                .into(),
+        };
+        assert_eq!(
+            unknown_pattern(&refused, "rpc_rate").as_deref(),
+            Some(
+                "navette bench has no pattern rpc_rate yet \
+                 (error: invalid value 'rpc_rate' for '<PATTERN>')"
+            )
+        );
+        assert_eq!(unknown_pattern(&refused, "migrate"), None);
+        let ran = Output {
+            status: Some(std::process::ExitStatus::from_raw(0)),
+            ..refused
+        };
+        assert_eq!(unknown_pattern(&ran, "rpc_rate"), None);
+    }
+
+    #[test]
+    fn rpc_rate_rows() {
+        let json = r#"{"navette_version": "0.1.0", "runs": [
+            {"pattern": "rpc_rate", "transport": "shm", "impl": "navette",
+             "size": 0, "threads": 4, "rate_per_s": 812345.5},
+            {"pattern": "migrate", "transport": "shm", "impl": "navette",
+             "size": 650, "latency_us": 0.41}]}"#;
+        let records = parse(json).unwrap();
+        assert_eq!(records[0].threads, Some(4));
+        assert_eq!(records[0].rate_per_s, Some(812_345.5));
+        assert_eq!(records[0].latency_us, None);
+        assert_eq!(records[1].size, 650);
+        assert_eq!(records[1].latency_us, Some(0.41));
     }
 }

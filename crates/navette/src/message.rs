@@ -106,7 +106,7 @@ impl Node {
     }
 }
 
-impl<'a> Packing<'_, 'a> {
+impl<'n, 'a> Packing<'n, 'a> {
     /// Packs `data` with the given modes (see the [module docs](self)).
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
@@ -166,7 +166,13 @@ impl<'a> Packing<'_, 'a> {
 
     /// Sends what remains and waits until every piece has left the caller's
     /// memory; the first failed piece's error is returned.
-    pub fn end_packing(mut self) -> Result<()> {
+    pub fn end_packing(self) -> Result<()> {
+        self.end_later()?.wait()
+    }
+
+    /// Submits what remains without waiting: the returned [`Sent`] keeps
+    /// the borrowed pieces lent until it is waited for (or dropped).
+    pub(crate) fn end_later(mut self) -> Result<Sent<'n, 'a>> {
         let Some(last) = self.held.take() else {
             return Err(Error::EmptyMessage);
         };
@@ -189,10 +195,101 @@ impl<'a> Packing<'_, 'a> {
             }
         });
         core.out = None;
-        let submitted = std::mem::take(&mut core.submitted);
-        let outcomes = node.wait_ids(&submitted);
-        node.with_state(|s| lent.into_iter().for_each(|r| r.release(s)));
-        outcomes?.into_iter().try_for_each(|o| o.map(drop))
+        Ok(Sent {
+            node,
+            pieces: std::mem::take(&mut core.submitted),
+            lent,
+        })
+    }
+}
+
+/// A packed message whose pieces are submitted, some perhaps still being
+/// sent from the caller's memory, which stays lent until [`Sent::wait`]
+/// returns. Dropping it releases that memory at once: pieces not sent yet
+/// fail.
+#[derive(Debug)]
+pub(crate) struct Sent<'n, 'a> {
+    node: &'n Node,
+    pieces: Vec<ReqId>,
+    lent: Vec<Registration<'a>>,
+}
+
+impl Sent<'_, '_> {
+    /// Waits until every piece has left the caller's memory; the first
+    /// failed piece's error is returned.
+    pub(crate) fn wait(self) -> Result<()> {
+        self.wait_until(None).map(drop)
+    }
+
+    /// [`Self::wait`], giving up at `deadline` (if any): then `Ok(false)`,
+    /// and the memory is released as the value drops.
+    pub(crate) fn wait_until(mut self, deadline: Option<std::time::Instant>) -> Result<bool> {
+        let pieces = std::mem::take(&mut self.pieces);
+        let mut lent = Some(std::mem::take(&mut self.lent));
+        let what = || format!("{} pieces to leave", pieces.len());
+        let outcomes = self.node.wait_until(&what, |state| {
+            if let Some(outcomes) = state.take_all(&pieces) {
+                lent.take()
+                    .into_iter()
+                    .flatten()
+                    .for_each(|r| r.release(state));
+                return Some(Some(outcomes));
+            }
+            let late = deadline.is_some_and(|at| std::time::Instant::now() >= at);
+            late.then_some(None)
+        });
+        match outcomes? {
+            Some(outcomes) => outcomes
+                .into_iter()
+                .try_for_each(|o| o.map(drop))
+                .map(|()| true),
+            None => {
+                // Gave up: the pieces are forgotten, the memory released.
+                self.pieces = pieces;
+                self.lent = lent.unwrap_or_default();
+                Ok(false)
+            }
+        }
+    }
+
+    /// For a future: after a round of progress, whether every piece has
+    /// left (then as [`Self::wait`] would return); if not, `waker` is woken
+    /// when the first one still pending does.
+    pub(crate) fn poll(&mut self, waker: &std::task::Waker) -> Option<Result<()>> {
+        let pending = {
+            let mut state = self.node.core().lock();
+            state.collect();
+            self.pieces.iter().copied().find(|&r| !state.is_done(r))
+        };
+        match pending {
+            Some(req) => match self.node.poll_id(req, waker) {
+                Ok(false) => None,
+                Ok(true) => self.poll(waker),
+                Err(err) => Some(Err(err)),
+            },
+            None => Some(
+                Self {
+                    node: self.node,
+                    pieces: std::mem::take(&mut self.pieces),
+                    lent: std::mem::take(&mut self.lent),
+                }
+                .wait(),
+            ),
+        }
+    }
+}
+
+impl Drop for Sent<'_, '_> {
+    fn drop(&mut self) {
+        let pieces = std::mem::take(&mut self.pieces);
+        let lent = std::mem::take(&mut self.lent);
+        if pieces.is_empty() && lent.is_empty() {
+            return;
+        }
+        self.node.with_state(|s| {
+            pieces.into_iter().for_each(|r| s.detach(r));
+            lent.into_iter().for_each(|r| r.release(s));
+        });
     }
 }
 
@@ -271,7 +368,7 @@ impl<'a> Unpacking<'_, 'a> {
         let node = self.core.node;
         let key = self.core.key;
         let len = dest.len();
-        let (req, lent) = node.with_state(|s| {
+        let posted = node.with_state(|s| {
             let (range, lent) = node.lend_mut(s, dest);
             let spec = RecvPiece {
                 dest: Some(range),
@@ -281,20 +378,30 @@ impl<'a> Unpacking<'_, 'a> {
                 exact: true,
             };
             let State { engine, mem, .. } = &mut *s;
-            match engine.recv_piece(key, spec, mem) {
-                Ok(req) => {
-                    s.watch(req, None);
-                    Ok((req, lent))
-                }
+            let req = match engine.recv_piece(key, spec, mem) {
+                Ok(req) => req,
                 Err(err) => {
                     lent.release(s);
-                    Err(err)
+                    return Err(Error::from(err));
                 }
+            };
+            s.watch(req, None);
+            // A piece that has arrived lands at once: its outcome is
+            // taken under this lock, with no wait.
+            match s.take_all(&[req]) {
+                Some(mut outcome) => {
+                    lent.release(s);
+                    Ok(Err(outcome.pop().expect("one request")))
+                }
+                None => Ok(Ok((req, lent))),
             }
-        })?;
-        let outcome = node.wait_id(req);
-        node.with_state(|s| lent.release(s));
-        outcome?.0.map(drop)
+        });
+        let (req, lent) = match posted? {
+            Ok(waiting) => waiting,
+            Err(landed) => return landed.map(drop),
+        };
+        let mut outcome = node.wait_ids_releasing(&[req], vec![lent])?;
+        outcome.pop().expect("one request").map(drop)
     }
 
     /// Unpacks the next piece into `dest`, which stays borrowed until
@@ -361,9 +468,7 @@ impl<'a> Unpacking<'_, 'a> {
         };
         let mut ids = std::mem::take(&mut self.core.pieces);
         ids.push(end);
-        let outcomes = node.wait_ids(&ids);
-        node.with_state(|s| lent.into_iter().for_each(|r| r.release(s)));
-        let mut outcomes = outcomes?;
+        let mut outcomes = node.wait_ids_releasing(&ids, lent)?;
         let end_outcome = outcomes.pop().expect("the end request is last");
         let status = end_outcome?;
         outcomes.into_iter().try_for_each(|o| o.map(drop))?;

@@ -146,7 +146,7 @@ impl State {
     }
 
     /// Moves engine completions into their slots.
-    fn collect(&mut self) {
+    pub(crate) fn collect(&mut self) {
         while let Some(event) = self.engine.poll_event() {
             let Some(slot) = self.slots.get_mut(&event.req) else {
                 continue;
@@ -184,6 +184,20 @@ impl State {
         let buf = slot.region.and_then(|r| self.mem.remove(r));
         let outcome = slot.outcome.expect("checked above").map_err(Error::from);
         Some((outcome, buf))
+    }
+
+    /// Moves completions into their slots, then takes every one of `reqs`
+    /// if all are complete.
+    pub(crate) fn take_all(&mut self, reqs: &[ReqId]) -> Option<Vec<Result<Status>>> {
+        self.collect();
+        if !reqs.iter().all(|&r| self.is_done(r)) {
+            return None;
+        }
+        Some(
+            reqs.iter()
+                .map(|&r| self.take(r).expect("checked complete above").0)
+                .collect(),
+        )
     }
 
     /// Forgets a request nobody will wait for; its buffer is freed at completion.
@@ -374,9 +388,13 @@ impl Node {
 
     /// Runs `f` on the locked state, then marks the node as having work.
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let out = f(&mut self.core.lock());
+        let mut state = self.core.lock();
+        let out = f(&mut state);
+        let woken = state.take_woken();
+        drop(state);
         self.core.mark_dirty();
         self.core.driver.wake();
+        wake_all(woken);
         out
     }
 
@@ -570,16 +588,23 @@ impl Node {
         outcome
     }
 
-    /// Waits for all of `reqs`; returns their outcomes in order.
-    pub(crate) fn wait_ids(&self, reqs: &[ReqId]) -> Result<Vec<Result<Status>>> {
+    /// Waits for all of `reqs`; returns their outcomes in order, and
+    /// releases `lent` under the lock that takes them (or, if waiting
+    /// fails, as it drops).
+    pub(crate) fn wait_ids_releasing(
+        &self,
+        reqs: &[ReqId],
+        lent: Vec<Registration<'_>>,
+    ) -> Result<Vec<Result<Status>>> {
+        let mut lent = Some(lent);
         self.wait_until(&|| format!("{} requests", reqs.len()), |state| {
-            reqs.iter().all(|&r| state.is_done(r)).then_some(())
-        })?;
-        let mut state = self.core.lock();
-        Ok(reqs
-            .iter()
-            .map(|&r| state.take(r).expect("all done").0)
-            .collect())
+            let outcomes = state.take_all(reqs)?;
+            lent.take()
+                .into_iter()
+                .flatten()
+                .for_each(|r| r.release(state));
+            Some(outcomes)
+        })
     }
 
     /// Lends caller memory, read-only, to the engine for one blocking call.

@@ -31,6 +31,10 @@ struct Services {
     migrate: ServiceName,
     /// Calls served by the rpc handler.
     served: AtomicU64,
+    /// Calls the rpc handler will have served at the end of the current
+    /// case (a count from the start: the dispatcher may serve the next
+    /// case's first call before the current case's serving loop looks).
+    expected: AtomicU64,
     /// Bodies the rpc handler received into (reused, as MPI's program
     /// reuses its buffer: no allocation is timed).
     bodies: Mutex<Vec<Vec<u8>>>,
@@ -57,6 +61,7 @@ fn services(node: &Node) -> Result<&'static Services, BenchError> {
         rpc: ServiceName::new(RPC),
         migrate: ServiceName::new(MIGRATE),
         served: AtomicU64::new(0),
+        expected: AtomicU64::new(0),
         bodies: Mutex::new(Vec::new()),
         arrived: Mutex::new(VecDeque::new()),
         free_states: Mutex::new(Vec::new()),
@@ -130,8 +135,11 @@ fn call_rpc(
     Ok(())
 }
 
-/// Serves until `target` rpc calls in all have been served.
-fn serve(node: &Node, services: &Services, target: u64) -> navette::Result<()> {
+/// Serves until `calls` more rpc calls than the cases before expected
+/// have been served.
+fn serve(node: &Node, services: &Services, calls: u32) -> navette::Result<()> {
+    let calls = u64::from(calls);
+    let target = services.expected.fetch_add(calls, Ordering::AcqRel) + calls;
     node.serve_until(|| services.served.load(Ordering::Acquire) >= target)
 }
 
@@ -145,8 +153,7 @@ pub(super) fn navette_rpc(
 ) -> Result<Duration, BenchError> {
     let services = services(node)?;
     if role == Role::Server {
-        let target = services.served.load(Ordering::Acquire) + u64::from(warm + count);
-        serve(node, services, target)?;
+        serve(node, services, warm + count)?;
         return Ok(Duration::ZERO);
     }
     let peer = role.peer(node).peer;
@@ -174,8 +181,7 @@ pub(super) fn navette_rpc_rate(
 ) -> Result<Duration, BenchError> {
     let services = services(node)?;
     if role == Role::Server {
-        let target = services.served.load(Ordering::Acquire) + u64::from(warm + count);
-        serve(node, services, target)?;
+        serve(node, services, warm + count)?;
         return Ok(Duration::ZERO);
     }
     let peer = role.peer(node).peer;

@@ -11,6 +11,7 @@ use navette_core::{Rank, SendMode, Source, TagMatch};
 
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{RpcError, ServiceName};
+use crate::message::Sent;
 use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
 /// A call awaiting its reply: [`Self::test`], [`Self::wait`], or `.await`
@@ -19,15 +20,18 @@ use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking
 /// brings its reply). Dropping it abandons the call: its reply, when it
 /// comes, is dropped.
 #[must_use = "a call's outcome is known only by waiting for its reply"]
-pub struct CallRequest<'n> {
+pub struct CallRequest<'n, 'a> {
     node: &'n Node,
     peer: Rank,
     service: ServiceName,
+    /// The arguments, while some may still be leaving the caller's memory
+    /// (borrowed until then).
+    sending: Option<Sent<'n, 'a>>,
     reply: Option<Unpacking<'n, 'static>>,
     deadline: Option<(Instant, Duration)>,
 }
 
-impl fmt::Debug for CallRequest<'_> {
+impl fmt::Debug for CallRequest<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallRequest")
             .field("peer", &self.peer)
@@ -64,15 +68,16 @@ impl<'n> Reply<'n> {
 }
 
 impl Node {
-    /// Calls `service` at rank `peer` with the arguments `pack` packs, and
-    /// returns once they have left the caller's memory (CHEAPER pieces are
-    /// sent from it). The reply is awaited through the returned request.
+    /// Calls `service` at rank `peer` with the arguments `pack` packs,
+    /// without blocking: the returned request borrows what was packed
+    /// CHEAPER until its arguments have left (by rendezvous, when the
+    /// handler takes them) and its reply has come.
     pub fn call<'a>(
         &self,
         peer: Rank,
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
-    ) -> Result<CallRequest<'_>> {
+    ) -> Result<CallRequest<'_, 'a>> {
         let service = service.into();
         let call = self.rpc().next_call();
         // The reply's receive is posted before the call leaves: a reply
@@ -82,23 +87,15 @@ impl Node {
             source: Source::Rank(peer),
         };
         let reply = self.begin_unpacking(from, TagMatch::exact(wire::reply_tag(call)))?;
-        let request = CallRequest {
+        let sending = self.send_call(peer, &service, call, false, pack)?;
+        Ok(CallRequest {
             node: self,
             peer,
             service,
+            sending: Some(sending),
             reply: Some(reply),
             deadline: None,
-        };
-        match self.send_call(peer, &request.service, call, false, pack) {
-            Ok(()) => Ok(request),
-            // A server that refused the arguments (no such service) says
-            // why in its reply; a dead one fails the reply's receive too.
-            Err(sent @ Error::Request(_)) => match request.wait() {
-                Err(err @ Error::Rpc(_)) => Err(err),
-                _ => Err(sent),
-            },
-            Err(sent) => Err(sent),
-        }
+        })
     }
 
     /// Calls `service` at rank `peer` with no reply: returns once the
@@ -111,7 +108,8 @@ impl Node {
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<()> {
         let call = self.rpc().next_call();
-        self.send_call(peer, &service.into(), call, true, pack)
+        self.send_call(peer, &service.into(), call, true, pack)?
+            .wait()
     }
 
     fn send_call<'a>(
@@ -121,7 +119,7 @@ impl Node {
         call: u64,
         one_way: bool,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Sent<'_, 'a>> {
         let header = CallHeader {
             service: service.id(),
             call,
@@ -131,11 +129,11 @@ impl Node {
         let mut msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
         msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
         pack(&mut msg)?;
-        msg.end_packing()
+        msg.end_later()
     }
 }
 
-impl<'n> CallRequest<'n> {
+impl<'n> CallRequest<'n, '_> {
     /// Fails the call with [`RpcError::DeadlineExceeded`] if its reply has
     /// not come `after` from now.
     pub fn timeout(mut self, after: Duration) -> Self {
@@ -157,9 +155,18 @@ impl<'n> CallRequest<'n> {
         }
     }
 
-    /// Waits for the reply; a failure at the server is an
-    /// [`RpcError`], a dead server [`crate::RequestError::PeerUnreachable`].
+    /// Waits for the arguments to leave and the reply to come; a failure
+    /// at the server is an [`RpcError`], a dead server
+    /// [`crate::RequestError::PeerUnreachable`].
     pub fn wait(mut self) -> Result<Reply<'n>> {
+        if let Some(sending) = self.sending.take() {
+            match sending.wait_until(self.deadline.map(|(at, _)| at)) {
+                Ok(true) => {}
+                Ok(false) => return Err(self.abandon()),
+                Err(sent @ Error::Request(_)) => return Err(self.why_not_sent(sent)),
+                Err(other) => return Err(other),
+            }
+        }
         if let Some(req) = self.match_request() {
             let late = match self.deadline {
                 None => {
@@ -181,6 +188,17 @@ impl<'n> CallRequest<'n> {
             }
         }
         self.finish()
+    }
+
+    /// The error of a call whose arguments failed to leave: a server that
+    /// refused them (no such service) says why in its reply, and a dead
+    /// one fails the reply's receive too.
+    fn why_not_sent(mut self, sent: Error) -> Error {
+        self.deadline = None;
+        match self.wait() {
+            Err(err @ Error::Rpc(_)) => err,
+            _ => sent,
+        }
     }
 
     fn describe(&self) -> String {
@@ -215,10 +233,12 @@ impl<'n> CallRequest<'n> {
     fn finish(&mut self) -> Result<Reply<'n>> {
         let mut msg = self.reply.take().expect("a call's reply is read once");
         let peer = self.peer;
-        // The match's own failure first (a lost peer), not the piece's.
-        msg.status()?;
         let mut raw = [0u8; ReplyHeader::LEN];
-        msg.unpack_express(&mut raw, SendMode::Safer)?;
+        if let Err(err) = msg.unpack_express(&mut raw, SendMode::Safer) {
+            // The match's own failure (a lost peer) says more than the
+            // piece's.
+            return Err(msg.status().err().unwrap_or(err));
+        }
         let header =
             ReplyHeader::decode(&raw).map_err(|source| RpcError::Malformed { peer, source })?;
         let service = self.service.to_string();
@@ -241,7 +261,7 @@ impl<'n> CallRequest<'n> {
     }
 }
 
-impl CallRequest<'_> {
+impl CallRequest<'_, '_> {
     /// Abandons the reply's receive; if the reply may still come, the
     /// node's progress drops it when it does.
     fn give_up(&mut self) {
@@ -253,7 +273,7 @@ impl CallRequest<'_> {
     }
 }
 
-impl Drop for CallRequest<'_> {
+impl Drop for CallRequest<'_, '_> {
     fn drop(&mut self) {
         self.give_up();
     }
@@ -269,26 +289,51 @@ fn read_detail(mut msg: Unpacking<'_, '_>, len: u32) -> Result<String> {
     Ok(String::from_utf8_lossy(&text).into_owned())
 }
 
-impl<'n> Future for CallRequest<'n> {
+impl<'n> Future for CallRequest<'n, '_> {
     type Output = Result<Reply<'n>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         assert!(this.reply.is_some(), "a call polled after it completed");
+        if let Some(sending) = &mut this.sending {
+            match sending.poll(cx.waker()) {
+                None if this.is_late() => return Poll::Ready(Err(this.abandon())),
+                None => return this.pending(cx),
+                Some(Ok(())) => this.sending = None,
+                Some(Err(sent @ Error::Request(_))) => {
+                    this.sending = None;
+                    let reply = this.reply.take();
+                    let rest = CallRequest {
+                        node: this.node,
+                        peer: this.peer,
+                        service: this.service.clone(),
+                        sending: None,
+                        reply,
+                        deadline: None,
+                    };
+                    return Poll::Ready(Err(rest.why_not_sent(sent)));
+                }
+                Some(Err(other)) => return Poll::Ready(Err(other)),
+            }
+        }
         if let Some(req) = this.match_request() {
             match this.node.poll_id(req, cx.waker()) {
                 Err(err) => return Poll::Ready(Err(err)),
                 Ok(true) => {}
                 Ok(false) if this.is_late() => return Poll::Ready(Err(this.abandon())),
-                Ok(false) => {
-                    // No timer wakes a deadline: poll again.
-                    if this.deadline.is_some() {
-                        cx.waker().wake_by_ref();
-                    }
-                    return Poll::Pending;
-                }
+                Ok(false) => return this.pending(cx),
             }
         }
         Poll::Ready(this.finish())
+    }
+}
+
+impl CallRequest<'_, '_> {
+    fn pending<T>(&self, cx: &Context<'_>) -> Poll<T> {
+        // No timer wakes a deadline: poll again.
+        if self.deadline.is_some() {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     }
 }

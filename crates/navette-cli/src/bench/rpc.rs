@@ -143,6 +143,21 @@ fn serve(node: &Node, services: &Services, calls: u32) -> navette::Result<()> {
     node.serve_until(|| services.served.load(Ordering::Acquire) >= target)
 }
 
+/// The server serves a case's `calls` (then `None`: it times nothing);
+/// the client gets the services and the server's rank.
+fn client_side(
+    node: &Node,
+    role: Role,
+    calls: u32,
+) -> Result<Option<(&'static Services, Rank)>, BenchError> {
+    let services = services(node)?;
+    if role == Role::Server {
+        serve(node, services, calls)?;
+        return Ok(None);
+    }
+    Ok(Some((services, role.peer(node).peer)))
+}
+
 /// One-way time of an RPC round trip with a `size`-byte body.
 pub(super) fn navette_rpc(
     node: &Node,
@@ -151,12 +166,9 @@ pub(super) fn navette_rpc(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let services = services(node)?;
-    if role == Role::Server {
-        serve(node, services, warm + count)?;
+    let Some((services, peer)) = client_side(node, role, warm + count)? else {
         return Ok(Duration::ZERO);
-    }
-    let peer = role.peer(node).peer;
+    };
     let body = payload(size);
     let mut back = Vec::with_capacity(size);
     let elapsed = super::time_rounds(warm, count, || {
@@ -179,12 +191,9 @@ pub(super) fn navette_rpc_rate(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let services = services(node)?;
-    if role == Role::Server {
-        serve(node, services, warm + count)?;
+    let Some((services, peer)) = client_side(node, role, warm + count)? else {
         return Ok(Duration::ZERO);
-    }
-    let peer = role.peer(node).peer;
+    };
     let body = payload(size);
     let mut back = Vec::with_capacity(size);
     for _ in 0..warm {

@@ -59,6 +59,22 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Sends the whole small message `out` (not started) at once, in one
+    /// packet and without requests, if the driver can put it on its rail
+    /// to the peer right now (see
+    /// [`navette_core::Engine::can_send_message_now`]): `true` when it has
+    /// left the caller's memory (then `out` is ended), `false` to go the
+    /// usual way. The default never does.
+    fn send_message_now(
+        &self,
+        node: &NodeCore,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+    ) -> bool {
+        let _ = (node, out, pieces);
+        false
+    }
+
     /// The driver's own counters, by name (bytes it copied among them),
     /// for the node's statistics. The default has none.
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -246,6 +262,26 @@ impl<'a> DriverPort<'a> {
         self.state
             .engine
             .send_tagged_now(gate.channel, gate.peer, tag, data, out);
+    }
+
+    /// See [`navette_core::Engine::can_send_message_now`].
+    pub fn can_send_message_now(
+        &mut self,
+        out: &navette_core::OutMsg,
+        rail: RailId,
+        lens: &[usize],
+    ) -> bool {
+        self.state.engine.can_send_message_now(out, rail, lens)
+    }
+
+    /// See [`navette_core::Engine::send_message_now`].
+    pub fn send_message_now(
+        &mut self,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+        packet: &mut [u8],
+    ) {
+        self.state.engine.send_message_now(out, pieces, packet);
     }
 
     /// The memory that rendezvous data lands in, writable.

@@ -4,8 +4,11 @@
 //!
 //! - [`Packing::pack`] with SAFER copies at once; with LATER or CHEAPER the
 //!   slice stays borrowed by the message (`'a`) until [`Packing::end_packing`]
-//!   returns. A small CHEAPER piece is copied (the engine's choice: it then
-//!   leaves at once); a large one is sent from the caller's memory.
+//!   returns. A small CHEAPER piece is copied (the engine's choice); a
+//!   large one is sent from the caller's memory.
+//! - Pieces leave at `end_packing`: a message of small pieces then goes in
+//!   one packet — over shared memory, written straight into the peer's
+//!   ring when its rail is idle, with no request at all.
 //! - [`Packing::pack_later`] takes cells: the caller may still change the
 //!   bytes until `end_packing`, which reads them.
 //! - [`Unpacking::unpack_express`] fills its destination before returning;
@@ -23,7 +26,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use navette_core::{MemRef, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
+use navette_core::{MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
 
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
@@ -140,28 +143,43 @@ impl<'n, 'a> Packing<'n, 'a> {
         Ok(())
     }
 
-    /// The previous piece leaves once the next one shows it was not the last.
+    /// The previous piece is kept with the others once the next one shows
+    /// it was not the last.
     fn push(&mut self, piece: OutPiece<'a>) {
         if let Some(previous) = self.held.replace(piece) {
-            self.emit(previous, false);
+            self.deferred.push((previous, false));
         }
     }
 
-    /// Submits a copied piece at once unless a borrowed one waits before
-    /// it (order is the pack order); others wait for `end_packing`.
-    fn emit(&mut self, piece: OutPiece<'a>, last: bool) {
-        match piece.data {
-            OutData::Copy(buf) if self.deferred.is_empty() => {
-                let core = &mut self.core;
-                let out = core.out.as_mut().expect("an open message has its OutMsg");
-                let req = core.node.with_state(|s| {
-                    let range = s.mem.insert_owned(buf);
-                    submit(s, out, range, (piece.send, piece.recv), last, true)
-                });
-                core.submitted.push(req);
-            }
-            _ => self.deferred.push((piece, last)),
+    /// Sends the whole message at once if the driver can (every piece a
+    /// copy, all in one packet of an idle rail): `true` when it has left.
+    fn try_send_now(&mut self) -> bool {
+        const MOST: usize = 8;
+        let count = self.deferred.len();
+        if count > MOST {
+            return false;
         }
+        let mut pieces = [NowPiece {
+            data: &[],
+            send: SendMode::Safer,
+            recv: ReceiveMode::Express,
+        }; MOST];
+        for (now, (piece, _)) in pieces.iter_mut().zip(&self.deferred) {
+            let OutData::Copy(buf) = &piece.data else {
+                return false;
+            };
+            *now = NowPiece {
+                data: buf,
+                send: piece.send,
+                recv: piece.recv,
+            };
+        }
+        let core = &mut self.core;
+        let Some(out) = core.out.as_mut() else {
+            return false;
+        };
+        let node = core.node.core();
+        node.driver().send_message_now(node, out, &pieces[..count])
     }
 
     /// Sends what remains and waits until every piece has left the caller's
@@ -176,8 +194,16 @@ impl<'n, 'a> Packing<'n, 'a> {
         let Some(last) = self.held.take() else {
             return Err(Error::EmptyMessage);
         };
-        self.emit(last, true);
+        self.deferred.push((last, true));
         let node = self.core.node;
+        if self.try_send_now() {
+            self.core.out = None;
+            return Ok(Sent {
+                node,
+                pieces: Vec::new(),
+                lent: Vec::new(),
+            });
+        }
         let mut lent: Vec<Registration<'a>> = Vec::new();
         let deferred = std::mem::take(&mut self.deferred);
         let core = &mut self.core;
@@ -224,6 +250,10 @@ impl Sent<'_, '_> {
     /// [`Self::wait`], giving up at `deadline` (if any): then `Ok(false)`,
     /// and the memory is released as the value drops.
     pub(crate) fn wait_until(mut self, deadline: Option<std::time::Instant>) -> Result<bool> {
+        if self.pieces.is_empty() && self.lent.is_empty() {
+            // Sent at once.
+            return Ok(true);
+        }
         let pieces = std::mem::take(&mut self.pieces);
         let mut lent = Some(std::mem::take(&mut self.lent));
         let what = || format!("{} pieces to leave", pieces.len());
@@ -320,6 +350,33 @@ fn lend<'a>(
 ) -> (MemRef, bool) {
     lent.push(registration);
     (range, false)
+}
+
+impl Drop for Packing<'_, '_> {
+    fn drop(&mut self) {
+        // Pieces leave at `end_packing`, so an abandoned message has sent
+        // nothing: its first piece goes now (a copy), so that the abort
+        // `PackingCore` sends reaches a started message and the receiver
+        // gets an error rather than waiting for it.
+        let Some(piece) = self.deferred.first().map(|(p, _)| p).or(self.held.as_ref()) else {
+            return;
+        };
+        let core = &mut self.core;
+        let Some(out) = core.out.as_mut().filter(|out| !out.started()) else {
+            return;
+        };
+        let data = match &piece.data {
+            OutData::Copy(buf) => buf.clone(),
+            OutData::Borrowed(data) => data.to_vec(),
+            OutData::Cells(cells) => cells.iter().map(Cell::get).collect(),
+        };
+        let modes = (piece.send, piece.recv);
+        let req = core.node.with_state(|s| {
+            let range = s.mem.insert_owned(data);
+            submit(s, out, range, modes, false, true)
+        });
+        core.submitted.push(req);
+    }
 }
 
 impl Drop for PackingCore<'_> {

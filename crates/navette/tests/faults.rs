@@ -71,25 +71,36 @@ fn a_blocked_madeleine_exchange_ends_with_an_error() {
     let cluster = three_ranks();
     let (a, b) = (cluster.node(0), cluster.node(1));
     let link = cluster.links_between(0, 1)[0];
+    let cut = std::sync::atomic::AtomicBool::new(false);
+    let big = vec![2u8; 100_000]; // above the rendezvous threshold
     std::thread::scope(|s| {
         let receiver = s.spawn(|| {
             let mut msg = b.begin_unpacking(b.gate(0), 7u64)?;
             let mut head = [0u8; 8];
             msg.unpack_express(&mut head, SendMode::Safer)?;
-            // The second piece never comes: the link is cut first.
-            msg.unpack_express(&mut head, SendMode::Safer)?;
+            while !cut.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // The second piece's data never comes: the link is cut first.
+            let mut body = vec![0u8; 100_000];
+            msg.unpack_express(&mut body, SendMode::Cheaper)?;
             msg.end_unpacking()
         });
-        let head = [1u8; 8];
-        let mut msg = a.begin_packing(a.gate(1), 7).unwrap();
-        msg.pack_safer(&head, ReceiveMode::Express).unwrap();
-        msg.pack_safer(&head, ReceiveMode::Express).unwrap();
-        // The first piece leaves at the second pack; let it arrive.
+        let sender = s.spawn(|| {
+            let head = [1u8; 8];
+            let mut msg = a.begin_packing(a.gate(1), 7)?;
+            msg.pack_safer(&head, ReceiveMode::Express)?;
+            msg.pack(&big, SendMode::Cheaper, ReceiveMode::Express)?;
+            // The first piece and the second's rendezvous request leave;
+            // its data waits for the receiver.
+            msg.end_packing()
+        });
         while !first_piece_delivered(&cluster, link) {
-            a.progress().unwrap();
+            std::thread::yield_now();
         }
         cluster.cut(link);
-        assert_eq!(request_error(msg.end_packing()), unreachable(1));
+        cut.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(request_error(sender.join().unwrap()), unreachable(1));
         let err = request_error(receiver.join().unwrap());
         let root = match err {
             RequestError::MessageFailed(inner) => *inner,

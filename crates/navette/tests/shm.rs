@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{check, pattern};
 use navette::shm::{CopyMode, ShmConfig, ShmDriver};
-use navette::{Node, NodeConfig, RecvFrom, RuntimeConfig, init_shm};
+use navette::{Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, init_shm};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
 
@@ -311,6 +311,56 @@ fn cells_a_waiting_receive_does_not_take_go_the_usual_way_in_order() {
             check(&other[..got.len], 64, round);
         }
     });
+}
+
+/// Small Madeleine messages leave whole, in one packet written straight
+/// into the peer's ring with no request; interleaved with tagged messages
+/// and with messages too large for it, everything arrives intact and in
+/// order.
+#[test]
+fn small_messages_leave_whole_at_once_and_in_order() {
+    const ROUNDS: u64 = 100;
+    let stats = run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        for round in 0..ROUNDS {
+            // A large piece takes the usual way every tenth round.
+            let body_len = if round % 10 == 9 { 4 << 20 } else { 100 };
+            let body = pattern(body_len, round);
+            let head = (body_len as u64).to_le_bytes();
+            if (node.rank() == 0) == (round % 2 == 0) {
+                let mut msg = node.begin_packing(peer, 3).expect("begin");
+                msg.pack(&head, SendMode::Safer, ReceiveMode::Express)
+                    .expect("pack");
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .expect("pack");
+                msg.pack_safer(b"end", ReceiveMode::Express).expect("pack");
+                msg.end_packing().expect("end");
+                // Not a send at once itself (only messages are counted).
+                let sent = node.isend(peer, 4, round.to_le_bytes().to_vec());
+                sent.expect("isend").wait().expect("sent");
+            } else {
+                let mut msg = node.begin_unpacking(peer, 3u64).expect("begin");
+                let mut len = [0u8; 8];
+                msg.unpack_express(&mut len, SendMode::Safer).expect("head");
+                let mut got = vec![0u8; u64::from_le_bytes(len) as usize];
+                msg.unpack_cheaper(&mut got, SendMode::Cheaper)
+                    .expect("body");
+                let mut end = [0u8; 3];
+                msg.unpack_express(&mut end, SendMode::Safer).expect("end");
+                msg.end_unpacking().expect("end_unpacking");
+                check(&got, body_len, round);
+                assert_eq!(&end, b"end");
+                let mut tagged = [0u8; 8];
+                node.recv(peer, 4, &mut tagged).expect("recv");
+                assert_eq!(u64::from_le_bytes(tagged), round);
+            }
+        }
+        driver.stats()
+    });
+    // Rank 0 sent 50 small messages, rank 1 45 small and 5 large ones;
+    // the first one at least found its rail idle.
+    assert!((1..=50).contains(&stats[0].sent_at_once), "{stats:?}");
+    assert!((1..=45).contains(&stats[1].sent_at_once), "{stats:?}");
 }
 
 /// `Node::bytes_copied` counts Navette's copies, not the kernel's: a

@@ -42,7 +42,7 @@ use crate::{
     RequestError, Status, Window,
 };
 
-pub use now::{RecvNow, RecvNowOutcome};
+pub use now::{NowPiece, RecvNow, RecvNowOutcome};
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};

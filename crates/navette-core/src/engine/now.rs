@@ -19,9 +19,9 @@
 //! the receive otherwise asks for it to be posted the usual way
 //! ([`Engine::recv_tagged`]) before the packet is handled.
 
-use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags};
+use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags, ReceiveMode, SendMode};
 
-use super::Engine;
+use super::{Engine, OutMsg};
 use crate::{ChannelId, RailId, Rank, Source, Status, TagMatch};
 
 /// A blocking tagged receive waiting outside the engine (see
@@ -34,6 +34,17 @@ pub struct RecvNow {
     pub source: Source,
     /// The accepted tags.
     pub tag: TagMatch,
+}
+
+/// One piece of a message sent at once ([`Engine::send_message_now`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NowPiece<'a> {
+    /// Its bytes.
+    pub data: &'a [u8],
+    /// Its send mode.
+    pub send: SendMode,
+    /// Its receive mode.
+    pub recv: ReceiveMode,
 }
 
 /// What [`Engine::recv_now`] made of a packet.
@@ -130,6 +141,91 @@ impl Engine {
         head.copy_from_slice(&packet.to_bytes());
         eager_head.copy_from_slice(&eager.to_bytes());
         body.copy_from_slice(data);
+    }
+
+    /// Length of the packet [`Self::send_message_now`] writes for pieces
+    /// of these lengths.
+    pub fn message_packet_len(lens: impl IntoIterator<Item = usize>) -> usize {
+        lens.into_iter()
+            .fold(PacketHeader::LEN, |sum, len| sum + EagerHeader::LEN + len)
+    }
+
+    /// Whether the whole message `out`, not started, made of pieces of
+    /// `lens` bytes, may leave at once on `rail` in one packet: as
+    /// [`Self::can_send_now`] for a tagged message, every piece eager and
+    /// the packet within the rail's.
+    pub fn can_send_message_now(&mut self, out: &OutMsg, rail: RailId, lens: &[usize]) -> bool {
+        let Some(r) = self.rails.get(rail.0 as usize) else {
+            return false;
+        };
+        if out.started() || lens.is_empty() {
+            return false;
+        }
+        if r.peer != out.peer() || r.closed || r.in_flight.is_some() {
+            return false;
+        }
+        let body = Self::message_packet_len(lens.iter().copied()) - PacketHeader::LEN;
+        let g = &self.gates[out.gate.0];
+        g.window.is_empty()
+            && lens.iter().all(|&len| len < g.rdv_threshold)
+            && body <= r.caps.max_packet
+            && u32::try_from(body).is_ok()
+            && u16::try_from(lens.len()).is_ok()
+    }
+
+    /// Writes the packet of the whole message `out` into `packet` (exactly
+    /// [`Self::message_packet_len`] bytes), after
+    /// [`Self::can_send_message_now`] said yes for it: its pieces take the
+    /// gate's sequence numbers as if submitted one by one, and the message
+    /// has left once the caller's transfer of `packet` has. No request is
+    /// made.
+    ///
+    /// # Panics
+    /// If `packet` has another length, or `out` was started (caller bugs).
+    pub fn send_message_now(
+        &mut self,
+        out: &mut OutMsg,
+        pieces: &[NowPiece<'_>],
+        packet: &mut [u8],
+    ) {
+        assert!(!out.started(), "a message sent at once was not started");
+        let lens = pieces.iter().map(|p| p.data.len());
+        assert_eq!(
+            packet.len(),
+            Self::message_packet_len(lens),
+            "packet buffer length"
+        );
+        let body_len = packet.len() - PacketHeader::LEN;
+        let g = &mut self.gates[out.gate.0];
+        let header = PacketHeader {
+            chunk_count: u16::try_from(pieces.len()).expect("checked by can_send_message_now"),
+            body_len: u32::try_from(body_len).expect("checked by can_send_message_now"),
+        };
+        let (head, mut rest) = packet.split_at_mut(PacketHeader::LEN);
+        head.copy_from_slice(&header.to_bytes());
+        let count = pieces.len();
+        for (i, piece) in pieces.iter().enumerate() {
+            let seq = g.next_seq;
+            g.next_seq = g.next_seq.wrapping_add(1);
+            let eager = EagerHeader {
+                channel: g.channel.0,
+                flags: PieceFlags::new(i == 0, i + 1 == count, piece.send, piece.recv),
+                seq,
+                msg: out.msg,
+                tag: out.tag,
+                len: u32::try_from(piece.data.len()).expect("checked by can_send_message_now"),
+            };
+            let (eager_head, after) = rest.split_at_mut(EagerHeader::LEN);
+            eager_head.copy_from_slice(&eager.to_bytes());
+            let (body, after) = after.split_at_mut(piece.data.len());
+            body.copy_from_slice(piece.data);
+            rest = after;
+        }
+        g.stats.packets_sent += 1;
+        g.stats.chunks_sent += count as u64;
+        g.stats.bytes_sent += body_len as u64;
+        out.started = true;
+        out.ended = true;
     }
 
     /// Whether a tagged receive on `channel` from `source` may wait outside

@@ -11,12 +11,12 @@ use crate::{ChannelId, MemHandle, MemRef, Pending, Rank, ReqId, RequestError, St
 /// [`Engine::send_piece`].
 #[derive(Debug)]
 pub struct OutMsg {
-    gate: GateId,
+    pub(super) gate: GateId,
     peer: Rank,
-    msg: u32,
-    tag: u64,
-    started: bool,
-    ended: bool,
+    pub(super) msg: u32,
+    pub(super) tag: u64,
+    pub(super) started: bool,
+    pub(super) ended: bool,
 }
 
 impl OutMsg {

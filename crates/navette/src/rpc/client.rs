@@ -87,15 +87,18 @@ impl Node {
             source: Source::Rank(peer),
         };
         let reply = self.begin_unpacking(from, TagMatch::exact(wire::reply_tag(call)))?;
-        let sending = self.send_call(peer, &service, call, false, pack)?;
-        Ok(CallRequest {
+        let mut request = CallRequest {
             node: self,
             peer,
             service,
-            sending: Some(sending),
+            sending: None,
             reply: Some(reply),
             deadline: None,
-        })
+        };
+        // On failure the request drops: the reply, should the server send
+        // one (to a call abandoned half-packed), will be dropped.
+        request.sending = Some(self.send_call(peer, &request.service, call, false, pack)?);
+        Ok(request)
     }
 
     /// Calls `service` at rank `peer` with no reply: returns once the

@@ -201,6 +201,10 @@ pub struct ShmStats {
     /// from the ring under the node's lock alone (see
     /// [`Driver::progress_lean`]).
     pub landed_at_once: u64,
+    /// Packets written straight into a peer's ring by the sending thread,
+    /// with no request: small tagged sends and whole small Madeleine
+    /// messages to an idle rail (counted in `packets_sent` too).
+    pub sent_at_once: u64,
     /// Whether this rank can read peers' memory (single copy).
     pub can_pull: bool,
     /// Bytes of the shared segment mapped by this rank.
@@ -323,6 +327,7 @@ impl ShmDriver {
         stats.packets_sent += self.sent_now.load(Ordering::Relaxed);
         stats.bytes_copied_in += self.bytes_now.load(Ordering::Relaxed);
         stats.landed_at_once = self.landed_now.load(Ordering::Relaxed);
+        stats.sent_at_once = self.sent_now.load(Ordering::Relaxed);
         if let Some(segment) = &self.segment {
             stats.can_pull = segment.area(self.rank).can_pull();
             stats.segment_bytes = segment.mapped_bytes();
@@ -456,6 +461,7 @@ impl Driver for ShmDriver {
             ("bytes_written_for_peers", s.bytes_written_for_peers),
             ("ring_full", s.ring_full),
             ("landed_at_once", s.landed_at_once),
+            ("sent_at_once", s.sent_at_once),
         ]
     }
 
@@ -529,6 +535,59 @@ impl Driver for ShmDriver {
             tag,
             len: data.len(),
         }))
+    }
+
+    fn send_message_now(
+        &self,
+        node: &NodeCore,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+    ) -> bool {
+        let Some(segment) = self.segment.as_ref() else {
+            return false;
+        };
+        let peer = out.peer();
+        let Some(rail) = self
+            .rails
+            .get()
+            .and_then(|rails| *rails.get(peer as usize)?)
+        else {
+            return false;
+        };
+        // At most a few pieces: their lengths on the stack, no allocation.
+        const MOST: usize = 8;
+        if pieces.len() > MOST {
+            return false;
+        }
+        let mut lens = [0usize; MOST];
+        for (len, piece) in lens.iter_mut().zip(pieces) {
+            *len = piece.data.len();
+        }
+        let lens = &lens[..pieces.len()];
+        let packet = navette_core::Engine::message_packet_len(lens.iter().copied());
+        let len = cell::packet_len(packet);
+        if len > segment.cell_payload() {
+            return false;
+        }
+        let mut port = node.port();
+        if !port.can_send_message_now(out, rail, lens) {
+            return false;
+        }
+        let area = segment.area(peer);
+        let me = self.rank;
+        // A full ring: the usual way waits for room.
+        let pushed = area.try_push(len, |cell_out| {
+            cell::write_packet_header(cell_out, me);
+            port.send_message_now(out, pieces, &mut cell_out[cell::HEADER_LEN..]);
+        });
+        if pushed.is_err() {
+            return false;
+        }
+        area.ring_doorbell();
+        count(&self.sent_now, 1);
+        count(&self.bytes_now, packet as u64);
+        drop(port);
+        true
     }
 
     fn wake(&self) {

@@ -62,17 +62,17 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// Sends the whole small message `out` (not started) at once, in one
     /// packet and without requests, if the driver can put it on its rail
     /// to the peer right now (see
-    /// [`navette_core::Engine::can_send_message_now`]): `true` when it has
-    /// left the caller's memory (then `out` is ended), `false` to go the
-    /// usual way. The default never does.
+    /// [`navette_core::Engine::can_send_message_now`]): `Some(result)` when
+    /// it has left the caller's memory or failed (then `out` is ended),
+    /// `None` to go the usual way. The default never does.
     fn send_message_now(
         &self,
         node: &NodeCore,
         out: &mut navette_core::OutMsg,
         pieces: &[navette_core::NowPiece<'_>],
-    ) -> bool {
+    ) -> Option<Result<()>> {
         let _ = (node, out, pieces);
-        false
+        None
     }
 
     /// The driver's own counters, by name (bytes it copied among them),

@@ -152,12 +152,13 @@ impl<'n, 'a> Packing<'n, 'a> {
     }
 
     /// Sends the whole message at once if the driver can (every piece a
-    /// copy, all in one packet of an idle rail): `true` when it has left.
-    fn try_send_now(&mut self) -> bool {
+    /// copy, all in one packet of an idle rail): `Some` when it has left
+    /// or failed.
+    fn try_send_now(&mut self) -> Option<Result<()>> {
         const MOST: usize = 8;
         let count = self.deferred.len();
         if count > MOST {
-            return false;
+            return None;
         }
         let mut pieces = [NowPiece {
             data: &[],
@@ -166,7 +167,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         }; MOST];
         for (now, (piece, _)) in pieces.iter_mut().zip(&self.deferred) {
             let OutData::Copy(buf) = &piece.data else {
-                return false;
+                return None;
             };
             *now = NowPiece {
                 data: buf,
@@ -175,9 +176,7 @@ impl<'n, 'a> Packing<'n, 'a> {
             };
         }
         let core = &mut self.core;
-        let Some(out) = core.out.as_mut() else {
-            return false;
-        };
+        let out = core.out.as_mut()?;
         let node = core.node.core();
         node.driver().send_message_now(node, out, &pieces[..count])
     }
@@ -196,8 +195,9 @@ impl<'n, 'a> Packing<'n, 'a> {
         };
         self.deferred.push((last, true));
         let node = self.core.node;
-        if self.try_send_now() {
+        if let Some(sent) = self.try_send_now() {
             self.core.out = None;
+            sent?;
             return Ok(Sent {
                 node,
                 pieces: Vec::new(),

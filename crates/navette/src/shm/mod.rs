@@ -542,22 +542,17 @@ impl Driver for ShmDriver {
         node: &NodeCore,
         out: &mut navette_core::OutMsg,
         pieces: &[navette_core::NowPiece<'_>],
-    ) -> bool {
-        let Some(segment) = self.segment.as_ref() else {
-            return false;
-        };
+    ) -> Option<Result<()>> {
+        let segment = self.segment.as_ref()?;
         let peer = out.peer();
-        let Some(rail) = self
+        let rail = self
             .rails
             .get()
-            .and_then(|rails| *rails.get(peer as usize)?)
-        else {
-            return false;
-        };
+            .and_then(|rails| *rails.get(peer as usize)?)?;
         // At most a few pieces: their lengths on the stack, no allocation.
         const MOST: usize = 8;
         if pieces.len() > MOST {
-            return false;
+            return None;
         }
         let mut lens = [0usize; MOST];
         for (len, piece) in lens.iter_mut().zip(pieces) {
@@ -567,11 +562,11 @@ impl Driver for ShmDriver {
         let packet = navette_core::Engine::message_packet_len(lens.iter().copied());
         let len = cell::packet_len(packet);
         if len > segment.cell_payload() {
-            return false;
+            return None;
         }
         let mut port = node.port();
         if !port.can_send_message_now(out, rail, lens) {
-            return false;
+            return None;
         }
         let area = segment.area(peer);
         let me = self.rank;
@@ -580,14 +575,12 @@ impl Driver for ShmDriver {
             cell::write_packet_header(cell_out, me);
             port.send_message_now(out, pieces, &mut cell_out[cell::HEADER_LEN..]);
         });
-        if pushed.is_err() {
-            return false;
-        }
+        pushed.ok()?;
         area.ring_doorbell();
         count(&self.sent_now, 1);
         count(&self.bytes_now, packet as u64);
         drop(port);
-        true
+        Some(Ok(()))
     }
 
     fn wake(&self) {

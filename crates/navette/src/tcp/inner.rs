@@ -1007,12 +1007,56 @@ impl Inner {
         data: &[u8],
     ) -> Option<crate::Result<navette_core::Status>> {
         let len = navette_core::Engine::tagged_packet_len(data.len());
+        let sent = self.write_now(node, gate.peer, len, |port, rail, packet| {
+            if !port.can_send_now(gate, rail, data.len()) {
+                return false;
+            }
+            port.send_tagged_now(gate, tag, data, packet);
+            true
+        })?;
+        Some(sent.map(|()| navette_core::Status {
+            peer: gate.peer,
+            tag,
+            len: data.len(),
+        }))
+    }
+
+    /// Sends the whole message `out` at once (see
+    /// [`crate::driver::Driver::send_message_now`]).
+    pub(super) fn send_message_now(
+        &mut self,
+        node: &NodeCore,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+        lens: &[usize],
+    ) -> Option<crate::Result<()>> {
+        let len = navette_core::Engine::message_packet_len(lens.iter().copied());
+        self.write_now(node, out.peer(), len, |port, rail, packet| {
+            if !port.can_send_message_now(out, rail, lens) {
+                return false;
+            }
+            port.send_message_now(out, pieces, packet);
+            true
+        })
+    }
+
+    /// Writes a packet of `len` bytes to `peer` at once, on the first link
+    /// whose rail is idle and connection writable, if `fill` (given the
+    /// port, that rail and the packet buffer) says the engine agrees and
+    /// fills it. `None`: not sent, go the usual way.
+    fn write_now(
+        &mut self,
+        node: &NodeCore,
+        peer: Rank,
+        len: usize,
+        fill: impl FnOnce(&mut crate::driver::DriverPort<'_>, RailId, &mut [u8]) -> bool,
+    ) -> Option<crate::Result<()>> {
         if len > SEND_NOW_MAX || self.closed {
             return None;
         }
         // The first link whose rail is idle and connection writable.
         let (link, rail, token) = (0..self.links).find_map(|link| {
-            let slot = self.slot(gate.peer, link)?;
+            let slot = self.slot(peer, link)?;
             let token = slot.send_conn?;
             let idle = !slot.closed && slot.out.is_none();
             (idle && self.conns.get(&token)?.may_write()).then_some((link, slot.rail, token))
@@ -1020,17 +1064,16 @@ impl Inner {
         let mut packet = [0u8; SEND_NOW_MAX];
         {
             let mut port = node.port();
-            if !port.can_send_now(gate, rail, data.len()) {
+            if !fill(&mut port, rail, &mut packet[..len]) {
                 return None;
             }
-            port.send_tagged_now(gate, tag, data, &mut packet[..len]);
         }
-        let status = navette_core::Status {
-            peer: gate.peer,
-            tag,
-            len: data.len(),
+        // The packet is numbered now: it must go, or fail.
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return Some(Err(
+                navette_core::RequestError::PeerUnreachable { peer }.into()
+            ));
         };
-        let conn = self.conns.get_mut(&token)?;
         let written = loop {
             match conn.stream.write(&packet[..len]) {
                 Ok(n) => break n,
@@ -1041,7 +1084,6 @@ impl Inner {
                 }
                 Err(e) => {
                     self.drop_conn(node, token, &ConnError::Io(e));
-                    let peer = gate.peer;
                     return Some(Err(
                         navette_core::RequestError::PeerUnreachable { peer }.into()
                     ));
@@ -1059,11 +1101,11 @@ impl Inner {
                 segments: vec![navette_core::Segment::Local(0..rest.len())],
                 bytes: rest,
             };
-            if let Some(slot) = self.slot_mut(gate.peer, link) {
+            if let Some(slot) = self.slot_mut(peer, link) {
                 slot.out = Some(OutPacket::rest_of_sent(plan));
             }
         }
-        Some(Ok(status))
+        Some(Ok(()))
     }
 
     /// Closes every socket; the driver does nothing afterwards.

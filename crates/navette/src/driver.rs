@@ -106,7 +106,7 @@ pub trait Driver: Send + Sync + fmt::Debug {
 
 /// Waits, while `driver` keeps serving peers for `node`, until every rank
 /// of the job reached the bootstrap's fence: how a driver ends a session
-/// without leaving a peer that still needs it.
+/// without leaving a peer that still needs it (RPC services included).
 pub(crate) fn serve_until_fenced(
     driver: &dyn Driver,
     node: &NodeCore,
@@ -115,7 +115,9 @@ pub(crate) fn serve_until_fenced(
     let fenced = std::thread::scope(|s| {
         let fence = s.spawn(|| bootstrap.fence());
         while !fence.is_finished() {
-            if !driver.progress(node)? {
+            let moved = driver.progress(node)?;
+            node.serve_calls();
+            if !moved {
                 driver.wait(node, Duration::from_millis(1))?;
             }
         }

@@ -213,6 +213,9 @@ impl State {
 
 /// The shared inside of a [`Node`]; drivers reach the engine through it.
 pub struct NodeCore {
+    /// This core, for the code that holds it by reference and needs a
+    /// node (a driver's finalize serving RPC calls).
+    this: std::sync::Weak<Self>,
     rank: Rank,
     size: u32,
     config: NodeConfig,
@@ -248,6 +251,18 @@ impl NodeCore {
     /// This node's rank.
     pub fn rank(&self) -> Rank {
         self.rank
+    }
+
+    /// Serves the RPC calls that arrived (for a driver that makes progress
+    /// on its own, as in its finalize: a server rank that finalizes keeps
+    /// answering the ranks that still call it until all have finalized).
+    pub(crate) fn serve_calls(&self) {
+        let Some(rpc) = self.rpc.get() else {
+            return;
+        };
+        if let Some(core) = self.this.upgrade() {
+            rpc.dispatch(&Node { core });
+        }
     }
 
     /// Locks the state for a driver.
@@ -317,7 +332,8 @@ impl Node {
             config.spin_rounds
         };
         Self {
-            core: Arc::new(NodeCore {
+            core: Arc::new_cyclic(|this| NodeCore {
+                this: this.clone(),
                 rank,
                 size,
                 config,

@@ -363,6 +363,28 @@ fn small_messages_leave_whole_at_once_and_in_order() {
     assert!((1..=45).contains(&stats[1].sent_at_once), "{stats:?}");
 }
 
+/// A server rank that finalizes while another still calls it keeps
+/// answering until that one finalizes too.
+#[test]
+fn a_finalizing_server_still_answers_calls() {
+    run(2, config(CopyMode::Auto), |node, _, _| {
+        if node.rank() == 1 {
+            node.register_typed_service(
+                "add",
+                navette::rpc::HandlerMode::Inline,
+                |_, (a, b): (u64, u64)| Ok(a + b),
+            )
+            .expect("register");
+            // Straight to finalize (the caller of `run`).
+            return;
+        }
+        for i in 0..50u64 {
+            let sum: u64 = node.call_typed(1, "add", &(i, 1u64)).expect("call");
+            assert_eq!(sum, i + 1);
+        }
+    });
+}
+
 /// `Node::bytes_copied` counts Navette's copies, not the kernel's: a
 /// 1 MiB message crosses through the cells with a copy on each side, or is
 /// read by the kernel with none.

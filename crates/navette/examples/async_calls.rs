@@ -11,8 +11,10 @@
 //! cargo run --example async_calls
 //! ```
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
@@ -48,18 +50,25 @@ fn main() -> navette::Result<()> {
         // without one, they poll (each poll making a round of progress).
         let progress = client.spawn_progress_thread()?;
 
-        // 100 calls at once from 100 tasks of one thread.
+        // 100 calls at once from 100 tasks of one thread; each task
+        // leaves its outcome for the end.
         let mut pool = LocalPool::new();
+        let outcomes = Rc::new(RefCell::new(Vec::new()));
         for x in 0..100u64 {
-            let client = client.clone();
-            pool.spawner()
-                .spawn_local(async move {
-                    let y: u64 = client.call_typed_async(1, "square", &x).await.unwrap();
-                    assert_eq!(y, x * x);
-                })
-                .expect("the pool takes tasks");
+            let (client, outcomes) = (client.clone(), Rc::clone(&outcomes));
+            let task = async move {
+                let y = client.call_typed_async::<_, u64>(1, "square", &x).await;
+                outcomes.borrow_mut().push(y.map(|y| (x, y)));
+            };
+            if pool.spawner().spawn_local(task).is_err() {
+                return Err(navette::Error::Config("the executor refused a task".into()));
+            }
         }
         pool.run();
+        for outcome in outcomes.take() {
+            let (x, y) = outcome?;
+            assert_eq!(y, x * x, "the service squares");
+        }
         println!("100 concurrent typed calls: done");
 
         // The zero-copy layer, awaited on an executor of our own.

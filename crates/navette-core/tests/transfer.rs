@@ -426,3 +426,67 @@ fn sending_at_once_when_the_rail_is_idle() {
         assert_eq!(&net.read(1, *dest)[..want.len()], want);
     }
 }
+
+/// A whole small message sent at once, in one packet with no request,
+/// unpacks piece by piece like any other, after a message sent through the
+/// window (in order by sequence numbers); it is refused for a started
+/// message, while the window holds chunks, and for rendezvous sizes.
+#[test]
+fn sending_a_whole_message_at_once_when_the_rail_is_idle() {
+    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let link = net
+        .links
+        .iter()
+        .position(|l| l.from == 0)
+        .expect("a link from 0");
+    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
+    let first = pieces(&[10, 20], 1);
+    let second = pieces(&[7, 0, 300], 2);
+    let r1 = net.recv(1, from(0), TagMatch::exact(4), &first, false);
+    let r2 = net.recv(1, from(0), TagMatch::exact(4), &second, false);
+    // The first message through the window: not at once meanwhile.
+    net.send(0, 1, 4, &first);
+    let mut out = net.begin(0, 1, 4);
+    assert!(
+        !net.engines[0].can_send_message_now(&out, rail_a, &now(&second)),
+        "the window holds chunks"
+    );
+    let plan = net.engines[0]
+        .poll_transmit(Duration::ZERO, rail_a)
+        .expect("a packet");
+    net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
+    let big = pieces(&[2000], 3);
+    assert!(
+        !net.engines[0].can_send_message_now(&out, rail_a, &now(&big)),
+        "rendezvous size"
+    );
+    let second_now = now(&second);
+    assert!(net.engines[0].can_send_message_now(&out, rail_a, &second_now));
+    let mut packet = vec![0u8; Engine::message_packet_len(&second_now)];
+    net.engines[0].send_message_now(&mut out, &second_now, &mut packet);
+    assert!(
+        !net.engines[0].can_send_message_now(&out, rail_a, &second_now),
+        "a message that has left"
+    );
+    // Delivered in the other order: the receiver reorders.
+    let mut first_bytes = Vec::new();
+    plan.gather(&net.mems[0], &mut first_bytes)
+        .expect("memory resolves");
+    net.inject(1, rail_b, &packet).expect("a valid packet");
+    net.inject(1, rail_b, &first_bytes).expect("a valid packet");
+    net.run();
+    net.check_received(1, 0, 4, &r1, &first);
+    net.check_received(1, 0, 4, &r2, &second);
+}
+
+/// The pieces of a message, as [`Engine::send_message_now`] takes them.
+fn now(pieces: &[Piece]) -> Vec<navette_core::NowPiece<'_>> {
+    pieces
+        .iter()
+        .map(|p| navette_core::NowPiece {
+            data: &p.data,
+            send: p.send,
+            recv: p.recv,
+        })
+        .collect()
+}

@@ -271,9 +271,9 @@ impl<'a> DriverPort<'a> {
         &mut self,
         out: &navette_core::OutMsg,
         rail: RailId,
-        lens: &[usize],
+        pieces: &[navette_core::NowPiece<'_>],
     ) -> bool {
-        self.state.engine.can_send_message_now(out, rail, lens)
+        self.state.engine.can_send_message_now(out, rail, pieces)
     }
 
     /// See [`navette_core::Engine::send_message_now`].

@@ -282,29 +282,26 @@ impl Sent<'_, '_> {
         }
     }
 
-    /// For a future: after a round of progress, whether every piece has
-    /// left (then as [`Self::wait`] would return); if not, `waker` is woken
+    /// For a future: whether every piece has left (then as [`Self::wait`]
+    /// would return); if not, after a round of progress, `waker` is woken
     /// when the first one still pending does.
     pub(crate) fn poll(&mut self, waker: &std::task::Waker) -> Option<Result<()>> {
-        let pending = {
+        loop {
             let mut state = self.node.core().lock();
-            state.collect();
-            self.pieces.iter().copied().find(|&r| !state.is_done(r))
-        };
-        match pending {
-            Some(req) => match self.node.poll_id(req, waker) {
-                Ok(false) => None,
-                Ok(true) => self.poll(waker),
-                Err(err) => Some(Err(err)),
-            },
-            None => Some(
-                Self {
-                    node: self.node,
-                    pieces: std::mem::take(&mut self.pieces),
-                    lent: std::mem::take(&mut self.lent),
-                }
-                .wait(),
-            ),
+            if let Some(outcomes) = state.take_all(&self.pieces) {
+                self.pieces.clear();
+                self.lent.drain(..).for_each(|r| r.release(&mut state));
+                crate::node::unlock(state);
+                return Some(outcomes.into_iter().try_for_each(|o| o.map(drop)));
+            }
+            let pending = self.pieces.iter().copied().find(|&r| !state.is_done(r));
+            crate::node::unlock(state);
+            let pending = pending.expect("not all pieces are complete");
+            match self.node.poll_id(pending, waker) {
+                Ok(false) => return None,
+                Ok(true) => {}
+                Err(err) => return Some(Err(err)),
+            }
         }
     }
 }

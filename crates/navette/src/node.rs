@@ -406,11 +406,9 @@ impl Node {
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let mut state = self.core.lock();
         let out = f(&mut state);
-        let woken = state.take_woken();
-        drop(state);
+        unlock(state);
         self.core.mark_dirty();
         self.core.driver.wake();
-        wake_all(woken);
         out
     }
 
@@ -449,9 +447,7 @@ impl Node {
         let mut state = self.core.lock();
         state.collect();
         let done = state.is_done(req);
-        let woken = state.take_woken();
-        drop(state);
-        wake_all(woken);
+        unlock(state);
         Ok(done)
     }
 
@@ -476,9 +472,7 @@ impl Node {
         self.core
             .futures
             .store(state.wakers.len(), Ordering::Release);
-        let woken = state.take_woken();
-        drop(state);
-        wake_all(woken);
+        unlock(state);
         if !done && self.core.progress_threads.load(Ordering::Acquire) == 0 {
             waker.wake_by_ref();
         }
@@ -496,9 +490,7 @@ impl Node {
         self.core
             .futures
             .store(state.wakers.len(), Ordering::Release);
-        let woken = state.take_woken();
-        drop(state);
-        wake_all(woken);
+        unlock(state);
     }
 
     /// Drives progress until `check` returns something.
@@ -519,9 +511,7 @@ impl Node {
                 let mut state = self.core.lock();
                 state.collect();
                 let out = check(&mut state);
-                let woken = state.take_woken();
-                drop(state);
-                wake_all(woken);
+                unlock(state);
                 if let Some(out) = out {
                     return Ok(out);
                 }
@@ -659,8 +649,12 @@ impl Node {
     }
 }
 
-/// Wakes the futures of requests that completed.
-fn wake_all(woken: Option<Vec<Waker>>) {
+/// Releases the state's lock, then wakes the futures whose requests
+/// completed meanwhile (a waker may run anything, even code that locks the
+/// node).
+pub(crate) fn unlock(mut state: MutexGuard<'_, State>) {
+    let woken = state.take_woken();
+    drop(state);
     woken.into_iter().flatten().for_each(Waker::wake);
 }
 

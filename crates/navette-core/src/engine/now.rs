@@ -143,34 +143,40 @@ impl Engine {
         body.copy_from_slice(data);
     }
 
-    /// Length of the packet [`Self::send_message_now`] writes for pieces
-    /// of these lengths.
-    pub fn message_packet_len(lens: impl IntoIterator<Item = usize>) -> usize {
-        lens.into_iter()
-            .fold(PacketHeader::LEN, |sum, len| sum + EagerHeader::LEN + len)
+    /// Length of the packet [`Self::send_message_now`] writes for
+    /// `pieces`.
+    pub fn message_packet_len(pieces: &[NowPiece<'_>]) -> usize {
+        pieces.iter().fold(PacketHeader::LEN, |sum, p| {
+            sum + EagerHeader::LEN + p.data.len()
+        })
     }
 
-    /// Whether the whole message `out`, not started, made of pieces of
-    /// `lens` bytes, may leave at once on `rail` in one packet: as
-    /// [`Self::can_send_now`] for a tagged message, every piece eager and
-    /// the packet within the rail's.
-    pub fn can_send_message_now(&mut self, out: &OutMsg, rail: RailId, lens: &[usize]) -> bool {
+    /// Whether the whole message `out`, not started, made of `pieces`, may
+    /// leave at once on `rail` in one packet: as [`Self::can_send_now`] for
+    /// a tagged message, every piece eager and the packet within the
+    /// rail's.
+    pub fn can_send_message_now(
+        &mut self,
+        out: &OutMsg,
+        rail: RailId,
+        pieces: &[NowPiece<'_>],
+    ) -> bool {
         let Some(r) = self.rails.get(rail.0 as usize) else {
             return false;
         };
-        if out.started() || lens.is_empty() {
+        if out.started() || pieces.is_empty() {
             return false;
         }
         if r.peer != out.peer() || r.closed || r.in_flight.is_some() {
             return false;
         }
-        let body = Self::message_packet_len(lens.iter().copied()) - PacketHeader::LEN;
+        let body = Self::message_packet_len(pieces) - PacketHeader::LEN;
         let g = &self.gates[out.gate.0];
         g.window.is_empty()
-            && lens.iter().all(|&len| len < g.rdv_threshold)
+            && pieces.iter().all(|p| p.data.len() < g.rdv_threshold)
             && body <= r.caps.max_packet
             && u32::try_from(body).is_ok()
-            && u16::try_from(lens.len()).is_ok()
+            && u16::try_from(pieces.len()).is_ok()
     }
 
     /// Writes the packet of the whole message `out` into `packet` (exactly
@@ -189,10 +195,9 @@ impl Engine {
         packet: &mut [u8],
     ) {
         assert!(!out.started(), "a message sent at once was not started");
-        let lens = pieces.iter().map(|p| p.data.len());
         assert_eq!(
             packet.len(),
-            Self::message_packet_len(lens),
+            Self::message_packet_len(pieces),
             "packet buffer length"
         );
         let body_len = packet.len() - PacketHeader::LEN;

@@ -549,23 +549,13 @@ impl Driver for ShmDriver {
             .rails
             .get()
             .and_then(|rails| *rails.get(peer as usize)?)?;
-        // At most a few pieces: their lengths on the stack, no allocation.
-        const MOST: usize = 8;
-        if pieces.len() > MOST {
-            return None;
-        }
-        let mut lens = [0usize; MOST];
-        for (len, piece) in lens.iter_mut().zip(pieces) {
-            *len = piece.data.len();
-        }
-        let lens = &lens[..pieces.len()];
-        let packet = navette_core::Engine::message_packet_len(lens.iter().copied());
+        let packet = navette_core::Engine::message_packet_len(pieces);
         let len = cell::packet_len(packet);
         if len > segment.cell_payload() {
             return None;
         }
         let mut port = node.port();
-        if !port.can_send_message_now(out, rail, lens) {
+        if !port.can_send_message_now(out, rail, pieces) {
             return None;
         }
         let area = segment.area(peer);

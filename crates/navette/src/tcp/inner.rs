@@ -1028,11 +1028,10 @@ impl Inner {
         node: &NodeCore,
         out: &mut navette_core::OutMsg,
         pieces: &[navette_core::NowPiece<'_>],
-        lens: &[usize],
     ) -> Option<crate::Result<()>> {
-        let len = navette_core::Engine::message_packet_len(lens.iter().copied());
+        let len = navette_core::Engine::message_packet_len(pieces);
         self.write_now(node, out.peer(), len, |port, rail, packet| {
-            if !port.can_send_message_now(out, rail, lens) {
+            if !port.can_send_message_now(out, rail, pieces) {
                 return false;
             }
             port.send_message_now(out, pieces, packet);

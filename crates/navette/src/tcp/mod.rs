@@ -469,18 +469,7 @@ impl Driver for TcpDriver {
         out: &mut navette_core::OutMsg,
         pieces: &[navette_core::NowPiece<'_>],
     ) -> Option<Result<()>> {
-        // At most a few pieces: their lengths on the stack, no allocation.
-        const MOST: usize = 8;
-        if pieces.len() > MOST {
-            return None;
-        }
-        let mut lens = [0usize; MOST];
-        for (len, piece) in lens.iter_mut().zip(pieces) {
-            *len = piece.data.len();
-        }
-        self.inner
-            .try_lock()?
-            .send_message_now(node, out, pieces, &lens[..pieces.len()])
+        self.inner.try_lock()?.send_message_now(node, out, pieces)
     }
 
     fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {

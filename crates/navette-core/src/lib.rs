@@ -40,7 +40,7 @@ mod window;
 pub use config::{EngineConfig, RailCaps, StrategySettingError};
 pub use engine::{
     Engine, Event, GateStats, NowPiece, OutMsg, PIECE_COST, PendingRequest, PendingState,
-    PieceSpec, RailReport, RecvNow, RecvNowOutcome, RecvPiece, Report,
+    PieceSpec, RailReport, RecvNow, RecvNowOutcome, RecvPiece, Report, WholeMessage,
 };
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};

@@ -58,7 +58,7 @@ impl Node {
                 out,
                 "{comma}{{\"channel\":{},\"peer\":{},\"packets_sent\":{},\"chunks_sent\":{},\
                  \"bytes_sent\":{},\"chunks_per_packet\":{:.3},\"chunks_received\":{},\
-                 \"bytes_copied\":{}}}",
+                 \"bytes_copied\":{},\"messages_whole\":{}}}",
                 g.channel.0,
                 g.peer,
                 g.packets_sent,
@@ -66,7 +66,8 @@ impl Node {
                 g.bytes_sent,
                 g.chunks_per_packet(),
                 g.chunks_received,
-                g.bytes_copied
+                g.bytes_copied,
+                g.messages_whole
             );
         }
         out.push_str("]}");

@@ -26,7 +26,9 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use navette_core::{MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch};
+use navette_core::{
+    MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch, WholeMessage,
+};
 
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
@@ -103,6 +105,8 @@ impl Node {
                 matched: None,
                 pieces: Vec::new(),
                 open: true,
+                whole: None,
+                tried_whole: false,
             },
             cheaper: Vec::new(),
         })
@@ -404,7 +408,84 @@ struct UnpackingCore<'n> {
     key: ReqId,
     matched: Option<Status>,
     pieces: Vec<ReqId>,
+    /// The engine holds the message's state (else it was finished,
+    /// parked, or taken whole).
     open: bool,
+    /// The message, taken out of the engine whole (see
+    /// [`UnpackingCore::take_whole`]).
+    whole: Option<WholeMessage>,
+    /// Whether taking it whole was tried: only before the first piece.
+    tried_whole: bool,
+}
+
+impl UnpackingCore<'_> {
+    /// Takes the message out of the engine whole, under the node's lock,
+    /// if every piece of it has arrived eager before the first piece is
+    /// unpacked (the usual case of a small message): its pieces are then
+    /// unpacked with no lock, request or completion each. Tried once.
+    /// Returns whether the message is whole.
+    fn take_whole(&mut self, s: &mut State) -> bool {
+        if self.whole.is_some() {
+            return true;
+        }
+        if std::mem::replace(&mut self.tried_whole, true) {
+            return false;
+        }
+        let Some(whole) = s.engine.take_matched_whole(self.key) else {
+            return false;
+        };
+        // Its match completed: nobody waits for it any more.
+        s.detach(self.key);
+        self.matched = Some(Status {
+            len: 0,
+            ..whole.status()
+        });
+        self.open = false;
+        self.whole = Some(whole);
+        true
+    }
+}
+
+impl<'n> Unpacking<'n, '_> {
+    /// A message taken whole out of the engine (see
+    /// [`navette_core::Engine::take_unexpected_whole`]): every piece is
+    /// unpacked from it with no lock.
+    pub(crate) fn from_whole(node: &'n Node, whole: WholeMessage) -> Self {
+        Self {
+            core: UnpackingCore {
+                node,
+                // The key of a message out of the engine is never used:
+                // every method serves it from `whole` first.
+                key: ReqId(0),
+                matched: Some(Status {
+                    len: 0,
+                    ..whole.status()
+                }),
+                pieces: Vec::new(),
+                open: false,
+                whole: Some(whole),
+                tried_whole: true,
+            },
+            cheaper: Vec::new(),
+        }
+    }
+
+    /// Under the node's lock, takes the message whole if it has all
+    /// arrived (see [`UnpackingCore::take_whole`]): a waiter that saw the
+    /// match saves a lock by taking it at once.
+    pub(crate) fn take_whole(&mut self, s: &mut State) {
+        if s.is_done(self.core.key) {
+            self.core.take_whole(s);
+        }
+    }
+}
+
+/// What became of an EXPRESS piece under the lock.
+enum Express<'a> {
+    /// The piece had arrived and landed (or failed).
+    Landed(Result<()>),
+    /// The piece is posted, its destination lent.
+    Waiting(ReqId, Registration<'a>),
 }
 
 impl<'a> Unpacking<'_, 'a> {
@@ -419,10 +500,28 @@ impl<'a> Unpacking<'_, 'a> {
 
     /// Unpacks the next piece into `dest` and returns once it is there.
     pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
+        if let Some(whole) = &mut self.core.whole {
+            return Ok(whole.unpack(dest, send, ReceiveMode::Express)?);
+        }
+        if !self.core.tried_whole && self.core.matched.is_none() {
+            // The piece cannot land before the match: wait for it here,
+            // so that a message that came whole is taken whole. A failed
+            // match fails the piece below, as it would have.
+            self.await_match()?;
+            if let Some(whole) = &mut self.core.whole {
+                return Ok(whole.unpack(dest, send, ReceiveMode::Express)?);
+            }
+        }
         let node = self.core.node;
         let key = self.core.key;
         let len = dest.len();
+        let core = &mut self.core;
         let posted = node.with_state(|s| {
+            if core.take_whole(s) {
+                let whole = core.whole.as_mut().expect("taken whole");
+                let landed = whole.unpack(dest, send, ReceiveMode::Express);
+                return Ok(Express::Landed(landed.map_err(Error::from)));
+            }
             let (range, lent) = node.lend_mut(s, dest);
             let spec = RecvPiece {
                 dest: Some(range),
@@ -445,14 +544,15 @@ impl<'a> Unpacking<'_, 'a> {
             match s.take_all(&[req]) {
                 Some(mut outcome) => {
                     lent.release(s);
-                    Ok(Err(outcome.pop().expect("one request")))
+                    let landed = outcome.pop().expect("one request");
+                    Ok(Express::Landed(landed.map(drop)))
                 }
-                None => Ok(Ok((req, lent))),
+                None => Ok(Express::Waiting(req, lent)),
             }
         });
         let (req, lent) = match posted? {
-            Ok(waiting) => waiting,
-            Err(landed) => return landed.map(drop),
+            Express::Landed(landed) => return landed,
+            Express::Waiting(req, lent) => (req, lent),
         };
         let mut outcome = node.wait_ids_releasing(&[req], vec![lent])?;
         outcome.pop().expect("one request").map(drop)
@@ -461,6 +561,9 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest`, which stays borrowed until
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
+        if let Some(whole) = &mut self.core.whole {
+            return Ok(whole.unpack(dest, send, ReceiveMode::Cheaper)?);
+        }
         let key = self.core.key;
         let spec = RecvPiece {
             dest: None,
@@ -469,30 +572,69 @@ impl<'a> Unpacking<'_, 'a> {
             recv: ReceiveMode::Cheaper,
             exact: true,
         };
-        let req = self.core.node.with_state(|s| {
+        let core = &mut self.core;
+        let req = core.node.with_state(|s| {
+            if core.take_whole(s) {
+                return Ok(None);
+            }
             let State { engine, mem, .. } = &mut *s;
             let req = engine.recv_piece(key, spec, mem)?;
             s.watch(req, None);
-            Ok::<_, Error>(req)
+            Ok::<_, Error>(Some(req))
         })?;
+        let Some(req) = req else {
+            // Taken whole: the data is here already.
+            let whole = self.core.whole.as_mut().expect("taken whole");
+            return Ok(whole.unpack(dest, send, ReceiveMode::Cheaper)?);
+        };
         self.core.pieces.push(req);
         self.cheaper.push((req, dest));
         Ok(())
     }
 
-    /// Waits until the message is matched; returns its sender and tag.
+    /// Waits until the message is matched; returns its sender and tag. A
+    /// failed match stays failed: asked again, the same error.
     pub fn status(&mut self) -> Result<Status> {
         if let Some(status) = self.core.matched {
             return Ok(status);
         }
-        let status = self.core.node.wait_id(self.core.key)?.0?;
-        self.core.matched = Some(status);
-        Ok(status)
+        let key = self.core.key;
+        let matched = self
+            .core
+            .node
+            .wait_until(&|| format!("the match of {key}"), |s| {
+                let outcome = s.outcome(key)?.clone();
+                if outcome.is_ok() {
+                    s.take(key);
+                }
+                Some(outcome)
+            })??;
+        self.core.matched = Some(matched);
+        Ok(matched)
+    }
+
+    /// Waits until the message is matched (or its match failed, the
+    /// outcome left in place), and takes it whole under the same lock if
+    /// it has all arrived.
+    fn await_match(&mut self) -> Result<()> {
+        let node = self.core.node;
+        let key = self.core.key;
+        let core = &mut self.core;
+        node.wait_until(&|| format!("the match of {key}"), |s| {
+            if !s.is_done(key) {
+                return None;
+            }
+            core.take_whole(s);
+            Some(())
+        })
     }
 
     /// Lands every CHEAPER piece and checks that the sender packed exactly
     /// the pieces unpacked. Returns the sender, tag and total length.
     pub fn end_unpacking(mut self) -> Result<Status> {
+        if let Some(whole) = self.core.whole.take() {
+            return Ok(whole.end()?);
+        }
         let node = self.core.node;
         let key = self.core.key;
         let mut lent: Vec<Registration<'a>> = Vec::new();
@@ -539,6 +681,9 @@ pub(crate) struct Parked {
     key: Option<ReqId>,
     matched: Option<Status>,
     pieces: Vec<ReqId>,
+    open: bool,
+    whole: Option<WholeMessage>,
+    tried_whole: bool,
 }
 
 impl Parked {
@@ -561,7 +706,9 @@ impl Parked {
                 key: self.key.take()?,
                 matched: self.matched,
                 pieces: std::mem::take(&mut self.pieces),
-                open: true,
+                open: self.open,
+                whole: self.whole.take(),
+                tried_whole: self.tried_whole,
             },
             cheaper: Vec::new(),
         })
@@ -584,12 +731,15 @@ impl<'n> Unpacking<'n, '_> {
             self.cheaper.is_empty(),
             "no CHEAPER piece may wait when a message is parked"
         );
-        self.core.open = false;
+        let open = std::mem::replace(&mut self.core.open, false);
         Parked {
             node: self.core.node.clone(),
             key: Some(self.core.key),
             matched: self.core.matched,
             pieces: std::mem::take(&mut self.core.pieces),
+            open,
+            whole: self.core.whole.take(),
+            tried_whole: self.core.tried_whole,
         }
     }
 
@@ -598,7 +748,10 @@ impl<'n> Unpacking<'n, '_> {
     /// message can match it in between).
     pub(crate) fn abandon(mut self) -> bool {
         let core = &mut self.core;
-        core.open = false;
+        if !std::mem::replace(&mut core.open, false) {
+            // Taken whole: matched, and out of the engine.
+            return false;
+        }
         let (key, pieces) = (core.key, std::mem::take(&mut core.pieces));
         core.node.with_state(|s| {
             let unmatched = s.engine.recv_unmatched(key);

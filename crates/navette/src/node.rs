@@ -170,6 +170,11 @@ impl State {
         (!self.woken.is_empty()).then(|| std::mem::take(&mut self.woken))
     }
 
+    /// A completed request's outcome, left in place.
+    pub(crate) fn outcome(&self, req: ReqId) -> Option<&Result<Status, RequestError>> {
+        self.slots.get(&req).and_then(|s| s.outcome.as_ref())
+    }
+
     pub(crate) fn is_done(&self, req: ReqId) -> bool {
         self.slots.get(&req).is_some_and(|s| s.outcome.is_some())
     }

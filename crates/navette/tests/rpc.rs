@@ -97,6 +97,18 @@ fn calls_carry_arguments_and_replies_of_every_size_both_ways() {
             }
         });
     }
+    // Small calls and replies came in one packet each, and were unpacked
+    // whole, with no request per piece.
+    for rank in [0, 1] {
+        let whole: u64 = cluster
+            .node(rank)
+            .gate_stats()
+            .iter()
+            .filter(|g| g.channel == navette::ChannelId::RPC)
+            .map(|g| g.messages_whole)
+            .sum();
+        assert!(whole >= 2 * 3, "rank {rank}: {whole} messages whole");
+    }
 }
 
 #[test]

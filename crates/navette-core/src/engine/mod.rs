@@ -25,6 +25,7 @@ mod recv;
 mod rendezvous;
 mod report;
 mod send;
+mod whole;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -47,6 +48,7 @@ pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};
+pub use whole::WholeMessage;
 
 use incoming::Incoming;
 use piece::SeqPiece;
@@ -210,6 +212,9 @@ pub struct GateStats {
     /// rendezvous data that arrived inside packets. Rendezvous data that a
     /// driver lands itself is not copied by the engine.
     pub bytes_copied: u64,
+    /// Messages of this gate received whole: unpacked out of the engine,
+    /// with no request per piece (see [`WholeMessage`]).
+    pub messages_whole: u64,
 }
 
 impl GateStats {

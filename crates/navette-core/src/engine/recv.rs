@@ -611,7 +611,7 @@ impl Engine {
 }
 
 /// Whether a posted piece mirrors the sender's.
-fn check_piece(
+pub(super) fn check_piece(
     index: u32,
     posted: &RecvPiece,
     flags: PieceFlags,

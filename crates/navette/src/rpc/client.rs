@@ -171,15 +171,20 @@ impl<'n> CallRequest<'n, '_> {
             }
         }
         if let Some(req) = self.match_request() {
+            let (service, peer) = (&self.service, self.peer);
+            let what = || describe(service, peer);
+            let reply = self.reply.as_mut().expect("a call's reply is read once");
+            // The reply, come whole, is taken under the lock that sees it.
             let late = match self.deadline {
                 None => {
-                    self.node.wait_until(&|| self.describe(), |state| {
-                        state.is_done(req).then_some(())
+                    self.node.wait_until(&what, |state| {
+                        state.is_done(req).then(|| reply.take_whole(state))
                     })?;
                     false
                 }
-                Some((at, _)) => self.node.wait_until(&|| self.describe(), |state| {
+                Some((at, _)) => self.node.wait_until(&what, |state| {
                     if state.is_done(req) {
+                        reply.take_whole(state);
                         Some(false)
                     } else {
                         (Instant::now() >= at).then_some(true)
@@ -202,14 +207,6 @@ impl<'n> CallRequest<'n, '_> {
             Err(err @ Error::Rpc(_)) => err,
             _ => sent,
         }
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "the reply of {:?} at rank {}",
-            self.service.as_str(),
-            self.peer
-        )
     }
 
     fn match_request(&self) -> Option<navette_core::ReqId> {
@@ -280,6 +277,10 @@ impl Drop for CallRequest<'_, '_> {
     fn drop(&mut self) {
         self.give_up();
     }
+}
+
+fn describe(service: &ServiceName, peer: Rank) -> String {
+    format!("the reply of {:?} at rank {peer}", service.as_str())
 }
 
 /// The failure text that ends a reply.

@@ -142,37 +142,53 @@ fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -
 /// logged, and the others go on.
 pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
     loop {
-        let arrived = node
-            .core()
-            .lock()
-            .engine
-            .probe(wire::CHANNEL, Source::Any, wire::CALLS);
-        let Some(arrived) = arrived else { return };
-        take_call(rpc, node, arrived);
+        let arrived = {
+            let mut state = node.core().lock();
+            let engine = &mut state.engine;
+            // A call come whole (the usual small one) leaves the engine at
+            // once; another is received the usual way.
+            match engine.take_unexpected_whole(wire::CHANNEL, Source::Any, wire::CALLS) {
+                Some(whole) => Ok(whole),
+                None => match engine.probe(wire::CHANNEL, Source::Any, wire::CALLS) {
+                    Some(status) => Err(status),
+                    None => return,
+                },
+            }
+        };
+        let (peer, tag, args) = match arrived {
+            Ok(whole) => {
+                let Status { peer, tag, .. } = whole.status();
+                (peer, tag, Unpacking::from_whole(node, whole))
+            }
+            Err(Status { peer, tag, .. }) => {
+                let from = RecvFrom {
+                    channel: wire::CHANNEL,
+                    source: Source::Rank(peer),
+                };
+                // The first call that matches its sender and tag: order is
+                // kept per sender.
+                match node.begin_unpacking(from, TagMatch::exact(tag)) {
+                    Ok(args) => (peer, tag, args),
+                    Err(err) => {
+                        tracing::warn!(peer, %err, "cannot take an RPC call");
+                        return;
+                    }
+                }
+            }
+        };
+        take_call(rpc, node, peer, tag, args);
     }
 }
 
-/// Takes the call `arrived` describes (the first that matches its sender
-/// and tag: order is kept per sender) and reads its header.
-fn take_call(rpc: &Rpc, node: &Node, arrived: Status) {
-    let from = RecvFrom {
-        channel: wire::CHANNEL,
-        source: Source::Rank(arrived.peer),
-    };
-    let peer = arrived.peer;
-    let mut args = match node.begin_unpacking(from, TagMatch::exact(arrived.tag)) {
-        Ok(args) => args,
-        Err(err) => {
-            tracing::warn!(peer, %err, "cannot take an RPC call");
-            return;
-        }
-    };
+/// Reads the header of the call `args` from `peer` with `tag`, and runs
+/// or queues its handler.
+fn take_call(rpc: &Rpc, node: &Node, peer: Rank, tag: u64, mut args: Unpacking<'_, 'static>) {
     let mut raw = [0u8; CallHeader::LEN];
     if let Err(err) = args.unpack_express(&mut raw, SendMode::Safer) {
         tracing::warn!(peer, %err, "RPC call without its header dropped");
         return;
     }
-    let header = match CallHeader::decode(&raw, arrived.tag) {
+    let header = match CallHeader::decode(&raw, tag) {
         Ok(header) => header,
         Err(source) => {
             let err = RpcError::Malformed { peer, source };

@@ -1,0 +1,191 @@
+//! Messages taken whole: a receive whose every piece has arrived eager may
+//! leave the engine at once, and be unpacked with no receive message,
+//! request, pairing or completion per piece.
+//!
+//! A small Madeleine message usually arrives in one packet (its sender
+//! writes it whole when the rail is idle), before its receiver unpacks the
+//! first piece. Unpacked the usual way, each piece is then posted, paired,
+//! copied and completed under the node's lock. Taken whole, the pieces move
+//! to the receiver in one step ([`Engine::take_matched_whole`],
+//! [`Engine::take_unexpected_whole`]), and [`WholeMessage::unpack`] checks
+//! each one against the receiver's sizes and modes exactly as pairing does,
+//! with the same errors.
+
+use std::collections::VecDeque;
+
+use navette_wire::{ReceiveMode, SendMode};
+
+use super::incoming::Incoming;
+use super::piece::{Body, Piece};
+use super::recv::{RecvPiece, check_piece};
+use super::{Engine, GateId};
+use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
+
+/// A whole message out of the engine, to unpack piece by piece in the
+/// order it was packed.
+#[derive(Debug)]
+pub struct WholeMessage {
+    status: Status,
+    pieces: VecDeque<Piece<Vec<u8>>>,
+    unpacked: u32,
+    failed: Option<RequestError>,
+}
+
+impl WholeMessage {
+    /// The sender, the tag, and the total length of the pieces.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Copies the next piece into `dest`, after checking that the sender
+    /// packed it with `dest`'s length and these modes. After a failure,
+    /// every later piece fails with [`RequestError::MessageFailed`].
+    pub fn unpack(
+        &mut self,
+        dest: &mut [u8],
+        send: SendMode,
+        recv: ReceiveMode,
+    ) -> Result<(), RequestError> {
+        if let Some(err) = &self.failed {
+            return Err(RequestError::MessageFailed(Box::new(err.clone())));
+        }
+        let Some(piece) = self.pieces.pop_front() else {
+            let err = RequestError::PieceCountMismatch {
+                sent: self.unpacked.to_string(),
+                unpacked: self.unpacked + 1,
+            };
+            self.failed = Some(err.clone());
+            return Err(RequestError::MessageFailed(Box::new(err)));
+        };
+        let index = self.unpacked;
+        self.unpacked += 1;
+        let spec = RecvPiece {
+            dest: None,
+            len: dest.len(),
+            send,
+            recv,
+            exact: true,
+        };
+        if let Err(err) = check_piece(index, &spec, piece.flags, piece.len()) {
+            self.failed = Some(err.clone());
+            return Err(err);
+        }
+        let Body::Eager(data) = &piece.body else {
+            unreachable!("a whole message is eager");
+        };
+        dest.copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Ends the message: fails if a piece failed or the sender packed more
+    /// pieces than were unpacked; else the sender, tag and total length.
+    pub fn end(self) -> Result<Status, RequestError> {
+        if let Some(err) = self.failed {
+            return Err(err);
+        }
+        if !self.pieces.is_empty() {
+            return Err(RequestError::PieceCountMismatch {
+                sent: format!("more than {}", self.unpacked),
+                unpacked: self.unpacked,
+            });
+        }
+        Ok(self.status)
+    }
+}
+
+impl Engine {
+    /// Takes the receive message `key` whole if it is matched, nothing was
+    /// unpacked from it yet, and every one of its pieces has arrived eager
+    /// (none aborted): the message leaves the engine and `key` names
+    /// nothing any more (its match request has completed: the caller
+    /// forgets it). Otherwise `None`, and nothing changes.
+    pub fn take_matched_whole(&mut self, key: ReqId) -> Option<WholeMessage> {
+        let m = self.recv_msgs.get(&key)?;
+        let bound = m.bound?;
+        let untouched = m.failed.is_none()
+            && m.end.is_none()
+            && m.posted.is_empty()
+            && m.paired == 0
+            && m.outstanding == 0;
+        if !untouched || !is_whole(&m.arrived) {
+            return None;
+        }
+        let m = self.recv_msgs.remove(&key).expect("looked up above");
+        let status = Status {
+            peer: bound.peer,
+            tag: bound.tag,
+            len: 0,
+        };
+        Some(self.hand_over(bound.gate, status, m.arrived))
+    }
+
+    /// Takes whole the first unexpected message on `channel` that a receive
+    /// from `source` with `tag` would match, if every one of its pieces has
+    /// arrived eager (none aborted). If that message is not whole yet,
+    /// `None` (no later message is taken before it), and nothing changes.
+    pub fn take_unexpected_whole(
+        &mut self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+    ) -> Option<WholeMessage> {
+        let gates = &self.gates;
+        let ch = self.channels.get_mut(&channel)?;
+        let i = ch.unexpected.iter().position(|&(g, msg)| {
+            let gate = &gates[g.0];
+            source.accepts(gate.peer)
+                && matches!(gate.incoming.get(&msg), Some(Incoming::Unmatched { tag: t, .. }) if tag.matches(*t))
+        })?;
+        let (gate, msg) = ch.unexpected[i];
+        let g = &gates[gate.0];
+        match g.incoming.get(&msg) {
+            Some(Incoming::Unmatched {
+                arrived,
+                last_seen: true,
+                ..
+            }) if is_whole(arrived) => {}
+            _ => return None,
+        }
+        ch.unexpected.remove(i);
+        let g = &mut self.gates[gate.0];
+        let Some(Incoming::Unmatched { tag, arrived, .. }) = g.incoming.remove(&msg) else {
+            unreachable!("checked above");
+        };
+        let status = Status {
+            peer: g.peer,
+            tag,
+            len: 0,
+        };
+        Some(self.hand_over(gate, status, arrived))
+    }
+
+    /// The pieces of a message taken whole, released from the engine's
+    /// buffer. Their copy into the receiver's memory is counted now.
+    fn hand_over(
+        &mut self,
+        gate: GateId,
+        mut status: Status,
+        pieces: VecDeque<Piece<Vec<u8>>>,
+    ) -> WholeMessage {
+        let (held, len) = pieces
+            .iter()
+            .fold((0, 0), |(h, l), p| (h + p.held(), l + p.data_len()));
+        self.release_bytes(held);
+        self.copied(gate, len);
+        self.gates[gate.0].stats.messages_whole += 1;
+        status.len = len;
+        WholeMessage {
+            status,
+            pieces,
+            unpacked: 0,
+            failed: None,
+        }
+    }
+}
+
+/// Whether `pieces` are a whole message: its last piece among them, and
+/// every one eager and not aborted.
+fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
+    pieces.back().is_some_and(|p| p.flags.last())
+        && pieces.iter().all(|p| !p.is_rdv() && !p.flags.aborted())
+}

@@ -30,6 +30,8 @@ use navette_core::{
     MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch, WholeMessage,
 };
 
+use smallvec::SmallVec;
+
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 
@@ -38,7 +40,9 @@ use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 pub struct Packing<'n, 'a> {
     core: PackingCore<'n>,
     held: Option<OutPiece<'a>>,
-    deferred: Vec<(OutPiece<'a>, bool)>,
+    /// The pieces before `held`, kept until the message ends (a small
+    /// message keeps them inline: no allocation).
+    deferred: SmallVec<[(OutPiece<'a>, bool); 4]>,
 }
 
 /// The part of a packing message that owns engine state; dropping it
@@ -52,9 +56,13 @@ struct PackingCore<'n> {
     copy_below: usize,
 }
 
+/// A copy made at `pack`: a small one is kept inline (no allocation on the
+/// small-message path).
+type CopyBuf = SmallVec<[u8; 32]>;
+
 #[derive(Debug)]
 enum OutData<'a> {
-    Copy(Vec<u8>),
+    Copy(CopyBuf),
     Borrowed(&'a [u8]),
     Cells(&'a [Cell<u8>]),
 }
@@ -81,7 +89,7 @@ impl Node {
                 copy_below,
             },
             held: None,
-            deferred: Vec::new(),
+            deferred: SmallVec::new(),
         })
     }
 
@@ -117,8 +125,10 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// Packs `data` with the given modes (see the [module docs](self)).
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
-            SendMode::Safer => OutData::Copy(data.to_vec()),
-            SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Copy(data.to_vec()),
+            SendMode::Safer => OutData::Copy(CopyBuf::from_slice(data)),
+            SendMode::Cheaper if data.len() < self.core.copy_below => {
+                OutData::Copy(CopyBuf::from_slice(data))
+            }
             SendMode::Cheaper | SendMode::Later => OutData::Borrowed(data),
         };
         self.push(OutPiece { data, send, recv });
@@ -127,7 +137,7 @@ impl<'n, 'a> Packing<'n, 'a> {
 
     /// Packs a copy of `data` (SAFER), which may be any short-lived slice.
     pub fn pack_safer(&mut self, data: &[u8], recv: ReceiveMode) -> Result<()> {
-        let data = OutData::Copy(data.to_vec());
+        let data = OutData::Copy(CopyBuf::from_slice(data));
         self.push(OutPiece {
             data,
             send: SendMode::Safer,
@@ -215,7 +225,7 @@ impl<'n, 'a> Packing<'n, 'a> {
             let out = core.out.as_mut().expect("an open message has its OutMsg");
             for (piece, last) in deferred {
                 let (range, owned) = match piece.data {
-                    OutData::Copy(buf) => (s.mem.insert_owned(buf), true),
+                    OutData::Copy(buf) => (s.mem.insert_owned(buf.into_vec()), true),
                     OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
@@ -367,7 +377,7 @@ impl Drop for Packing<'_, '_> {
             return;
         };
         let data = match &piece.data {
-            OutData::Copy(buf) => buf.clone(),
+            OutData::Copy(buf) => buf.to_vec(),
             OutData::Borrowed(data) => data.to_vec(),
             OutData::Cells(cells) => cells.iter().map(Cell::get).collect(),
         };

@@ -30,8 +30,6 @@ use navette_core::{
     MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch, WholeMessage,
 };
 
-use smallvec::SmallVec;
-
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 
@@ -40,9 +38,7 @@ use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 pub struct Packing<'n, 'a> {
     core: PackingCore<'n>,
     held: Option<OutPiece<'a>>,
-    /// The pieces before `held`, kept until the message ends (a small
-    /// message keeps them inline: no allocation).
-    deferred: SmallVec<[(OutPiece<'a>, bool); 4]>,
+    deferred: Vec<(OutPiece<'a>, bool)>,
 }
 
 /// The part of a packing message that owns engine state; dropping it
@@ -56,13 +52,9 @@ struct PackingCore<'n> {
     copy_below: usize,
 }
 
-/// A copy made at `pack`: a small one is kept inline (no allocation on the
-/// small-message path).
-type CopyBuf = SmallVec<[u8; 32]>;
-
 #[derive(Debug)]
 enum OutData<'a> {
-    Copy(CopyBuf),
+    Copy(Vec<u8>),
     Borrowed(&'a [u8]),
     Cells(&'a [Cell<u8>]),
 }
@@ -89,7 +81,7 @@ impl Node {
                 copy_below,
             },
             held: None,
-            deferred: SmallVec::new(),
+            deferred: Vec::new(),
         })
     }
 
@@ -125,10 +117,8 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// Packs `data` with the given modes (see the [module docs](self)).
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
-            SendMode::Safer => OutData::Copy(CopyBuf::from_slice(data)),
-            SendMode::Cheaper if data.len() < self.core.copy_below => {
-                OutData::Copy(CopyBuf::from_slice(data))
-            }
+            SendMode::Safer => OutData::Copy(data.to_vec()),
+            SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Copy(data.to_vec()),
             SendMode::Cheaper | SendMode::Later => OutData::Borrowed(data),
         };
         self.push(OutPiece { data, send, recv });
@@ -137,7 +127,7 @@ impl<'n, 'a> Packing<'n, 'a> {
 
     /// Packs a copy of `data` (SAFER), which may be any short-lived slice.
     pub fn pack_safer(&mut self, data: &[u8], recv: ReceiveMode) -> Result<()> {
-        let data = OutData::Copy(CopyBuf::from_slice(data));
+        let data = OutData::Copy(data.to_vec());
         self.push(OutPiece {
             data,
             send: SendMode::Safer,
@@ -225,7 +215,7 @@ impl<'n, 'a> Packing<'n, 'a> {
             let out = core.out.as_mut().expect("an open message has its OutMsg");
             for (piece, last) in deferred {
                 let (range, owned) = match piece.data {
-                    OutData::Copy(buf) => (s.mem.insert_owned(buf.into_vec()), true),
+                    OutData::Copy(buf) => (s.mem.insert_owned(buf), true),
                     OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
@@ -377,7 +367,7 @@ impl Drop for Packing<'_, '_> {
             return;
         };
         let data = match &piece.data {
-            OutData::Copy(buf) => buf.to_vec(),
+            OutData::Copy(buf) => buf.clone(),
             OutData::Borrowed(data) => data.to_vec(),
             OutData::Cells(cells) => cells.iter().map(Cell::get).collect(),
         };

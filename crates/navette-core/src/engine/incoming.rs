@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::piece::{Body, Owned, Piece, SeqPiece};
+use super::piece::{Body, Piece, SeqPiece};
 use super::recv::{Bound, Posted, TaggedRecv};
 use super::{Engine, GateId};
 use crate::error::Violation;
@@ -18,7 +18,7 @@ pub(crate) enum Incoming {
     /// No receive matched it yet: its pieces wait here.
     Unmatched {
         tag: u64,
-        arrived: VecDeque<Piece<Owned>>,
+        arrived: VecDeque<Piece<Vec<u8>>>,
         last_seen: bool,
     },
     /// Bound to a receive message.
@@ -237,7 +237,7 @@ impl Engine {
         key: ReqId,
         gate: GateId,
         tag: u64,
-        arrived: VecDeque<Piece<Owned>>,
+        arrived: VecDeque<Piece<Vec<u8>>>,
     ) {
         let peer = self.gates[gate.0].peer;
         let m = self

@@ -51,7 +51,7 @@ pub use send::{OutMsg, PieceSpec};
 pub use whole::WholeMessage;
 
 use incoming::Incoming;
-use piece::{Owned, SeqPiece};
+use piece::SeqPiece;
 use recv::RecvMsg;
 use rendezvous::{RdvRecv, RdvSend};
 
@@ -185,7 +185,7 @@ struct Gate {
     rdv_threshold: usize,
     next_seq: u32,
     next_msg: u32,
-    reorder: ReorderBuffer<SeqPiece<Owned>>,
+    reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
     incoming: HashMap<u32, Incoming, PeerKeyed>,
     stats: GateStats,
 }

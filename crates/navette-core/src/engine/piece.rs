@@ -3,10 +3,6 @@
 
 use navette_wire::{Eager, PieceFlags, RdvRequest};
 
-/// The bytes of a piece the engine keeps: a small one inline (the usual
-/// small message is kept with no allocation per piece).
-pub(crate) type Owned = smallvec::SmallVec<[u8; 32]>;
-
 /// The fixed charge of a kept piece against `max_buffered_bytes`, on top
 /// of its data.
 pub const PIECE_COST: usize = 64;
@@ -77,11 +73,11 @@ impl<D: AsRef<[u8]>> Piece<D> {
         }
     }
 
-    pub(super) fn to_owned(&self) -> Piece<Owned> {
+    pub(super) fn to_owned(&self) -> Piece<Vec<u8>> {
         Piece {
             flags: self.flags,
             body: match &self.body {
-                Body::Eager(d) => Body::Eager(Owned::from_slice(d.as_ref())),
+                Body::Eager(d) => Body::Eager(d.as_ref().to_vec()),
                 Body::Rdv { send_id, len } => Body::Rdv {
                     send_id: *send_id,
                     len: *len,

@@ -13,7 +13,7 @@ use navette_wire::{ClearToSend, CtsFlags, PieceFlags};
 use navette_wire::{ReceiveMode, SendMode};
 
 use super::incoming::Incoming;
-use super::piece::{Body, Owned, Piece};
+use super::piece::{Body, Piece};
 use super::{Engine, GateId, sorted_keys};
 use crate::error::UsageError;
 use crate::memory::{self, Memory};
@@ -35,7 +35,7 @@ pub(crate) struct RecvMsg {
     pub(super) source: Source,
     pub(super) tag: TagMatch,
     pub(super) bound: Option<Bound>,
-    pub(super) arrived: VecDeque<Piece<Owned>>,
+    pub(super) arrived: VecDeque<Piece<Vec<u8>>>,
     pub(super) posted: VecDeque<PostedPiece>,
     pub(super) paired: u32,
     pub(super) last_paired: bool,
@@ -117,7 +117,7 @@ pub(crate) struct DeferredPiece {
     pub(super) gate: GateId,
     pub(super) status: Status,
     pub(super) declared: usize,
-    pub(super) piece: Piece<Owned>,
+    pub(super) piece: Piece<Vec<u8>>,
 }
 
 impl Engine {

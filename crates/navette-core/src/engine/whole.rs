@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use navette_wire::{ReceiveMode, SendMode};
 
 use super::incoming::Incoming;
-use super::piece::{Body, Owned, Piece};
+use super::piece::{Body, Piece};
 use super::recv::{RecvPiece, check_piece};
 use super::{Engine, GateId};
 use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
@@ -26,7 +26,7 @@ use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
 #[derive(Debug)]
 pub struct WholeMessage {
     status: Status,
-    pieces: VecDeque<Piece<Owned>>,
+    pieces: VecDeque<Piece<Vec<u8>>>,
     unpacked: u32,
     failed: Option<RequestError>,
 }
@@ -165,7 +165,7 @@ impl Engine {
         &mut self,
         gate: GateId,
         mut status: Status,
-        pieces: VecDeque<Piece<Owned>>,
+        pieces: VecDeque<Piece<Vec<u8>>>,
     ) -> WholeMessage {
         let (held, len) = pieces
             .iter()
@@ -185,7 +185,7 @@ impl Engine {
 
 /// Whether `pieces` are a whole message: its last piece among them, and
 /// every one eager and not aborted.
-fn is_whole(pieces: &VecDeque<Piece<Owned>>) -> bool {
+fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
     pieces.back().is_some_and(|p| p.flags.last())
         && pieces.iter().all(|p| !p.is_rdv() && !p.flags.aborted())
 }

@@ -5,6 +5,7 @@
 //! of each idle rail. Protocol logic never lives in a driver.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
@@ -166,6 +167,9 @@ impl<'a> DriverPort<'a> {
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);
+        // Under the node's lock, as every count: a load and a store.
+        let arrivals = &self.core.arrivals;
+        arrivals.store(arrivals.load(Ordering::Relaxed) + 1, Ordering::Release);
         self.mark_if_queued();
         out
     }

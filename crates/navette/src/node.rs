@@ -6,7 +6,7 @@
 //! they feed the engine.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -230,6 +230,9 @@ pub struct NodeCore {
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
     dirty: AtomicBool,
+    /// Packets the engine has handled: the RPC dispatcher looks for calls
+    /// only when it moved (read without the lock).
+    pub(crate) arrivals: AtomicU64,
     /// What became of the receive waiting outside the engine (read without
     /// the lock by its spinning thread).
     pub(crate) lean_slot: crate::lean::LeanSlot,
@@ -353,6 +356,7 @@ impl Node {
                 }),
                 driver,
                 dirty: AtomicBool::new(false),
+                arrivals: AtomicU64::new(0),
                 lean_slot: crate::lean::LeanSlot::default(),
                 progress_threads: AtomicUsize::new(0),
                 futures: AtomicUsize::new(0),

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -267,7 +266,7 @@ impl CallRequest<'_, '_> {
     fn give_up(&mut self) {
         if let Some(reply) = self.reply.take() {
             if reply.abandon() {
-                self.node.rpc().abandoned.fetch_add(1, Ordering::AcqRel);
+                self.node.rpc().abandon_one();
             }
         }
     }

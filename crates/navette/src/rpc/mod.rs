@@ -183,6 +183,9 @@ pub(crate) struct Rpc {
     /// A thread found another dispatching: that one looks again after.
     missed: AtomicBool,
     next_call: AtomicU64,
+    /// The node's count of handled packets when calls were last looked
+    /// for: until it moves, no call can have arrived.
+    looked: AtomicU64,
     /// Replies of calls past their deadline that may still come: progress
     /// drops unexpected replies while there are some.
     abandoned: AtomicUsize,
@@ -198,6 +201,7 @@ impl Rpc {
             dispatching: AtomicBool::new(false),
             missed: AtomicBool::new(false),
             next_call: AtomicU64::new(0),
+            looked: AtomicU64::new(u64::MAX),
             abandoned: AtomicUsize::new(0),
             handler_threads: AtomicUsize::new(DEFAULT_HANDLER_THREADS),
             pool: OnceLock::new(),
@@ -209,14 +213,27 @@ impl Rpc {
         self.next_call.fetch_add(1, Ordering::Relaxed) & !wire::REPLY_BIT
     }
 
+    /// Counts a call given up while its reply may still come: progress
+    /// drops that reply, even one that came already.
+    fn abandon_one(&self) {
+        self.abandoned.fetch_add(1, Ordering::SeqCst);
+        self.looked.store(u64::MAX, Ordering::SeqCst);
+    }
+
     /// Serves the calls that arrived, one thread at a time; called after
     /// every round of progress.
     pub(crate) fn dispatch(&self, node: &Node) {
         // Calls may have arrived in rounds made by a driver alone (a lean
         // receive, finalize), so a server looks at every round.
-        let serving = self.serving.load(Ordering::Acquire);
-        let abandoned = self.abandoned.load(Ordering::Acquire) > 0;
-        if !serving && !abandoned {
+        if !self.serving.load(Ordering::Acquire) && self.abandoned.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // Spinning waits call this on every round: one load when nothing
+        // arrived.
+        let arrivals = &node.core().arrivals;
+        if arrivals.load(Ordering::Acquire) == self.looked.load(Ordering::SeqCst)
+            && !self.missed.load(Ordering::Acquire)
+        {
             return;
         }
         loop {
@@ -229,10 +246,15 @@ impl Rpc {
                 return;
             }
             let guard = Dispatching(&self.dispatching);
-            if abandoned {
+            // Packets handled from now on are looked at next time; a call
+            // abandoned from now on resets the mark after this store
+            // (`abandon_one`), so its late reply is looked for then.
+            self.looked
+                .store(arrivals.load(Ordering::Acquire), Ordering::SeqCst);
+            if self.abandoned.load(Ordering::SeqCst) > 0 {
                 self.drop_late_replies(node);
             }
-            if serving {
+            if self.serving.load(Ordering::Acquire) {
                 server::serve_arrived(self, node);
             }
             drop(guard);
@@ -278,6 +300,8 @@ impl Rpc {
         }
         self.registry.insert(service)?;
         self.serving.store(true, Ordering::Release);
+        // Calls that came before it are looked at again.
+        self.looked.store(u64::MAX, Ordering::SeqCst);
         Ok(())
     }
 

@@ -72,6 +72,7 @@ fn shm_config() -> Vec<Tunable> {
         single_copy_min,
         copy,
         share_min,
+        liveness_interval,
     } = navette::shm::ShmConfig::default();
     vec![
         tunable(
@@ -117,6 +118,13 @@ fn shm_config() -> Vec<Tunable> {
             share_min.map_or("off".into(), |min| bytes(min as u64)),
             "single-copy reads this long or longer are shared: the sender writes the second \
              half (process_vm_writev) while the receiver reads the first",
+        ),
+        tunable(
+            section,
+            "liveness_interval (env NAVETTE_SHM_LIVENESS_MS)",
+            duration(liveness_interval),
+            "how often peers' processes are checked: the rail of a peer that is gone closes, \
+             and what needs it fails with PeerUnreachable",
         ),
     ]
 }

@@ -371,3 +371,40 @@ fn a_killed_rank_leaves_nothing_in_dev_shm() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// 4 ranks, rank 3 killed (SIGKILL) in the middle of a rendezvous transfer
+/// and of an RPC: over shm (its liveness check) and tcp (a reset
+/// connection), the transfer's receive, the call and a receive from rank 3
+/// fail with `PeerUnreachable`; the three others then carry on; the
+/// launcher (`--no-fail-fast`) reports how rank 3 ended.
+#[test]
+fn a_killed_rank_fails_what_needs_it_and_the_others_carry_on() {
+    for driver in ["shm", "tcp"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_navette"))
+            .env("NAVETTE_DRIVER", driver)
+            .args(["run", "-n", "4", "--no-fail-fast", "--timeout", JOB_TIMEOUT])
+            .arg("--")
+            .arg(example("peerloss"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("navette runs");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let context = format!("{driver}:\n{stdout}\n{stderr}");
+        assert_eq!(out.status.code(), Some(128 + 9), "{context}");
+        assert!(
+            stderr.contains("rank 3 was killed by signal 9"),
+            "{context}"
+        );
+        let lost = [
+            (0, "the stream from rank 3 failed: rank 3 unreachable"),
+            (1, "the call of die at rank 3 failed: rank 3 unreachable"),
+            (2, "the receive from rank 3 failed: rank 3 unreachable"),
+        ];
+        for (rank, what) in lost {
+            let line = format!("peerloss: rank {rank}: {what}");
+            assert_eq!(rank_lines(&stdout, rank, &line).len(), 1, "{context}");
+            let on = format!("peerloss: rank {rank}: the survivors carried on");
+            assert_eq!(rank_lines(&stdout, rank, &on).len(), 1, "{context}");
+        }
+    }
+}

@@ -13,6 +13,7 @@
 //! see [`Inner::read_pulled`]).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use navette_core::memory;
 use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
@@ -29,6 +30,9 @@ use crate::node::NodeCore;
 const RECV_BUDGET: usize = 64;
 /// Send passes per round: a completed packet frees its rail for the next.
 const SEND_PASSES: usize = 4;
+/// Rounds between two looks at the clock for the peers' liveness check
+/// (a spinning round lasts tens of nanoseconds).
+const LIVENESS_ROUNDS: u32 = 64;
 
 /// One peer rank as the driver sees it.
 #[derive(Debug)]
@@ -68,7 +72,21 @@ pub(super) struct Inner {
     pulls_out: usize,
     limits: Limits,
     start: Clock,
+    liveness: Liveness,
     pub(super) stats: ShmStats,
+}
+
+/// The check that peers still run: a peer process that is gone (killed,
+/// crashed) never writes to our ring again, so without it whatever waits
+/// for that peer would wait for ever.
+#[derive(Debug)]
+struct Liveness {
+    /// Time between two checks.
+    every: Duration,
+    /// The driver's time at the last check.
+    last: Duration,
+    /// Rounds since the clock was last read.
+    rounds: u32,
 }
 
 impl Inner {
@@ -78,6 +96,7 @@ impl Inner {
         start: Clock,
         piece_max: usize,
         share_min: Option<usize>,
+        liveness: Duration,
     ) -> Self {
         Self {
             me,
@@ -88,6 +107,11 @@ impl Inner {
             pulls_out: 0,
             limits,
             start,
+            liveness: Liveness {
+                every: liveness,
+                last: start.now(),
+                rounds: 0,
+            },
             stats: ShmStats::default(),
         }
     }
@@ -124,6 +148,10 @@ impl Inner {
     /// One round: write the parts of our pulled data that peers offer us,
     /// receive, send back acknowledgements, send.
     pub(super) fn progress(&mut self, segment: &Segment, node: &NodeCore) -> bool {
+        self.liveness.rounds += 1;
+        if self.liveness.rounds >= LIVENESS_ROUNDS {
+            self.check_liveness(segment, node);
+        }
         let mut any = self.pulls_out > 0 && self.serve_offers(segment, node);
         any |= self.receive(segment, node);
         any |= self.flush_acks(segment);
@@ -402,6 +430,39 @@ impl Inner {
                 slot.out = other;
                 self.fail(port, from, &"a pulled cell for nothing pulled");
             }
+        }
+    }
+
+    /// Every [`ShmConfig::liveness_interval`], closes the rails of peers
+    /// whose process is gone: the engine fails what waits for them with
+    /// [`navette_core::RequestError::PeerUnreachable`]. Called every
+    /// [`LIVENESS_ROUNDS`] rounds and before a thread blocks.
+    ///
+    /// [`ShmConfig::liveness_interval`]: super::ShmConfig::liveness_interval
+    pub(super) fn check_liveness(&mut self, segment: &Segment, node: &NodeCore) {
+        self.liveness.rounds = 0;
+        let now = self.start.now();
+        if now.saturating_sub(self.liveness.last) < self.liveness.every {
+            return;
+        }
+        self.liveness.last = now;
+        let gone: Vec<(Rank, u32)> = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter_map(|(peer, slot)| {
+                let open = slot.as_ref().is_some_and(|s| !s.closed);
+                let pid = segment.area(peer as Rank).pid();
+                (open && !navette_shm::is_alive(pid)).then_some((peer as Rank, pid))
+            })
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut port = node.port();
+        for (peer, pid) in gone {
+            let what = format!("its process ({pid}) is gone");
+            self.fail(&mut port, peer, &what);
         }
     }
 

@@ -36,6 +36,15 @@
 //!   is writing, and the receiver waits for that write). No one writes
 //!   into the destination after the receiver has settled the offer.
 //!
+//! Peer failure: a peer process that is gone (killed, crashed) writes to
+//! no ring again, so each rank checks every
+//! [`ShmConfig::liveness_interval`] that its peers' processes still run
+//! (spinning rounds look at the clock every few dozen rounds; a thread
+//! about to block looks first). A peer that is gone has its rail closed:
+//! every request that needs it fails with
+//! [`crate::RequestError::PeerUnreachable`], and the other rails carry on.
+//! A failed single-copy read from a peer closes its rail at once.
+//!
 //! Hot path (small message, peer ready): no allocation, no system call —
 //! the doorbell (a shared futex) is rung only when the receiver sleeps.
 //! Waiting threads block on their own doorbell after the node's spin phase.
@@ -98,6 +107,10 @@ pub const COPY_VAR: &str = "NAVETTE_SHM_COPY";
 /// `on`, the default): see [`ShmConfig::share_min`].
 pub const SHARE_VAR: &str = "NAVETTE_SHM_SHARE";
 
+/// Environment variable: how often peers' processes are checked, in
+/// milliseconds ([`ShmConfig::liveness_interval`]).
+pub const LIVENESS_VAR: &str = "NAVETTE_SHM_LIVENESS_MS";
+
 /// Settings of the shm driver. Every field has a default.
 #[derive(Clone, Debug)]
 pub struct ShmConfig {
@@ -142,6 +155,15 @@ pub struct ShmConfig {
     /// defaults every single-copy read is shared (`share_min` is below
     /// [`Self::single_copy_min`]).
     pub share_min: Option<usize>,
+    /// How often each rank checks that its peers' processes still run: a
+    /// peer that is gone (killed, crashed) has its rail closed, and every
+    /// request that needs it fails with
+    /// [`crate::RequestError::PeerUnreachable`] within about this time (a
+    /// thread blocked in a wait looks when it wakes, at least every
+    /// `NodeConfig::block_for`). Each check costs a `kill(pid, 0)` and a read
+    /// of `/proc/<pid>/stat` per peer. `NAVETTE_SHM_LIVENESS_MS` overrides
+    /// it.
+    pub liveness_interval: Duration,
 }
 
 impl Default for ShmConfig {
@@ -155,15 +177,27 @@ impl Default for ShmConfig {
             single_copy_min: 256 << 10,
             copy: CopyMode::Auto,
             share_min: Some(64 << 10),
+            liveness_interval: Duration::from_millis(100),
         }
     }
 }
 
 impl ShmConfig {
-    /// This configuration with the copy mode from `NAVETTE_SHM_COPY` and
-    /// the sharing of reads from `NAVETTE_SHM_SHARE` (`on`, `off`), where
-    /// set.
+    /// This configuration with the copy mode from `NAVETTE_SHM_COPY`, the
+    /// sharing of reads from `NAVETTE_SHM_SHARE` (`on`, `off`) and the
+    /// liveness interval from `NAVETTE_SHM_LIVENESS_MS` (milliseconds, at
+    /// least 1), where set.
     pub fn from_env(mut self) -> Result<Self> {
+        if let Ok(value) = std::env::var(LIVENESS_VAR) {
+            self.liveness_interval = match value.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => Duration::from_millis(ms),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "{LIVENESS_VAR}={value}: expected a number of milliseconds, at least 1"
+                    )));
+                }
+            };
+        }
         if let Ok(value) = std::env::var(COPY_VAR) {
             self.copy = value.parse()?;
         }
@@ -266,7 +300,14 @@ impl ShmDriver {
         let piece_max = segment.as_ref().map_or(0, |s| {
             s.cell_payload() - cell::HEADER_LEN - PacketHeader::LEN - RdvDataHeader::LEN
         });
-        let inner = Inner::new(rank, limits, start, piece_max, config.share_min);
+        let inner = Inner::new(
+            rank,
+            limits,
+            start,
+            piece_max,
+            config.share_min,
+            config.liveness_interval,
+        );
         tracing::debug!(rank, size, job, "shm: segment ready");
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
@@ -478,9 +519,11 @@ impl Driver for ShmDriver {
             std::thread::sleep(timeout.min(Duration::from_micros(50)));
             return Ok(());
         };
-        let Some(inner) = self.inner.try_lock_for(timeout) else {
+        let Some(mut inner) = self.inner.try_lock_for(timeout) else {
             return Ok(());
         };
+        // A peer that is gone would never ring us: look before sleeping.
+        inner.check_liveness(segment, node);
         // A packet waiting for room in a peer's ring: that peer does not
         // ring us when it frees a cell, so look again soon.
         let timeout = if inner.is_stuck() {

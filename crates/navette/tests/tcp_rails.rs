@@ -517,3 +517,62 @@ fn a_failed_link_fails_the_peer_on_every_link() {
         );
     });
 }
+
+/// A peer whose packet header announces a body longer than any packet
+/// our rails make (but within the wire format's own limit) is cut off at
+/// that header: rank 0 closes the connection without reading or
+/// allocating for the body, and a receive waiting for the peer fails with
+/// `PeerUnreachable`. Rank 1 is played by raw sockets.
+#[test]
+fn a_packet_longer_than_the_rails_make_closes_the_connection() {
+    let job = job_id();
+    let mut ranks = LocalBootstrap::job(2, job, JOB_KEY);
+    let fake = ranks.pop().unwrap();
+    let real = ranks.pop().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let listeners: Vec<_> = ["127.0.0.1:0", "127.0.0.2:0"]
+                .map(|a| std::net::TcpListener::bind(a).unwrap())
+                .into_iter()
+                .collect();
+            let addrs: Vec<String> = listeners
+                .iter()
+                .map(|l| l.local_addr().unwrap().to_string())
+                .collect();
+            fake.put(navette::tcp::ADDR_KEY, addrs[0].as_bytes())
+                .unwrap();
+            fake.put(LINKS_KEY, addrs.join(",").as_bytes()).unwrap();
+            fake.fence().unwrap();
+            let value = String::from_utf8(fake.get(0, LINKS_KEY).unwrap()).unwrap();
+            let theirs: Vec<SocketAddr> = value.split(',').map(|a| a.parse().unwrap()).collect();
+            let mut link0 = join_as_rank_1(theirs[0], job, 0);
+            let link1 = join_as_rank_1(theirs[1], job, 1);
+            // 60 MiB: below the wire format's 64 MiB, far above the rails'
+            // packets (a rendezvous fragment of 4 MiB and its header).
+            let header = navette_wire::PacketHeader {
+                chunk_count: 1,
+                body_len: 60 << 20,
+            };
+            link0.write_all(&header.to_bytes()).unwrap();
+            // A hang guard on the read, not a timing assertion.
+            link0
+                .set_read_timeout(Some(std::time::Duration::from_secs(120)))
+                .unwrap();
+            let mut byte = [0u8; 1];
+            let closed = matches!(link0.read(&mut byte), Ok(0) | Err(_));
+            assert!(closed, "rank 0 closed the connection at the header");
+            fake.fence().unwrap();
+            drop((link0, link1));
+        });
+        let (node, _driver) = init_tcp(Arc::new(real), config(loopback_links())).unwrap();
+        let got = node.irecv(node.gate(1), 1u64, vec![0u8; 16]).wait();
+        node.finalize().unwrap();
+        assert!(
+            matches!(
+                got,
+                Err(Error::Request(RequestError::PeerUnreachable { peer: 1 }))
+            ),
+            "{got:?}"
+        );
+    });
+}

@@ -34,7 +34,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use navette_core::{RailId, Rank};
 use navette_session::{Bootstrap, JOB_KEY_LEN};
-use navette_wire::Limits;
+use navette_wire::{Limits, RdvDataHeader};
 use rustc_hash::FxHashMap;
 
 use super::Congestion;
@@ -185,7 +185,20 @@ impl Inner {
     /// (by link, as many as links); no socket is opened.
     pub(super) fn attach(&mut self, node: &NodeCore, caps: &[navette_core::RailCaps]) {
         debug_assert_eq!(caps.len(), self.links);
-        self.limits = node.lock().engine.config().limits;
+        // A peer's packet header sizes the buffer its packet is read
+        // into: no packet may be longer than our rails make (a packet, or
+        // one rendezvous fragment behind its header), whatever the
+        // engine's wider limits allow.
+        let mut limits = node.lock().engine.config().limits;
+        let longest = caps
+            .iter()
+            .map(|c| c.max_packet.max(c.max_fragment + RdvDataHeader::LEN))
+            .max()
+            .unwrap_or(0);
+        limits.max_body_len = limits
+            .max_body_len
+            .min(u32::try_from(longest).unwrap_or(u32::MAX));
+        self.limits = limits;
         let mut port = node.port();
         let rank = self.rank;
         self.peers = (0..self.size)

@@ -99,7 +99,10 @@ pub struct TcpConfig {
     /// Connect to every peer at start-up instead of on first use: each rank
     /// dials the higher ranks and waits for the lower ones.
     pub eager_connect: bool,
-    /// What the engine is told about every tcp rail.
+    /// What the engine is told about every tcp rail. Its `max_packet` and
+    /// `max_fragment` also bound the packets accepted from peers (a longer
+    /// one closes the connection before anything is allocated for it):
+    /// every rank of a job must use the same.
     pub caps: RailCaps,
     /// Most connections allowed in their handshake at once; more are
     /// refused.

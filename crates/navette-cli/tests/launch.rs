@@ -408,3 +408,31 @@ fn a_killed_rank_fails_what_needs_it_and_the_others_carry_on() {
         }
     }
 }
+
+/// The soak's short version: 4 ranks (oversubscribed) mix tagged,
+/// pack/unpack and RPC traffic of random sizes up to 8 MiB for 2 seconds,
+/// over shm and over tcp; every rank checks every byte and reports its
+/// counts, none lost or corrupt. (The long version is run by hand:
+/// `--seconds 60`.)
+#[test]
+fn soak_4_ranks_shm_and_tcp() {
+    for driver in ["shm", "tcp"] {
+        let out = run_example_with(
+            4,
+            "soak",
+            &["--seconds", "2"],
+            &[("NAVETTE_DRIVER", driver)],
+        );
+        assert_success(&out);
+        let stdout = text(&out.stdout);
+        for rank in 0..4 {
+            let lines = rank_lines(&stdout, rank, &format!("soak: rank {rank}: "));
+            assert_eq!(lines.len(), 1, "{driver}:\n{stdout}");
+            assert!(
+                lines[0].ends_with(", 0 lost, 0 corrupt"),
+                "{driver}: {}",
+                lines[0]
+            );
+        }
+    }
+}

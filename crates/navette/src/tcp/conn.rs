@@ -34,6 +34,9 @@ pub(super) enum ConnError {
     Io(io::Error),
     /// The peer closed the connection.
     Eof,
+    /// The peer closed the connection in the middle of a packet, this
+    /// many bytes of it received.
+    Truncated(usize),
     /// The peer failed the handshake.
     Handshake(HandshakeError),
     /// The peer's identity is not acceptable.
@@ -45,6 +48,10 @@ impl fmt::Display for ConnError {
         match self {
             Self::Io(e) => write!(f, "{e}"),
             Self::Eof => f.write_str("connection closed by peer"),
+            Self::Truncated(n) => write!(
+                f,
+                "connection closed by peer in the middle of a packet ({n} bytes of it received)"
+            ),
             Self::Handshake(e) => write!(f, "handshake: {e}"),
             Self::Refused(why) => write!(f, "refused: {why}"),
         }

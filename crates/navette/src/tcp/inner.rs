@@ -854,6 +854,9 @@ impl Inner {
                 usize::MAX
             };
             match conn.frames.fill_at_most(&mut conn.stream, max) {
+                Ok(Filled { len: 0, .. }) if buffered > 0 => {
+                    return Err(ConnError::Truncated(buffered));
+                }
                 Ok(Filled { len: 0, .. }) => return Err(ConnError::Eof),
                 // A read that did not fill the buffer drained the socket: a
                 // further read would only find nothing (`WouldBlock`) and
@@ -1215,7 +1218,11 @@ fn land(
             }
         };
         match read {
-            Ok(0) => return Err(ConnError::Eof),
+            // In the middle of a rendezvous data chunk.
+            Ok(0) => {
+                let received = RDV_PREFIX + landing.written;
+                return Err(ConnError::Truncated(received));
+            }
             Ok(n) => {
                 landing.written += n;
                 stats.landed_direct += n as u64;

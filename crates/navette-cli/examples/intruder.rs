@@ -23,6 +23,11 @@
 //! connections, and every rank runs a normal ring exchange and finalizes:
 //! a refused intruder disturbs nobody.
 //!
+//! With `--foreign`, the intruder is a process outside the job instead
+//! (the test that runs this program): rank 1 prints the address it listens
+//! on (`intruder: rank 1 listens at ADDR`), waits until it has refused a
+//! connection, then goes on as above.
+//!
 //! To reach the bootstrap and the driver's counters, this program starts
 //! its node with `navette::init_tcp` on a bootstrap it keeps, instead of
 //! `navette::init()`.
@@ -67,7 +72,25 @@ fn run() -> Result<()> {
     if node.size() < 2 {
         return Err("run with at least 2 ranks (navette run -n 2)".into());
     }
+    let foreign = std::env::args().any(|a| a == "--foreign");
     match me {
+        1 if foreign => {
+            let addr = String::from_utf8(bootstrap.get(1, navette::tcp::ADDR_KEY)?)?;
+            println!("intruder: rank 1 listens at {addr}");
+            // Progress serves the foreigner's connection meanwhile.
+            let since = std::time::Instant::now();
+            while driver.stats().refused == 0 {
+                if since.elapsed() > 3 * PATIENCE {
+                    return Err("no foreign connection came to be refused".into());
+                }
+                if !node.progress()? {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let refused = driver.stats().refused;
+            println!("intruder: rank 1: refused {refused} connections");
+        }
+        _ if foreign => {}
         0 => {
             let addr: SocketAddr =
                 String::from_utf8(bootstrap.get(1, navette::tcp::ADDR_KEY)?)?.parse()?;

@@ -436,3 +436,80 @@ fn soak_4_ranks_shm_and_tcp() {
         }
     }
 }
+
+/// A process outside the job (this test) dials a rank's tcp port with a
+/// hello of its own making (job id and key it made up): the rank closes
+/// the connection, logs the refusal, and the job goes on.
+#[test]
+fn a_foreign_process_on_a_rank_port_is_refused() {
+    let mut navette = Command::new(env!("CARGO_BIN_EXE_navette"))
+        .args(["run", "-n", "3", "--timeout", JOB_TIMEOUT, "--"])
+        .arg(example("intruder"))
+        .arg("--foreign")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("navette runs");
+    let mut lines = BufReader::new(navette.stdout.take().expect("piped")).lines();
+    let mut seen = Vec::new();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("rank 1 prints its address")
+            .expect("text");
+        seen.push(line.clone());
+        if let Some(addr) = line.strip_prefix("[1] intruder: rank 1 listens at ") {
+            break addr.to_owned();
+        }
+    };
+    let mut stream = std::net::TcpStream::connect(&addr).expect("rank 1 accepts");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let hello = navette_wire::handshake::Hello {
+        version: navette_wire::handshake::PROTOCOL_VERSION,
+        job_id: 0x0bad_f00d,
+        rank: 0,
+        nonce: *b"not of this job!",
+    };
+    let mut out = Vec::new();
+    hello.encode(&mut out);
+    use std::io::{Read, Write};
+    stream.write_all(&out).unwrap();
+    let _ = stream.write_all(&[0x42; navette_wire::handshake::Proof::LEN]);
+    let mut rest = Vec::new();
+    // Closed (or reset) by rank 1: never left waiting.
+    let ended = match stream.read_to_end(&mut rest) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(ended, "rank 1 kept the foreign connection open");
+    seen.extend(lines.map_while(Result::ok));
+    let status = navette.wait().expect("navette ends");
+    let stdout = seen.join("\n");
+    assert!(status.success(), "{stdout}");
+    assert_eq!(
+        rank_lines(&stdout, 1, "intruder: rank 1: refused 1 connections").len(),
+        1,
+        "{stdout}"
+    );
+    for rank in 0..3 {
+        let done = format!("intruder: rank {rank}: ring exchange ok");
+        assert_eq!(rank_lines(&stdout, rank, &done).len(), 1, "{stdout}");
+    }
+    let mut stderr = String::new();
+    navette
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let stderr = without_ansi_escapes(&stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("[1] ") && l.contains("tcp: refused connection")),
+        "{stderr}"
+    );
+}

@@ -130,6 +130,10 @@ pub(crate) struct State {
     /// Wakers whose requests completed, to wake once the lock is released
     /// (a waker may run anything, even code that locks the node).
     woken: Vec<Waker>,
+    /// Requests that failed after whoever made them stopped waiting (a
+    /// dropped send's request, say): each is logged, and finalize reports
+    /// the count.
+    pub(crate) unwaited_failures: u64,
 }
 
 impl State {
@@ -155,6 +159,15 @@ impl State {
                 let slot = self.slots.remove(&event.req).expect("looked up above");
                 if let Some(region) = slot.region {
                     self.mem.remove(region);
+                }
+                // Nobody waits for it: its failure is reported here (a
+                // cancelled one was given up on purpose).
+                match event.outcome {
+                    Err(RequestError::Cancelled) | Ok(_) => {}
+                    Err(err) => {
+                        self.unwaited_failures += 1;
+                        tracing::warn!(req = %event.req, %err, "a request nobody waits for failed");
+                    }
                 }
             } else {
                 slot.outcome = Some(event.outcome);
@@ -353,6 +366,7 @@ impl Node {
                     lean: None,
                     wakers: FxHashMap::default(),
                     woken: Vec::new(),
+                    unwaited_failures: 0,
                 }),
                 driver,
                 dirty: AtomicBool::new(false),
@@ -425,6 +439,18 @@ impl Node {
     /// size, protocol state and age, and the state of every rail.
     pub fn report(&self) -> navette_core::Report {
         self.core.report()
+    }
+
+    /// Requests that failed after whoever made them stopped waiting for
+    /// them (a dropped non-blocking send whose peer was lost, say), since
+    /// the start; each was logged as a warning when it failed. Cancelled
+    /// ones (given up on purpose) are not counted.
+    pub fn unwaited_failures(&self) -> u64 {
+        let mut state = self.core.lock();
+        state.collect();
+        let n = state.unwaited_failures;
+        unlock(state);
+        n
     }
 
     /// Makes one round of progress; returns whether anything happened.

@@ -245,14 +245,26 @@ fn start<D: crate::driver::Driver + Attach + 'static>(
 
 impl Node {
     /// Leaves the session: waits until every send this node accepted has
-    /// completed (detached non-blocking sends included), then lets the
+    /// completed (detached non-blocking sends included: those that failed
+    /// with nobody waiting were logged as they did, and their count is
+    /// logged again here, see [`Node::unwaited_failures`]), then lets the
     /// driver end the session — over tcp, a fence of every rank, then the
     /// connections close. Every rank must call it. Other handles on this
     /// node must not start new operations meanwhile.
     pub fn finalize(self) -> Result<()> {
-        self.wait_until(&|| "every accepted send to complete".to_owned(), |state| {
-            state.engine.sends_flushed().then_some(())
-        })?;
+        let unwaited =
+            self.wait_until(&|| "every accepted send to complete".to_owned(), |state| {
+                state
+                    .engine
+                    .sends_flushed()
+                    .then_some(state.unwaited_failures)
+            })?;
+        if unwaited > 0 {
+            tracing::warn!(
+                rank = self.rank(),
+                "{unwaited} requests nobody waited for failed (each was logged when it did)"
+            );
+        }
         self.dump_stats_if_asked()?;
         let core = self.core();
         core.driver().finalize(core)

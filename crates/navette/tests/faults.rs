@@ -134,3 +134,21 @@ fn a_peer_that_breaks_the_protocol_is_cut_off() {
     );
     send.wait().unwrap();
 }
+
+/// Requests nobody waits for (dropped: detached, not cancelled) that fail
+/// when their peer is lost do not fail silently: each is counted and
+/// logged, and finalize reports the count.
+#[test]
+fn a_failure_nobody_waits_for_is_counted() {
+    let cluster = three_ranks();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    drop(a.isend(a.gate(1), 1, pattern(1 << 20, 1)).unwrap());
+    drop(a.irecv(a.gate(1), 2u64, vec![0u8; 8]));
+    assert_eq!(a.unwaited_failures(), 0);
+    cluster.cut(cluster.links_between(0, 1)[0]);
+    // Something to wait for that ends once the loss is known.
+    let probe = a.irecv(a.gate(1), 3u64, vec![0u8; 8]);
+    assert_eq!(request_error(probe.wait()), unreachable(1));
+    assert_eq!(a.unwaited_failures(), 2, "the send and the receive");
+    assert_eq!(b.unwaited_failures(), 0);
+}

@@ -18,7 +18,7 @@ mod common;
 
 use std::time::Duration;
 
-use navette::{Node, NodeConfig, RecvFrom, RuntimeConfig, init_shm, init_tcp};
+use navette::{Node, RecvFrom, RuntimeConfig, init_shm, init_tcp};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
 
@@ -48,16 +48,7 @@ fn resident_kib() -> u64 {
 }
 
 fn config() -> RuntimeConfig {
-    RuntimeConfig {
-        node: NodeConfig {
-            // A hang guard, not a timing assertion.
-            wait_timeout: Some(Duration::from_secs(300)),
-            ..NodeConfig::default()
-        },
-        log_to_stderr: false,
-        report_on_sigusr1: false,
-        ..RuntimeConfig::default()
-    }
+    common::test_config(Duration::from_secs(300))
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -8,23 +8,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{check, pattern};
 use navette::shm_tcp::ShmTcpDriver;
-use navette::{Node, NodeConfig, RuntimeConfig, init_shm_tcp, wait_all};
+use navette::{Node, RuntimeConfig, init_shm_tcp, wait_all};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
 
 const JOB_KEY: [u8; JOB_KEY_LEN] = [0x6e; JOB_KEY_LEN];
 
 fn config() -> RuntimeConfig {
-    RuntimeConfig {
-        node: NodeConfig {
-            // A hang guard, not a timing assertion.
-            wait_timeout: Some(Duration::from_secs(300)),
-            ..NodeConfig::default()
-        },
-        log_to_stderr: false,
-        report_on_sigusr1: false,
-        ..RuntimeConfig::default()
-    }
+    common::test_config(Duration::from_secs(300))
 }
 
 fn run<R: Send>(size: u32, f: impl Fn(&Node, &ShmTcpDriver) -> R + Sync) -> Vec<R> {

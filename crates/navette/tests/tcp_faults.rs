@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use common::{check, pattern};
 use navette::tcp::{ADDR_KEY, LINKS_KEY, TcpDriver};
-use navette::{
-    Error, Node, NodeConfig, RecvFrom, RequestError, RuntimeConfig, UsageError, init_tcp,
-};
+use navette::{Error, Node, RecvFrom, RequestError, RuntimeConfig, UsageError, init_tcp};
 use navette_session::local::LocalBootstrap;
 use navette_session::{Bootstrap, BootstrapError, JOB_KEY_LEN};
 use navette_wire::PacketHeader;
@@ -181,16 +179,7 @@ fn capture_logs() {
 }
 
 fn config() -> RuntimeConfig {
-    RuntimeConfig {
-        node: NodeConfig {
-            // A hang guard, not a timing assertion.
-            wait_timeout: Some(Duration::from_secs(120)),
-            ..NodeConfig::default()
-        },
-        log_to_stderr: false,
-        report_on_sigusr1: false,
-        ..RuntimeConfig::default()
-    }
+    common::test_config(Duration::from_secs(120))
 }
 
 fn lost(outcome: &navette::Result<impl std::fmt::Debug>, peer: u32) -> bool {

@@ -6,7 +6,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -15,8 +15,7 @@ use common::{check, pattern};
 use navette::tcp::links::LinkHello;
 use navette::tcp::{LINKS_KEY, TcpDriver, TcpLink, TcpStats};
 use navette::{
-    Error, Node, NodeConfig, RequestError, RuntimeConfig, StrategyKind, UsageError, init_tcp,
-    wait_all,
+    Error, Node, RequestError, RuntimeConfig, StrategyKind, UsageError, init_tcp, wait_all,
 };
 use navette_session::local::LocalBootstrap;
 use navette_session::{Bootstrap, JOB_KEY_LEN};
@@ -32,16 +31,7 @@ fn loopback_links() -> Vec<TcpLink> {
 }
 
 fn config(links: Vec<TcpLink>) -> RuntimeConfig {
-    let mut config = RuntimeConfig {
-        node: NodeConfig {
-            // A hang guard, not a timing assertion.
-            wait_timeout: Some(Duration::from_secs(120)),
-            ..NodeConfig::default()
-        },
-        log_to_stderr: false,
-        report_on_sigusr1: false,
-        ..RuntimeConfig::default()
-    };
+    let mut config = common::test_config(Duration::from_secs(120));
     config.tcp.links = links;
     // Cuts every large message over all the links, so that each link's
     // share does not depend on which rail happens to be idle first.
@@ -449,6 +439,32 @@ fn join_as_rank_1(addr: SocketAddr, job_id: u64, link: u16) -> TcpStream {
     stream
 }
 
+/// Plays rank 1 of a two-link job with raw sockets: publishes two
+/// (unused) listening links, meets rank 0 at its fence, and joins rank 0
+/// on both of its links; returns the two connections, and the listeners
+/// (kept open while they live).
+fn fake_rank_1(fake: &LocalBootstrap, job: u64) -> (TcpStream, TcpStream, Vec<TcpListener>) {
+    let listeners: Vec<_> = ["127.0.0.1:0", "127.0.0.2:0"]
+        .map(|a| TcpListener::bind(a).unwrap())
+        .into_iter()
+        .collect();
+    let addrs: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect();
+    fake.put(navette::tcp::ADDR_KEY, addrs[0].as_bytes())
+        .unwrap();
+    fake.put(LINKS_KEY, addrs.join(",").as_bytes()).unwrap();
+    fake.fence().unwrap();
+    let value = String::from_utf8(fake.get(0, LINKS_KEY).unwrap()).unwrap();
+    let theirs: Vec<SocketAddr> = value.split(',').map(|a| a.parse().unwrap()).collect();
+    (
+        join_as_rank_1(theirs[0], job, 0),
+        join_as_rank_1(theirs[1], job, 1),
+        listeners,
+    )
+}
+
 /// When one link to a peer fails, the engine fails the peer as a whole
 /// (a rail does not retransmit): a receive waiting for it fails with
 /// `PeerUnreachable` although the other link was up, and rank 0 closes that
@@ -462,23 +478,7 @@ fn a_failed_link_fails_the_peer_on_every_link() {
     let real = ranks.pop().unwrap();
     std::thread::scope(|s| {
         s.spawn(move || {
-            // Publish two (unused) links, and meet rank 0 at its fence.
-            let listeners: Vec<_> = ["127.0.0.1:0", "127.0.0.2:0"]
-                .map(|a| std::net::TcpListener::bind(a).unwrap())
-                .into_iter()
-                .collect();
-            let addrs: Vec<String> = listeners
-                .iter()
-                .map(|l| l.local_addr().unwrap().to_string())
-                .collect();
-            fake.put(navette::tcp::ADDR_KEY, addrs[0].as_bytes())
-                .unwrap();
-            fake.put(LINKS_KEY, addrs.join(",").as_bytes()).unwrap();
-            fake.fence().unwrap();
-            let value = String::from_utf8(fake.get(0, LINKS_KEY).unwrap()).unwrap();
-            let theirs: Vec<SocketAddr> = value.split(',').map(|a| a.parse().unwrap()).collect();
-            let mut link0 = join_as_rank_1(theirs[0], job, 0);
-            let link1 = join_as_rank_1(theirs[1], job, 1);
+            let (mut link0, link1, _listeners) = fake_rank_1(&fake, job);
             // Link 1 goes down: rank 0 closes link 0 as well (a hang guard
             // on the read, not a timing assertion).
             drop(link1);
@@ -531,22 +531,7 @@ fn a_packet_longer_than_the_rails_make_closes_the_connection() {
     let real = ranks.pop().unwrap();
     std::thread::scope(|s| {
         s.spawn(move || {
-            let listeners: Vec<_> = ["127.0.0.1:0", "127.0.0.2:0"]
-                .map(|a| std::net::TcpListener::bind(a).unwrap())
-                .into_iter()
-                .collect();
-            let addrs: Vec<String> = listeners
-                .iter()
-                .map(|l| l.local_addr().unwrap().to_string())
-                .collect();
-            fake.put(navette::tcp::ADDR_KEY, addrs[0].as_bytes())
-                .unwrap();
-            fake.put(LINKS_KEY, addrs.join(",").as_bytes()).unwrap();
-            fake.fence().unwrap();
-            let value = String::from_utf8(fake.get(0, LINKS_KEY).unwrap()).unwrap();
-            let theirs: Vec<SocketAddr> = value.split(',').map(|a| a.parse().unwrap()).collect();
-            let mut link0 = join_as_rank_1(theirs[0], job, 0);
-            let link1 = join_as_rank_1(theirs[1], job, 1);
+            let (mut link0, link1, _listeners) = fake_rank_1(&fake, job);
             // 60 MiB: below the wire format's 64 MiB, far above the rails'
             // packets (a rendezvous fragment of 4 MiB and its header).
             let header = navette_wire::PacketHeader {

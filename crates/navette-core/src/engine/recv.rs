@@ -194,14 +194,24 @@ impl Engine {
         source: Source,
         tag: TagMatch,
     ) -> Option<(GateId, u32)> {
-        let gates = &self.gates;
-        let ch = self.channels.get_mut(&channel)?;
-        let i = ch.unexpected.iter().position(|&(g, msg)| {
-            let gate = &gates[g.0];
+        let i = self.unexpected_index(channel, source, tag)?;
+        self.channels.get_mut(&channel)?.unexpected.remove(i)
+    }
+
+    /// Where, in `channel`'s unexpected queue, is the first message that a
+    /// receive from `source` with `tag` matches.
+    pub(super) fn unexpected_index(
+        &self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+    ) -> Option<usize> {
+        let ch = self.channels.get(&channel)?;
+        ch.unexpected.iter().position(|&(g, msg)| {
+            let gate = &self.gates[g.0];
             source.accepts(gate.peer)
                 && matches!(gate.incoming.get(&msg), Some(Incoming::Unmatched { tag: t, .. }) if tag.matches(*t))
-        })?;
-        ch.unexpected.remove(i)
+        })
     }
 
     /// Whether `source` names one known peer that can no longer be reached:

@@ -129,16 +129,10 @@ impl Engine {
         source: Source,
         tag: TagMatch,
     ) -> Option<WholeMessage> {
-        let gates = &self.gates;
+        let i = self.unexpected_index(channel, source, tag)?;
         let ch = self.channels.get_mut(&channel)?;
-        let i = ch.unexpected.iter().position(|&(g, msg)| {
-            let gate = &gates[g.0];
-            source.accepts(gate.peer)
-                && matches!(gate.incoming.get(&msg), Some(Incoming::Unmatched { tag: t, .. }) if tag.matches(*t))
-        })?;
         let (gate, msg) = ch.unexpected[i];
-        let g = &gates[gate.0];
-        match g.incoming.get(&msg) {
+        match self.gates[gate.0].incoming.get(&msg) {
             Some(Incoming::Unmatched {
                 arrived,
                 last_seen: true,

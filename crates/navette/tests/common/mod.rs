@@ -69,3 +69,18 @@ pub fn run_ranks<D, R: Send>(
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }
+
+/// A configuration for ranks run as threads of a test: a wait that makes
+/// no progress for `hang_guard` fails (a guard against hangs, not a timing
+/// assertion), and the runtime installs no logger or signal handler.
+pub fn test_config(hang_guard: std::time::Duration) -> navette::RuntimeConfig {
+    navette::RuntimeConfig {
+        node: navette::NodeConfig {
+            wait_timeout: Some(hang_guard),
+            ..navette::NodeConfig::default()
+        },
+        log_to_stderr: false,
+        report_on_sigusr1: false,
+        ..navette::RuntimeConfig::default()
+    }
+}

@@ -21,7 +21,8 @@
 //! Each survivor prints one line per outcome (`peerloss: rank R: ...`),
 //! with the time from the kill's request to its error, and exits with 0
 //! if every outcome was the expected one. A job that lost a rank cannot
-//! fence, so the survivors leave without `finalize`; the launcher
+//! fence, so the survivors leave without `finalize`, once each has heard
+//! from the others that they are done; the launcher
 //! (`--no-fail-fast`) reports that rank 3 was killed by signal 9.
 
 use std::process::ExitCode;
@@ -208,6 +209,24 @@ fn survive(node: &Node, echoed: Option<&AtomicU32>) -> Result<()> {
         }
     }
     println!("peerloss: rank {me}: the survivors carried on");
+    farewell(node)
+}
+
+/// The survivors leave together: without the fence of `finalize` (rank 3
+/// will never reach it), a rank that left while another still sent to it
+/// would close its connections with data unread, and a tcp reset could
+/// destroy what it had just sent. After every survivor's word, none sends
+/// again.
+fn farewell(node: &Node) -> Result<()> {
+    const BYE: u64 = 5;
+    let me = node.rank();
+    let others = || (0..VICTIM).filter(move |&p| p != me);
+    for peer in others() {
+        node.send(node.gate(peer), BYE, &[])?;
+    }
+    for peer in others() {
+        node.recv(RecvFrom::from(node.gate(peer)), BYE, &mut [])?;
+    }
     Ok(())
 }
 

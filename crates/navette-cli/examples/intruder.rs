@@ -24,9 +24,10 @@
 //! a refused intruder disturbs nobody.
 //!
 //! With `--foreign`, the intruder is a process outside the job instead
-//! (the test that runs this program): rank 1 prints the address it listens
-//! on (`intruder: rank 1 listens at ADDR`), waits until it has refused a
-//! connection, then goes on as above.
+//! (the test that runs this program): rank 1 prints the launcher's
+//! bootstrap socket (`intruder: rank 1 bootstrap at PATH`) and the address
+//! it listens on (`intruder: rank 1 listens at ADDR`), waits until it has
+//! refused a connection, then goes on as above.
 //!
 //! To reach the bootstrap and the driver's counters, this program starts
 //! its node with `navette::init_tcp` on a bootstrap it keeps, instead of
@@ -76,6 +77,8 @@ fn run() -> Result<()> {
     match me {
         1 if foreign => {
             let addr = String::from_utf8(bootstrap.get(1, navette::tcp::ADDR_KEY)?)?;
+            let socket = std::env::var(navette_session::env::BOOTSTRAP).unwrap_or_default();
+            println!("intruder: rank 1 bootstrap at {socket}");
             println!("intruder: rank 1 listens at {addr}");
             // Progress serves the foreigner's connection meanwhile.
             let since = std::time::Instant::now();

@@ -437,9 +437,10 @@ fn soak_4_ranks_shm_and_tcp() {
     }
 }
 
-/// A process outside the job (this test) dials a rank's tcp port with a
-/// hello of its own making (job id and key it made up): the rank closes
-/// the connection, logs the refusal, and the job goes on.
+/// A process outside the job (this test) asks the launcher's bootstrap
+/// socket to serve it, then dials a rank's tcp port with a hello of its
+/// own making (job id and key it made up): both refuse it and log why,
+/// and the job goes on.
 #[test]
 fn a_foreign_process_on_a_rank_port_is_refused() {
     let mut navette = Command::new(env!("CARGO_BIN_EXE_navette"))
@@ -453,16 +454,25 @@ fn a_foreign_process_on_a_rank_port_is_refused() {
         .expect("navette runs");
     let mut lines = BufReader::new(navette.stdout.take().expect("piped")).lines();
     let mut seen = Vec::new();
+    let mut socket = None;
     let addr = loop {
         let line = lines
             .next()
             .expect("rank 1 prints its address")
             .expect("text");
         seen.push(line.clone());
+        if let Some(path) = line.strip_prefix("[1] intruder: rank 1 bootstrap at ") {
+            socket = Some(std::path::PathBuf::from(path));
+        }
         if let Some(addr) = line.strip_prefix("[1] intruder: rank 1 listens at ") {
             break addr.to_owned();
         }
     };
+    // The launcher's bootstrap socket: a process it did not start, with a
+    // key of its own, is refused.
+    let socket = socket.expect("rank 1 prints the bootstrap socket");
+    let asked = navette_session::LauncherClient::connect_to(&socket, 0, 3, 0x0bad_f00d, [0x42; 32]);
+    assert!(asked.is_err(), "the bootstrap served a foreign process");
     let mut stream = std::net::TcpStream::connect(&addr).expect("rank 1 accepts");
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
@@ -512,4 +522,9 @@ fn a_foreign_process_on_a_rank_port_is_refused() {
             .any(|l| l.starts_with("[1] ") && l.contains("tcp: refused connection")),
         "{stderr}"
     );
+    let me = format!(
+        "navette: refused a bootstrap connection from process {}",
+        std::process::id()
+    );
+    assert!(stderr.lines().any(|l| l.starts_with(&me)), "{stderr}");
 }

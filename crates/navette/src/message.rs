@@ -16,6 +16,12 @@
 //! - [`Unpacking::unpack_cheaper`] keeps the destination borrowed until
 //!   [`Unpacking::end_unpacking`], when the data lands — by rendezvous,
 //!   straight into it.
+//! - A message whose pieces have all arrived eager by its first unpack
+//!   (the usual small message: one packet) is taken out of the engine
+//!   whole ([`navette_core::WholeMessage`]); each piece is then copied to
+//!   its destination at its unpack, CHEAPER ones included, with no lock,
+//!   request or completion, and checked against the sender's sizes and
+//!   modes with the same errors.
 //!
 //! Caller memory is lent to the engine only inside a blocking call
 //! (`end_packing`, `unpack_express`, `end_unpacking`), so dropping or

@@ -210,3 +210,50 @@ fn mistakes_fail_as_the_usual_path_does() {
         assert_eq!(taken.1.is_ok(), *what == "right", "{what}: {taken:?}");
     }
 }
+
+/// A message of several pieces arriving in one packet is handled in one
+/// step; the state it leaves is the one piece by piece would have left:
+/// a receive ended with no unpack learns that pieces came, and memory
+/// held for peers stays bounded.
+#[test]
+fn a_whole_packet_arrives_as_pieces_would() {
+    // Ended before anything came, with no piece unpacked: the sender's
+    // pieces are too many.
+    let mut net = net();
+    let key = net.recv_begin(1, from(0), TagMatch::exact(4));
+    let end = net.recv_end(1, key);
+    net.send(0, 1, 4, &pieces(&[8, 8], 9));
+    net.run();
+    assert!(
+        matches!(
+            net.err(1, end),
+            RequestError::PieceCountMismatch { unpacked: 0, .. }
+        ),
+        "{:?}",
+        net.outcome(1, end)
+    );
+
+    // Beyond max_buffered_bytes: refused as a violation, nothing kept.
+    let config = |_| navette_core::EngineConfig {
+        max_buffered_bytes: 300,
+        ..navette_core::EngineConfig::default()
+    };
+    let mut net = Net::with_config(2, 1, caps(1000, 4000), config);
+    net.send(0, 1, 5, &pieces(&[100, 100, 100], 10));
+    net.run_allowing_errors();
+    assert!(
+        matches!(
+            net.errors.as_slice(),
+            [(
+                1,
+                navette_core::ProtocolError::Violation {
+                    what: navette_core::Violation::BufferOverflow(300),
+                    ..
+                }
+            )]
+        ),
+        "{:?}",
+        net.errors
+    );
+    assert!(net.engines[1].buffered_bytes() <= 300);
+}

@@ -200,7 +200,7 @@ impl Engine {
 
     /// A first piece that no posted receive matched: queue its message as
     /// unexpected.
-    fn start_unexpected(&mut self, gate: GateId, msg: u32, tag: u64) {
+    pub(super) fn start_unexpected(&mut self, gate: GateId, msg: u32, tag: u64) {
         let channel = self.gates[gate.0].channel;
         self.gates[gate.0].incoming.insert(
             msg,
@@ -232,7 +232,7 @@ impl Engine {
 
     /// Gives receive `key` the message of `gate` with `tag` and the pieces
     /// that arrived before the binding; the receive's match completes.
-    fn bind_arrived(
+    pub(super) fn bind_arrived(
         &mut self,
         key: ReqId,
         gate: GateId,

@@ -371,6 +371,10 @@ impl Engine {
         };
         let packet = Packet::decode(bytes, &self.config.limits)
             .map_err(|source| ProtocolError::Decode { rail, peer, source })?;
+        // The usual small message: one packet, handled in one step.
+        if self.arrive_whole(peer, &packet, mem) {
+            return Ok(());
+        }
         for chunk in packet.chunks() {
             self.on_chunk(peer, chunk, mem)
                 .map_err(|what| ProtocolError::Violation { rail, peer, what })?;

@@ -183,3 +183,126 @@ fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
     pieces.back().is_some_and(|p| p.flags.last())
         && pieces.iter().all(|p| !p.is_rdv() && !p.flags.aborted())
 }
+
+/// Most pieces of a message handled in one step on arrival (a message
+/// sent at once has at most this many).
+const ARRIVE_MOST: usize = 8;
+
+impl Engine {
+    /// Handles in one step a packet that is exactly one whole message of 2
+    /// to [`ARRIVE_MOST`] eager pieces, in order, from `peer`: it is bound at once to the
+    /// receive that waits for it (nothing unpacked yet), or queued whole as
+    /// unexpected — as piece by piece would have left it, without a
+    /// lookup per piece. Returns `false`, having changed nothing, for any
+    /// other packet (the usual path then handles it).
+    pub(super) fn arrive_whole(
+        &mut self,
+        peer: crate::Rank,
+        packet: &navette_wire::Packet<'_>,
+        mem: &mut dyn crate::Memory,
+    ) -> bool {
+        // A one-piece message gains nothing here (the usual path binds it
+        // in one step too); packets of several one-piece messages are told
+        // apart at their first chunk.
+        let count = usize::from(packet.header().chunk_count);
+        if !(2..=ARRIVE_MOST).contains(&count) {
+            return false;
+        }
+        let mut eager: [Option<navette_wire::Eager<'_>>; ARRIVE_MOST] = [None; ARRIVE_MOST];
+        let mut chunks = packet.chunks();
+        let Some(navette_wire::Chunk::Eager(first)) = chunks.next() else {
+            return false;
+        };
+        let h = first.header;
+        for (i, slot) in eager.iter_mut().enumerate().take(count) {
+            let e = if i == 0 {
+                first
+            } else {
+                match chunks.next() {
+                    Some(navette_wire::Chunk::Eager(e)) => e,
+                    _ => return false,
+                }
+            };
+            let f = e.header.flags;
+            let in_place = e.header.channel == h.channel
+                && e.header.msg == h.msg
+                && e.header.tag == h.tag
+                && e.header.seq == h.seq.wrapping_add(i as u32)
+                && f.first() == (i == 0)
+                && f.last() == (i + 1 == count)
+                && !f.aborted();
+            if !in_place {
+                return false;
+            }
+            *slot = Some(e);
+        }
+        let pieces = &eager[..count];
+        let channel = ChannelId(h.channel);
+        let gate = self.gate(channel, peer);
+        let g = &self.gates[gate.0];
+        if !g.reorder.is_empty() || !g.reorder.is_next(h.seq) || g.incoming.contains_key(&h.msg) {
+            return false;
+        }
+        // The receive it goes to, looked at before anything changes: only
+        // a receive message with nothing unpacked yet is bound here.
+        let posted = self.channels.get(&channel).and_then(|ch| {
+            let recv_msgs = &self.recv_msgs;
+            ch.posted
+                .iter()
+                .position(|p| p.accepts(recv_msgs, peer, h.tag))
+                .map(|i| (i, &ch.posted[i]))
+        });
+        let key = match posted {
+            None => None,
+            Some((i, super::recv::Posted::Msg(key)))
+                if self.recv_msgs.get(key).is_some_and(|m| m.posted.is_empty()) =>
+            {
+                Some((i, *key))
+            }
+            Some(_) => return false,
+        };
+        let data_len: usize = pieces.iter().flatten().map(|e| e.data.len()).sum();
+        let held = count * super::piece::PIECE_COST + data_len;
+        if self.buffered.saturating_add(held) > self.config.max_buffered_bytes {
+            // The usual path reports the overflow.
+            return false;
+        }
+        let arrived: VecDeque<Piece<Vec<u8>>> = pieces
+            .iter()
+            .flatten()
+            .map(|e| Piece {
+                flags: e.header.flags,
+                body: Body::Eager(e.data.to_vec()),
+            })
+            .collect();
+        self.buffered += held;
+        let g = &mut self.gates[gate.0];
+        g.stats.chunks_received += count as u64;
+        g.stats.bytes_copied += data_len as u64;
+        for _ in 0..count {
+            g.reorder.take_next();
+        }
+        match key {
+            Some((i, key)) => {
+                self.channel(channel).posted.remove(i);
+                self.bind_arrived(key, gate, h.tag, arrived);
+                // A receive ended before anything came learns its count.
+                self.pair(key, mem);
+            }
+            None => {
+                self.start_unexpected(gate, h.msg, h.tag);
+                let g = &mut self.gates[gate.0];
+                if let Some(Incoming::Unmatched {
+                    arrived: slot,
+                    last_seen,
+                    ..
+                }) = g.incoming.get_mut(&h.msg)
+                {
+                    *slot = arrived;
+                    *last_seen = true;
+                }
+            }
+        }
+        true
+    }
+}

@@ -241,8 +241,9 @@ fn share(count: u32, threads: usize, t: usize) -> u32 {
     count / threads + u32::from(t < count % threads)
 }
 
-/// The smallest task state: its hop counter and checksum.
-pub(super) const TASK_MIN: usize = 16;
+/// The smallest task state: its header (id, hops, checksum) and the
+/// marker byte.
+pub(super) const TASK_MIN: usize = 25;
 
 /// Round trips of a task by default (two migrations each).
 pub(super) const MIGRATIONS: u32 = 1000;
@@ -314,51 +315,73 @@ fn start_next(node: &Node, services: &Services, task: &mut Task) -> Result<(), B
     Ok(())
 }
 
-/// A migrating task's state: a hop counter, a checksum of the rest, and
-/// the rest (its stack, in PM2's terms).
+/// A migrating task's state, laid out and checked as `bench/mpi/migrate.c`
+/// does, so that both do the same work per hop: a header (id, hop count,
+/// a checksum mixed in at each hop), then the task's stack, whose last
+/// byte is a marker.
 struct Task {
     bytes: Vec<u8>,
 }
 
+/// The task's id, as in the MPI program.
+const TASK_ID: u64 = 42;
+/// The last byte of a task's state.
+const TASK_END: u8 = 0xa5;
+
+/// The checksum after a hop, as in the MPI program.
+fn mix(checksum: u64, hops: u64) -> u64 {
+    (checksum ^ hops).wrapping_mul(0x0000_0100_0000_01b3)
+}
+
 impl Task {
     fn new(size: usize) -> Self {
-        let mut bytes = payload(size);
-        bytes[..8].copy_from_slice(&0u64.to_le_bytes());
-        let mut task = Self { bytes };
-        task.seal();
+        let mut task = Self {
+            bytes: payload(size),
+        };
+        task.set(0, TASK_ID);
+        task.set(1, 0);
+        task.set(2, 0);
+        if let Some(last) = task.bytes.last_mut() {
+            *last = TASK_END;
+        }
         task
     }
 
+    /// Header word `i` (id, hops, checksum).
+    fn word(&self, i: usize) -> u64 {
+        self.bytes
+            .get(8 * i..8 * i + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    }
+
+    fn set(&mut self, i: usize, value: u64) {
+        self.bytes[8 * i..8 * i + 8].copy_from_slice(&value.to_le_bytes());
+    }
+
     fn hops(&self) -> u64 {
-        u64::from_le_bytes(self.bytes[..8].try_into().unwrap_or_default())
-    }
-
-    fn checksum(&self) -> u64 {
-        self.bytes[16..]
-            .iter()
-            .fold(self.hops(), |sum, &b| sum.rotate_left(5) ^ u64::from(b))
-    }
-
-    fn seal(&mut self) {
-        let sum = self.checksum();
-        self.bytes[8..16].copy_from_slice(&sum.to_le_bytes());
+        self.word(1)
     }
 
     /// The task runs one step at its new place.
     fn hop(&mut self) {
         let hops = self.hops() + 1;
-        self.bytes[..8].copy_from_slice(&hops.to_le_bytes());
-        self.seal();
+        let checksum = mix(self.word(2), hops);
+        self.set(1, hops);
+        self.set(2, checksum);
     }
 
     /// Whether this is `previous` having hopped once since (or, in the
-    /// other direction, the same state shipped back).
+    /// other direction, the same state shipped back): what the MPI
+    /// program checks on arrival.
     fn follows(&self, previous: &Self) -> bool {
-        let sealed = self.bytes[8..16] == self.checksum().to_le_bytes();
-        sealed
+        let (hops, checksum) = (self.hops(), self.word(2));
+        let hopped = hops == previous.hops() + 1 && checksum == mix(previous.word(2), hops);
+        let same = hops == previous.hops() && checksum == previous.word(2);
+        self.word(0) == TASK_ID
             && self.bytes.len() == previous.bytes.len()
-            && (self.hops() == previous.hops() + 1 || self.hops() == previous.hops())
-            && self.bytes[16..] == previous.bytes[16..]
+            && self.bytes.last() == Some(&TASK_END)
+            && (hopped || same)
     }
 }
 
@@ -390,10 +413,17 @@ mod tests {
         };
         moved.hop();
         assert!(moved.follows(&start));
-        let mut broken = Task {
+        for damaged in [9, 17, 649] {
+            let mut broken = Task {
+                bytes: moved.bytes.clone(),
+            };
+            broken.bytes[damaged] ^= 1;
+            assert!(!broken.follows(&start), "byte {damaged}");
+        }
+        let mut twice = Task {
             bytes: moved.bytes.clone(),
         };
-        broken.bytes[100] ^= 1;
-        assert!(!broken.follows(&start));
+        twice.hop();
+        assert!(!twice.follows(&start), "a hop lost");
     }
 }

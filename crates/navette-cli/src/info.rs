@@ -139,6 +139,7 @@ fn tcp_config() -> Vec<Tunable> {
         max_handshakes,
         handshake_timeout,
         congestion,
+        keepalive,
     } = navette::tcp::TcpConfig::default();
     let mut all = vec![
         tunable(
@@ -177,6 +178,13 @@ fn tcp_config() -> Vec<Tunable> {
             "congestion (env NAVETTE_TCP_CONGESTION)",
             congestion.to_string(),
             "congestion control: system, NAME (every connection) or loopback:NAME",
+        ),
+        tunable(
+            section,
+            "keepalive (env NAVETTE_TCP_KEEPALIVE_S)",
+            keepalive.map_or("off".into(), duration),
+            "a peer host silent this long (probes unanswered, data unacknowledged) has its \
+             connections closed: a host that vanished without a reset is found",
         ),
     ];
     all.extend(rail_caps("TcpConfig.caps", caps));

@@ -113,6 +113,10 @@ pub(super) struct Inner {
     /// The kernel refused `congestion` once (said once, not per
     /// connection).
     congestion_refused: bool,
+    /// See [`super::TcpConfig::keepalive`].
+    pub(super) keepalive: Option<Duration>,
+    /// The kernel refused the keepalive settings once (said once).
+    keepalive_refused: bool,
     /// Set when the session is finalizing: connections closing then are
     /// expected, not worth a warning.
     pub(super) finalizing: bool,
@@ -171,6 +175,8 @@ impl Inner {
             handshake_timeout: Duration::from_secs(10),
             congestion: Congestion::default(),
             congestion_refused: false,
+            keepalive: None,
+            keepalive_refused: false,
             finalizing: false,
             closed: false,
             stats: TcpStats::default(),
@@ -487,7 +493,7 @@ impl Inner {
             tracing::warn!(rank = self.rank, %addr, %e, "tcp: refusing connection");
             return;
         }
-        self.set_congestion(&stream, addr);
+        self.tune(&stream, addr);
         match Conn::accepted(stream, &self.identity(), link) {
             Ok(conn) => {
                 if let Err(e) = self.insert(conn) {
@@ -536,7 +542,7 @@ impl Inner {
                     None => format!("link {link}: connect {addr}: {e}"),
                 })
                 .and_then(|stream| {
-                    self.set_congestion(&stream, addr);
+                    self.tune(&stream, addr);
                     self.insert(Conn::dialing(stream, peer, link))
                         .map_err(|e| e.to_string())
                 });
@@ -552,6 +558,20 @@ impl Inner {
                     self.fail_peer(node, peer);
                     return;
                 }
+            }
+        }
+    }
+
+    /// Gives a new connection to `addr` its congestion control and its
+    /// keepalive. A refusal leaves the system's, and is logged once.
+    fn tune(&mut self, stream: &TcpStream, addr: SocketAddr) {
+        self.set_congestion(stream, addr);
+        let Some(after) = self.keepalive else {
+            return;
+        };
+        if let Err(e) = super::keepalive::apply(stream, after) {
+            if !std::mem::replace(&mut self.keepalive_refused, true) {
+                tracing::warn!(rank = self.rank, %e, "tcp: keepalive refused, connections keep the system's");
             }
         }
     }

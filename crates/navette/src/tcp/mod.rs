@@ -57,9 +57,13 @@ mod congestion;
 mod conn;
 mod frame;
 mod inner;
+mod keepalive;
 pub mod links;
 
 pub use congestion::{CONGESTION_VAR, Congestion};
+
+/// Environment variable: [`TcpConfig::keepalive`], `off` or whole seconds.
+pub const KEEPALIVE_VAR: &str = "NAVETTE_TCP_KEEPALIVE_S";
 pub use links::{LINKS_KEY, LINKS_VAR, LinkError, MAX_LINKS, TcpLink};
 
 use std::net::SocketAddr;
@@ -114,6 +118,16 @@ pub struct TcpConfig {
     /// (see [`Congestion`]); `NAVETTE_TCP_CONGESTION` overrides it (see
     /// [`TcpConfig::from_env`]).
     pub congestion: Congestion,
+    /// How long a peer host may be silent before its connections are
+    /// closed, when it vanished without a reset (a crash, a cable): an
+    /// idle connection is probed after this long, then every third of it,
+    /// and closed after 3 unanswered probes; data left unacknowledged this
+    /// long closes it too (`TCP_USER_TIMEOUT`). Its requests then fail
+    /// with [`crate::RequestError::PeerUnreachable`] within about twice
+    /// this time. A killed process is seen at once (its kernel resets the
+    /// connection). `None` keeps the system's (no probes);
+    /// `NAVETTE_TCP_KEEPALIVE_S` overrides it (`off`, or whole seconds).
+    pub keepalive: Option<Duration>,
 }
 
 impl Default for TcpConfig {
@@ -138,15 +152,29 @@ impl Default for TcpConfig {
             max_handshakes: 1024,
             handshake_timeout: Duration::from_secs(10),
             congestion: Congestion::default(),
+            keepalive: Some(Duration::from_secs(30)),
         }
     }
 }
 
 impl TcpConfig {
     /// This configuration with the congestion control that
-    /// `NAVETTE_TCP_CONGESTION` names and the links that
-    /// `NAVETTE_TCP_LINKS` lists, where set (and not empty).
+    /// `NAVETTE_TCP_CONGESTION` names, the links that `NAVETTE_TCP_LINKS`
+    /// lists and the keepalive `NAVETTE_TCP_KEEPALIVE_S` gives, where set
+    /// (and not empty).
     pub fn from_env(self) -> Result<Self> {
+        let keepalive = match std::env::var(KEEPALIVE_VAR) {
+            Ok(value) if value.trim() == "off" => None,
+            Ok(value) if !value.trim().is_empty() => match value.trim().parse::<u64>() {
+                Ok(secs) if secs > 0 => Some(Duration::from_secs(secs)),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "{KEEPALIVE_VAR}={value}: expected off or a number of seconds, at least 1"
+                    )));
+                }
+            },
+            _ => self.keepalive,
+        };
         let links = match std::env::var(LINKS_VAR) {
             Ok(value) if !value.trim().is_empty() => {
                 links::parse_links(&value).map_err(|e| Error::Config(e.to_string()))?
@@ -161,6 +189,7 @@ impl TcpConfig {
         Ok(Self {
             congestion: self.congestion.from_env()?,
             links,
+            keepalive,
             ..self
         })
     }
@@ -333,6 +362,7 @@ impl TcpDriver {
         inner.max_handshakes = config.max_handshakes;
         inner.handshake_timeout = config.handshake_timeout;
         inner.congestion = config.congestion.clone();
+        inner.keepalive = config.keepalive;
         let start = inner.start;
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),

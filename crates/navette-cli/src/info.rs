@@ -183,8 +183,8 @@ fn tcp_config() -> Vec<Tunable> {
             section,
             "keepalive (env NAVETTE_TCP_KEEPALIVE_S)",
             keepalive.map_or("off".into(), duration),
-            "a peer host silent this long (probes unanswered, data unacknowledged) has its \
-             connections closed: a host that vanished without a reset is found",
+            "idle connections are probed after this long: a peer host that vanished without a \
+             reset is found within about twice it",
         ),
     ];
     all.extend(rail_caps("TcpConfig.caps", caps));

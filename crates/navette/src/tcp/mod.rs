@@ -121,12 +121,15 @@ pub struct TcpConfig {
     /// How long a peer host may be silent before its connections are
     /// closed, when it vanished without a reset (a crash, a cable): an
     /// idle connection is probed after this long, then every third of it,
-    /// and closed after 3 unanswered probes; data left unacknowledged this
-    /// long closes it too (`TCP_USER_TIMEOUT`). Its requests then fail
-    /// with [`crate::RequestError::PeerUnreachable`] within about twice
-    /// this time. A killed process is seen at once (its kernel resets the
-    /// connection). `None` keeps the system's (no probes);
-    /// `NAVETTE_TCP_KEEPALIVE_S` overrides it (`off`, or whole seconds).
+    /// and closed after 3 unanswered probes, so its requests fail with
+    /// [`crate::RequestError::PeerUnreachable`] within about twice this
+    /// time. The peer's kernel answers the probes whatever its process
+    /// does, so a rank busy computing is not mistaken for a lost one. A
+    /// connection with data in flight to a vanished host is ended by the
+    /// kernel's retransmission limit instead (minutes). A killed process
+    /// is seen at once (its kernel resets the connection). `None` keeps
+    /// the system's (no probes); `NAVETTE_TCP_KEEPALIVE_S` overrides it
+    /// (`off`, or whole seconds).
     pub keepalive: Option<Duration>,
 }
 

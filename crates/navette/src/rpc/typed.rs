@@ -10,7 +10,7 @@ use navette_core::Rank;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{HandlerError, HandlerMode, RpcError, ServiceName};
+use super::{HandlerError, HandlerMode, Reply, RpcError, ServiceName};
 use crate::{Error, Node, Packing, ReceiveMode, Result, SendMode, Unpacking};
 
 /// Longest encoded value accepted from a peer: its length comes first, and
@@ -58,7 +58,7 @@ impl Node {
         let reply = self
             .call(peer, &service, |msg| pack_value(msg, &bytes))?
             .wait()?;
-        receive_value(reply.unpacking()).map_err(|e| decode_error(&service, e))
+        decode_reply(reply, &service)
     }
 
     /// [`Self::call_typed`] as a future, for any executor.
@@ -73,7 +73,7 @@ impl Node {
         let reply = self
             .call(peer, &service, |msg| pack_value(msg, &bytes))?
             .await?;
-        receive_value(reply.unpacking()).map_err(|e| decode_error(&service, e))
+        decode_reply(reply, &service)
     }
 
     /// Calls the typed service `service` at rank `peer` with `args`, with
@@ -100,13 +100,14 @@ fn encode<A: Serialize>(service: &ServiceName, args: &A) -> Result<Vec<u8>> {
     })
 }
 
-fn decode_error(service: &ServiceName, err: Error) -> Error {
-    match err {
-        Error::Rpc(RpcError::Encoding { message, .. }) => RpcError::Encoding {
+/// The result a typed call's reply carries.
+fn decode_reply<R: DeserializeOwned>(reply: Reply<'_>, service: &ServiceName) -> Result<R> {
+    match receive_value(reply.unpacking()) {
+        Err(Error::Rpc(RpcError::Encoding { message, .. })) => Err(RpcError::Encoding {
             service: service.to_string(),
             message: format!("the result: {message}"),
         }
-        .into(),
+        .into()),
         other => other,
     }
 }

@@ -393,4 +393,8 @@ fn an_unmatched_message_receive_from_a_lost_peer_fails_its_match() {
         RequestError::PeerUnreachable { peer: 0 }
     );
     assert!(net.pending(2, any));
+    // Begun after the loss: its match fails at once too.
+    let late = net.recv_begin(2, from(0), TagMatch::exact(2));
+    net.collect();
+    assert_eq!(net.err(2, late), RequestError::PeerUnreachable { peer: 0 });
 }

@@ -163,7 +163,9 @@ impl State {
                 // Nobody waits for it: its failure is reported here (a
                 // cancelled one was given up on purpose).
                 match event.outcome {
-                    Err(RequestError::Cancelled) | Ok(_) => {}
+                    Ok(_) | Err(RequestError::Cancelled) => {}
+                    // A piece of a message given up on.
+                    Err(RequestError::MessageFailed(why)) if *why == RequestError::Cancelled => {}
                     Err(err) => {
                         self.unwaited_failures += 1;
                         tracing::warn!(req = %event.req, %err, "a request nobody waits for failed");

@@ -51,6 +51,11 @@ fn cutting_a_link_fails_what_depends_on_it_and_nothing_else() {
         request_error(b.irecv(b.gate(0), 5u64, vec![0u8; 8]).wait()),
         unreachable(0)
     );
+    // A message begun after the loss fails at its first piece.
+    let mut msg = b.begin_unpacking(b.gate(0), 6u64).unwrap();
+    let first = msg.unpack_express(&mut [0u8; 4], SendMode::Safer);
+    assert!(matches!(first, Err(Error::Request(_))), "{first:?}");
+    assert_eq!(request_error(msg.status()), unreachable(0));
     // Rank 2 still talks to both.
     for peer in [a, b] {
         let rank = peer.rank();
@@ -137,13 +142,21 @@ fn a_peer_that_breaks_the_protocol_is_cut_off() {
 
 /// Requests nobody waits for (dropped: detached, not cancelled) that fail
 /// when their peer is lost do not fail silently: each is counted and
-/// logged, and finalize reports the count.
+/// logged, and finalize reports the count. Pieces of a message given up on
+/// are not counted.
 #[test]
 fn a_failure_nobody_waits_for_is_counted() {
     let cluster = three_ranks();
     let (a, b) = (cluster.node(0), cluster.node(1));
     drop(a.isend(a.gate(1), 1, pattern(1 << 20, 1)).unwrap());
     drop(a.irecv(a.gate(1), 2u64, vec![0u8; 8]));
+    // Given up on purpose: a message dropped with a piece posted.
+    let mut buf = [0u8; 16];
+    let mut given_up = a.begin_unpacking(a.gate(2), 9u64).unwrap();
+    given_up
+        .unpack_cheaper(&mut buf, SendMode::Cheaper)
+        .unwrap();
+    drop(given_up);
     assert_eq!(a.unwaited_failures(), 0);
     cluster.cut(cluster.links_between(0, 1)[0]);
     // Something to wait for that ends once the loss is known.

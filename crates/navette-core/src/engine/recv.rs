@@ -180,6 +180,11 @@ impl Engine {
                 let err = RequestError::PeerUnreachable {
                     peer: source.rank().expect("a lost source is a rank"),
                 };
+                // It will never be matched: whoever waits for the match
+                // learns why, as when the peer is lost while it waits.
+                if !self.recv_msgs.get(&key).is_some_and(|m| m.quiet) {
+                    self.complete(key, Err(err.clone()));
+                }
                 self.fail_msg(key, err);
             }
             None => self.channel(channel).posted.push_back(Posted::Msg(key)),

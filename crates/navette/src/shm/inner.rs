@@ -43,6 +43,9 @@ struct PeerSlot {
     pull_min: Option<usize>,
     out: Option<Out>,
     closed: bool,
+    /// Its process was visible when this rank attached: the liveness
+    /// check looks at it.
+    watched: bool,
 }
 
 /// The packet in flight to a peer.
@@ -87,6 +90,8 @@ struct Liveness {
     last: Duration,
     /// Rounds since the clock was last read.
     rounds: u32,
+    /// The peer looked at last.
+    next: usize,
 }
 
 impl Inner {
@@ -111,6 +116,7 @@ impl Inner {
                 every: liveness,
                 last: start.now(),
                 rounds: 0,
+                next: 0,
             },
             stats: ShmStats::default(),
         }
@@ -118,7 +124,13 @@ impl Inner {
 
     /// Declares `peer`'s rail; a peer already declared keeps its slot
     /// (its packet in flight among it).
-    pub(super) fn add_peer(&mut self, peer: Rank, rail: RailId, pull_min: Option<usize>) {
+    pub(super) fn add_peer(
+        &mut self,
+        peer: Rank,
+        rail: RailId,
+        pull_min: Option<usize>,
+        watched: bool,
+    ) {
         let index = peer as usize;
         if self.peers.len() <= index {
             self.peers.resize_with(index + 1, || None);
@@ -131,6 +143,7 @@ impl Inner {
             pull_min,
             out: None,
             closed: false,
+            watched,
         });
     }
 
@@ -148,10 +161,6 @@ impl Inner {
     /// One round: write the parts of our pulled data that peers offer us,
     /// receive, send back acknowledgements, send.
     pub(super) fn progress(&mut self, segment: &Segment, node: &NodeCore) -> bool {
-        self.liveness.rounds += 1;
-        if self.liveness.rounds >= LIVENESS_ROUNDS {
-            self.check_liveness(segment, node);
-        }
         let mut any = self.pulls_out > 0 && self.serve_offers(segment, node);
         any |= self.receive(segment, node);
         any |= self.flush_acks(segment);
@@ -165,6 +174,17 @@ impl Inner {
             if !sent {
                 break;
             }
+        }
+        // The liveness check looks at the clock on idle rounds, and on busy
+        // ones (a flood from other peers) far more rarely.
+        self.liveness.rounds += 1;
+        let due = if any {
+            LIVENESS_ROUNDS * LIVENESS_ROUNDS
+        } else {
+            LIVENESS_ROUNDS
+        };
+        if self.liveness.rounds >= due {
+            self.check_liveness(segment, node);
         }
         any
     }
@@ -433,36 +453,46 @@ impl Inner {
         }
     }
 
-    /// Every [`ShmConfig::liveness_interval`], closes the rails of peers
-    /// whose process is gone: the engine fails what waits for them with
-    /// [`navette_core::RequestError::PeerUnreachable`]. Called every
-    /// [`LIVENESS_ROUNDS`] rounds and before a thread blocks.
+    /// Closes the rails of peers whose process is gone: the engine fails
+    /// what waits for them with
+    /// [`navette_core::RequestError::PeerUnreachable`]. Each call past its
+    /// turn looks at one peer (in turn, so that no round pays for all of
+    /// them): every peer is looked at once per
+    /// [`ShmConfig::liveness_interval`]. Peers whose process this rank could
+    /// not see when it attached (another pid namespace) are not looked at.
+    /// Called on idle rounds, every [`LIVENESS_ROUNDS`] of them, on busy
+    /// ones more rarely, and before a thread blocks.
     ///
     /// [`ShmConfig::liveness_interval`]: super::ShmConfig::liveness_interval
     pub(super) fn check_liveness(&mut self, segment: &Segment, node: &NodeCore) {
         self.liveness.rounds = 0;
+        let watched = self.peers.iter().flatten().filter(|s| s.watched).count();
+        let Some(turn) = u32::try_from(watched)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(|n| self.liveness.every / n)
+        else {
+            return;
+        };
         let now = self.start.now();
-        if now.saturating_sub(self.liveness.last) < self.liveness.every {
+        if now.saturating_sub(self.liveness.last) < turn {
             return;
         }
         self.liveness.last = now;
-        let gone: Vec<(Rank, u32)> = self
-            .peers
-            .iter()
-            .enumerate()
-            .filter_map(|(peer, slot)| {
-                let open = slot.as_ref().is_some_and(|s| !s.closed);
-                let pid = segment.area(peer as Rank).pid();
-                (open && !navette_shm::is_alive(pid)).then_some((peer as Rank, pid))
-            })
-            .collect();
-        if gone.is_empty() {
+        // The next watched peer after the last one looked at.
+        let count = self.peers.len();
+        let Some(peer) = (1..=count)
+            .map(|k| (self.liveness.next + k) % count)
+            .find(|&p| self.peers[p].as_ref().is_some_and(|s| s.watched))
+        else {
             return;
-        }
-        let mut port = node.port();
-        for (peer, pid) in gone {
+        };
+        self.liveness.next = peer;
+        let open = self.peers[peer].as_ref().is_some_and(|s| !s.closed);
+        let pid = segment.area(peer as Rank).pid();
+        if open && !navette_shm::is_alive(pid) {
             let what = format!("its process ({pid}) is gone");
-            self.fail(&mut port, peer, &what);
+            self.fail(&mut node.port(), peer as Rank, &what);
         }
     }
 

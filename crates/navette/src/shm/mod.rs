@@ -39,8 +39,9 @@
 //! Peer failure: a peer process that is gone (killed, crashed) writes to
 //! no ring again, so each rank checks every
 //! [`ShmConfig::liveness_interval`] that its peers' processes still run
-//! (spinning rounds look at the clock every few dozen rounds; a thread
-//! about to block looks first). A peer that is gone has its rail closed:
+//! (one peer at a time, spread over the interval; idle rounds look at the
+//! clock every few dozen rounds, busy ones far more rarely; a thread about
+//! to block looks first). A peer that is gone has its rail closed:
 //! every request that needs it fails with
 //! [`crate::RequestError::PeerUnreachable`], and the other rails carry on.
 //! A failed single-copy read from a peer closes its rail at once.
@@ -355,7 +356,10 @@ impl ShmDriver {
                 CopyMode::Single => 0,
                 _ => self.config.single_copy_min,
             });
-            inner.add_peer(peer, rail, pull_min);
+            // A peer in another pid namespace shows no process here: the
+            // liveness check cannot tell about it, and leaves it alone.
+            let watched = navette_shm::is_alive(segment.area(peer).pid());
+            inner.add_peer(peer, rail, pull_min, watched);
             rails[peer as usize] = Some(rail);
         }
         // A second attach (a caller bug) keeps the first rails.

@@ -167,9 +167,12 @@ impl<'a> DriverPort<'a> {
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);
-        // Under the node's lock, as every count: a load and a store.
-        let arrivals = &self.core.arrivals;
-        arrivals.store(arrivals.load(Ordering::Relaxed) + 1, Ordering::Release);
+        // For the RPC dispatcher, if there is one. Under the node's lock,
+        // as every count: a load and a store.
+        if self.core.rpc.get().is_some() {
+            let arrivals = &self.core.arrivals;
+            arrivals.store(arrivals.load(Ordering::Relaxed) + 1, Ordering::Release);
+        }
         self.mark_if_queued();
         out
     }

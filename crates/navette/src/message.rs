@@ -165,7 +165,7 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// copy, all in one packet of an idle rail): `Some` when it has left
     /// or failed.
     fn try_send_now(&mut self) -> Option<Result<()>> {
-        const MOST: usize = 8;
+        const MOST: usize = navette_core::MOST_PIECES_AT_ONCE;
         let count = self.deferred.len();
         if count > MOST {
             return None;

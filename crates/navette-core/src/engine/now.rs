@@ -24,6 +24,11 @@ use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags, Receive
 use super::{Engine, OutMsg};
 use crate::{ChannelId, RailId, Rank, Source, Status, TagMatch};
 
+/// Most pieces of a message sent at once ([`Engine::can_send_message_now`]);
+/// a packet of one message of up to this many pieces is also handled in one
+/// step on arrival.
+pub const MOST_PIECES_AT_ONCE: usize = 8;
+
 /// A blocking tagged receive waiting outside the engine (see
 /// [`Engine::recv_now`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +169,7 @@ impl Engine {
         let Some(r) = self.rails.get(rail.0 as usize) else {
             return false;
         };
-        if out.started() || pieces.is_empty() {
+        if out.started() || pieces.is_empty() || pieces.len() > MOST_PIECES_AT_ONCE {
             return false;
         }
         if r.peer != out.peer() || r.closed || r.in_flight.is_some() {
@@ -176,7 +181,6 @@ impl Engine {
             && pieces.iter().all(|p| p.data.len() < g.rdv_threshold)
             && body <= r.caps.max_packet
             && u32::try_from(body).is_ok()
-            && u16::try_from(pieces.len()).is_ok()
     }
 
     /// Writes the packet of the whole message `out` into `packet` (exactly

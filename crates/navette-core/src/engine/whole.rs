@@ -184,9 +184,7 @@ fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
         && pieces.iter().all(|p| !p.is_rdv() && !p.flags.aborted())
 }
 
-/// Most pieces of a message handled in one step on arrival (a message
-/// sent at once has at most this many).
-const ARRIVE_MOST: usize = 8;
+use super::now::MOST_PIECES_AT_ONCE as ARRIVE_MOST;
 
 impl Engine {
     /// Handles in one step a packet that is exactly one whole message of 2
@@ -240,7 +238,7 @@ impl Engine {
         let channel = ChannelId(h.channel);
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];
-        if !g.reorder.is_empty() || !g.reorder.is_next(h.seq) || g.incoming.contains_key(&h.msg) {
+        if !g.reorder.is_next(h.seq) || g.incoming.contains_key(&h.msg) {
             return false;
         }
         // The receive it goes to, looked at before anything changes: only

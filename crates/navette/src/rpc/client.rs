@@ -240,18 +240,22 @@ impl<'n> CallRequest<'n, '_> {
         }
         let header =
             ReplyHeader::decode(&raw).map_err(|source| RpcError::Malformed { peer, source })?;
-        let service = self.service.to_string();
+        let service = || self.service.to_string();
         match header.kind {
             ReplyKind::Ok => Ok(Reply { peer, msg }),
             ReplyKind::UnknownService => {
                 read_detail(msg, header.detail)?;
-                Err(RpcError::UnknownService { peer, service }.into())
+                Err(RpcError::UnknownService {
+                    peer,
+                    service: service(),
+                }
+                .into())
             }
             ReplyKind::Failed => {
                 let message = read_detail(msg, header.detail)?;
                 Err(RpcError::Handler {
                     peer,
-                    service,
+                    service: service(),
                     message,
                 }
                 .into())

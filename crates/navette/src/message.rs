@@ -547,10 +547,10 @@ impl<'a> Unpacking<'_, 'a> {
             s.watch(req, None);
             // A piece that has arrived lands at once: its outcome is
             // taken under this lock, with no wait.
-            match s.take_all(&[req]) {
-                Some(mut outcome) => {
+            s.collect();
+            match s.take(req) {
+                Some((landed, _)) => {
                     lent.release(s);
-                    let landed = outcome.pop().expect("one request");
                     Ok(Express::Landed(landed.map(drop)))
                 }
                 None => Ok(Express::Waiting(req, lent)),
@@ -560,8 +560,7 @@ impl<'a> Unpacking<'_, 'a> {
             Express::Landed(landed) => return landed,
             Express::Waiting(req, lent) => (req, lent),
         };
-        let mut outcome = node.wait_ids_releasing(&[req], vec![lent])?;
-        outcome.pop().expect("one request").map(drop)
+        node.wait_releasing(req, lent).map(drop)
     }
 
     /// Unpacks the next piece into `dest`, which stays borrowed until

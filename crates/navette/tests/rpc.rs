@@ -418,6 +418,19 @@ fn calls_are_futures_on_any_executor() {
                 typed,
                 Err(Error::Rpc(RpcError::UnknownService { .. }))
             ));
+            // Arguments the server refuses unread (rendezvous-sized): the
+            // future still ends with the reply's reason.
+            let big = pattern(3 * RDV, 5);
+            let refused = futures::executor::block_on(
+                node.call(1, "missing", |msg| {
+                    msg.pack(&big, SendMode::Cheaper, ReceiveMode::Cheaper)
+                })
+                .unwrap(),
+            );
+            assert!(
+                matches!(refused, Err(Error::Rpc(RpcError::UnknownService { .. }))),
+                "{refused:?}"
+            );
             drop(progress);
         }
         // The 32 tagged messages arrived at the server.

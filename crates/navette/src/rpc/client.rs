@@ -26,6 +26,9 @@ pub struct CallRequest<'n, 'a> {
     /// The arguments, while some may still be leaving the caller's memory
     /// (borrowed until then).
     sending: Option<Sent<'n, 'a>>,
+    /// Why the arguments failed to leave, if they did: the call's error,
+    /// unless the reply (a server that refused them) says more.
+    send_failed: Option<Error>,
     reply: Option<Unpacking<'n, 'static>>,
     deadline: Option<(Instant, Duration)>,
 }
@@ -91,6 +94,7 @@ impl Node {
             peer,
             service,
             sending: None,
+            send_failed: None,
             reply: Some(reply),
             deadline: None,
         };
@@ -165,7 +169,7 @@ impl<'n> CallRequest<'n, '_> {
             match sending.wait_until(self.deadline.map(|(at, _)| at)) {
                 Ok(true) => {}
                 Ok(false) => return Err(self.abandon()),
-                Err(sent @ Error::Request(_)) => return Err(self.why_not_sent(sent)),
+                Err(sent @ Error::Request(_)) => self.send_failed = Some(sent),
                 Err(other) => return Err(other),
             }
         }
@@ -197,17 +201,6 @@ impl<'n> CallRequest<'n, '_> {
         self.finish()
     }
 
-    /// The error of a call whose arguments failed to leave: a server that
-    /// refused them (no such service) says why in its reply, and a dead
-    /// one fails the reply's receive too.
-    fn why_not_sent(mut self, sent: Error) -> Error {
-        self.deadline = None;
-        match self.wait() {
-            Err(err @ Error::Rpc(_)) => err,
-            _ => sent,
-        }
-    }
-
     fn match_request(&self) -> Option<navette_core::ReqId> {
         self.reply.as_ref().and_then(Unpacking::match_request)
     }
@@ -228,8 +221,20 @@ impl<'n> CallRequest<'n, '_> {
         .into()
     }
 
-    /// Reads the reply's header, and the failure it reports if any.
+    /// The call's outcome once its reply came (or failed): the reply, or
+    /// the failure it reports; a call whose arguments failed to leave gets
+    /// that error, unless the reply says more (a server that refused
+    /// them says why).
     fn finish(&mut self) -> Result<Reply<'n>> {
+        let read = self.read_reply();
+        match self.send_failed.take() {
+            Some(sent) if !matches!(read, Err(Error::Rpc(_))) => Err(sent),
+            _ => read,
+        }
+    }
+
+    /// Reads the reply's header, and the failure it reports if any.
+    fn read_reply(&mut self) -> Result<Reply<'n>> {
         let mut msg = self.reply.take().expect("a call's reply is read once");
         let peer = self.peer;
         let mut raw = [0u8; ReplyHeader::LEN];
@@ -309,16 +314,7 @@ impl<'n> Future for CallRequest<'n, '_> {
                 Some(Ok(())) => this.sending = None,
                 Some(Err(sent @ Error::Request(_))) => {
                     this.sending = None;
-                    let reply = this.reply.take();
-                    let rest = CallRequest {
-                        node: this.node,
-                        peer: this.peer,
-                        service: this.service.clone(),
-                        sending: None,
-                        reply,
-                        deadline: None,
-                    };
-                    return Poll::Ready(Err(rest.why_not_sent(sent)));
+                    this.send_failed = Some(sent);
                 }
                 Some(Err(other)) => return Poll::Ready(Err(other)),
             }

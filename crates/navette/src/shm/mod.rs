@@ -366,6 +366,48 @@ impl ShmDriver {
         let _ = self.rails.set(rails);
     }
 
+    /// Writes a packet of `packet` bytes straight into a cell of `peer`'s
+    /// ring, if it fits a cell, the engine agrees (`can`, under the node's
+    /// lock) and the ring has room: `write` fills the packet. Both see the
+    /// sender's `message`. `None` when it cannot: the caller goes the
+    /// usual way.
+    fn write_at_once<M: ?Sized>(
+        &self,
+        node: &NodeCore,
+        peer: Rank,
+        packet: usize,
+        message: &mut M,
+        can: impl FnOnce(&mut crate::driver::DriverPort<'_>, RailId, &M) -> bool,
+        write: impl FnOnce(&mut crate::driver::DriverPort<'_>, &mut M, &mut [u8]),
+    ) -> Option<()> {
+        let segment = self.segment.as_ref()?;
+        let rail = (*self.rails.get()?.get(peer as usize)?)?;
+        let len = cell::packet_len(packet);
+        if len > segment.cell_payload() {
+            return None;
+        }
+        let mut port = node.port();
+        if !can(&mut port, rail, message) {
+            return None;
+        }
+        let area = segment.area(peer);
+        let me = self.rank;
+        // A full ring: the usual way waits for room.
+        area.try_push(len, |out| {
+            cell::write_packet_header(out, me);
+            write(&mut port, message, &mut out[cell::HEADER_LEN..]);
+        })
+        .ok()?;
+        area.ring_doorbell();
+        // Counted under the node's lock (`port`), which every send at once
+        // holds: a load and a store, not a locked read-modify-write (which
+        // would wait for the cell's stores to leave the store buffer).
+        count(&self.sent_now, 1);
+        count(&self.bytes_now, packet as u64);
+        drop(port);
+        Some(())
+    }
+
     /// The driver's counters.
     pub fn stats(&self) -> ShmStats {
         let mut stats = self.inner.lock().stats;
@@ -551,32 +593,15 @@ impl Driver for ShmDriver {
         tag: u64,
         data: &[u8],
     ) -> Option<Result<navette_core::Status>> {
-        let segment = self.segment.as_ref()?;
-        let rail = (*self.rails.get()?.get(gate.peer as usize)?)?;
         let packet = navette_core::Engine::tagged_packet_len(data.len());
-        let len = cell::packet_len(packet);
-        if len > segment.cell_payload() {
-            return None;
-        }
-        let mut port = node.port();
-        if !port.can_send_now(gate, rail, data.len()) {
-            return None;
-        }
-        let area = segment.area(gate.peer);
-        let me = self.rank;
-        // A full ring: the usual way waits for room.
-        area.try_push(len, |out| {
-            cell::write_packet_header(out, me);
-            port.send_tagged_now(gate, tag, data, &mut out[cell::HEADER_LEN..]);
-        })
-        .ok()?;
-        area.ring_doorbell();
-        // Counted under the node's lock (`port`), which every send at once
-        // holds: a load and a store, not a locked read-modify-write (which
-        // would wait for the cell's stores to leave the store buffer).
-        count(&self.sent_now, 1);
-        count(&self.bytes_now, packet as u64);
-        drop(port);
+        self.write_at_once(
+            node,
+            gate.peer,
+            packet,
+            &mut (),
+            |port, rail, ()| port.can_send_now(gate, rail, data.len()),
+            |port, (), out| port.send_tagged_now(gate, tag, data, out),
+        )?;
         Some(Ok(navette_core::Status {
             peer: gate.peer,
             tag,
@@ -590,33 +615,15 @@ impl Driver for ShmDriver {
         out: &mut navette_core::OutMsg,
         pieces: &[navette_core::NowPiece<'_>],
     ) -> Option<Result<()>> {
-        let segment = self.segment.as_ref()?;
-        let peer = out.peer();
-        let rail = self
-            .rails
-            .get()
-            .and_then(|rails| *rails.get(peer as usize)?)?;
         let packet = navette_core::Engine::message_packet_len(pieces);
-        let len = cell::packet_len(packet);
-        if len > segment.cell_payload() {
-            return None;
-        }
-        let mut port = node.port();
-        if !port.can_send_message_now(out, rail, pieces) {
-            return None;
-        }
-        let area = segment.area(peer);
-        let me = self.rank;
-        // A full ring: the usual way waits for room.
-        let pushed = area.try_push(len, |cell_out| {
-            cell::write_packet_header(cell_out, me);
-            port.send_message_now(out, pieces, &mut cell_out[cell::HEADER_LEN..]);
-        });
-        pushed.ok()?;
-        area.ring_doorbell();
-        count(&self.sent_now, 1);
-        count(&self.bytes_now, packet as u64);
-        drop(port);
+        self.write_at_once(
+            node,
+            out.peer(),
+            packet,
+            out,
+            |port, rail, out| port.can_send_message_now(out, rail, pieces),
+            |port, out, cell| port.send_message_now(out, pieces, cell),
+        )?;
         Some(Ok(()))
     }
 

@@ -100,6 +100,10 @@ pub struct PacketBuilder {
     plan: PacketPlan,
     chunk_count: u16,
     local_start: usize,
+    /// Bytes of user memory pushed: with the plan's own bytes, the body's
+    /// length without a walk over the segments (strategies ask after
+    /// every chunk).
+    user_len: usize,
     progress: Vec<SendProgress>,
 }
 
@@ -121,6 +125,7 @@ impl PacketBuilder {
             },
             chunk_count: 0,
             local_start: 0,
+            user_len: 0,
             progress: Vec::new(),
         }
     }
@@ -136,6 +141,7 @@ impl PacketBuilder {
             plan,
             chunk_count: 0,
             local_start: 0,
+            user_len: 0,
             progress,
         }
     }
@@ -152,7 +158,7 @@ impl PacketBuilder {
 
     /// Body bytes pushed so far.
     pub fn body_len(&self) -> usize {
-        self.plan.len() + (self.plan.bytes.len() - self.local_start) - PacketHeader::LEN
+        self.plan.bytes.len() - PacketHeader::LEN + self.user_len
     }
 
     /// Whether nothing was pushed.
@@ -188,6 +194,7 @@ impl PacketBuilder {
         self.flush_local();
         if data.len > 0 {
             self.plan.segments.push(Segment::User(data));
+            self.user_len += data.len;
         }
     }
 
@@ -203,7 +210,8 @@ impl PacketBuilder {
 
     pub(crate) fn finish(mut self) -> (PacketPlan, Vec<SendProgress>) {
         self.flush_local();
-        let body_len = self.plan.len() - PacketHeader::LEN;
+        let body_len = self.body_len();
+        debug_assert_eq!(body_len, self.plan.len() - PacketHeader::LEN);
         // The header is encoded past the end, then moved over its
         // placeholder: no temporary buffer.
         let end = self.plan.bytes.len();

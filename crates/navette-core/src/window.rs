@@ -71,25 +71,33 @@ pub enum Priority {
 impl Pending {
     /// The chunk's attributes.
     pub fn info(&self) -> ChunkInfo {
-        let (tag, seq, receive_mode, priority) = match self {
-            Self::Eager { header, .. } => {
-                let mode = header.flags.receive_mode();
-                let priority = match mode {
-                    ReceiveMode::Express => Priority::Express,
-                    ReceiveMode::Cheaper => Priority::Normal,
-                };
-                (Some(header.tag), Some(header.seq), Some(mode), priority)
-            }
-            Self::RdvRequest(r) => (Some(r.tag), Some(r.seq), None, Priority::Control),
-            Self::ClearToSend(_) => (None, None, None, Priority::Control),
-            Self::RdvData { .. } => (None, None, None, Priority::Bulk),
+        let (tag, seq, receive_mode) = match self {
+            Self::Eager { header, .. } => (
+                Some(header.tag),
+                Some(header.seq),
+                Some(header.flags.receive_mode()),
+            ),
+            Self::RdvRequest(r) => (Some(r.tag), Some(r.seq), None),
+            Self::ClearToSend(_) | Self::RdvData { .. } => (None, None, None),
         };
         ChunkInfo {
             tag,
             seq,
             wire_len: self.wire_len(),
             receive_mode,
-            priority,
+            priority: self.priority(),
+        }
+    }
+
+    /// How urgently the chunk should leave.
+    pub fn priority(&self) -> Priority {
+        match self {
+            Self::Eager { header, .. } => match header.flags.receive_mode() {
+                ReceiveMode::Express => Priority::Express,
+                ReceiveMode::Cheaper => Priority::Normal,
+            },
+            Self::RdvRequest(_) | Self::ClearToSend(_) => Priority::Control,
+            Self::RdvData { .. } => Priority::Bulk,
         }
     }
 

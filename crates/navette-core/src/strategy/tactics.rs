@@ -85,50 +85,46 @@ pub fn aggregate(
     let mut room = limit.saturating_sub(packet.body_len());
     let mut count = packet.chunk_count();
     let mut stopped = false;
-    let mut picked = 0usize;
-    let mut take = [false; MAX_CHUNKS as usize];
+    // The chunks picked are those before `at` but rendezvous data.
     let mut at = 0;
-    for (index, chunk) in window.iter().enumerate() {
+    for chunk in window.iter() {
         if count >= MAX_CHUNKS {
             stopped = true;
             break;
         }
+        at += 1;
         if matches!(chunk, Pending::RdvData { .. }) {
             continue;
         }
         let len = chunk.wire_len();
         if len > room {
             stopped = true;
+            at -= 1;
             break;
         }
         room -= len;
         count += 1;
-        if index < take.len() {
-            take[index] = true;
-            picked += 1;
-            at = index + 1;
-        } else {
-            stopped = true;
-            break;
-        }
     }
-    // Out of the window, last first (indices stay valid), then in order.
+    // Out of the window in order, leaving rendezvous data in place.
     scratch.clear();
-    for index in (0..at).rev() {
-        if take[index] {
+    let mut index = 0;
+    for _ in 0..at {
+        if matches!(window.get(index), Some(Pending::RdvData { .. })) {
+            index += 1;
+        } else {
             scratch.push(window.remove(index).expect("picked from the window"));
         }
     }
-    scratch.reverse();
-    debug_assert_eq!(scratch.len(), picked);
-    for urgent in [true, false] {
-        for chunk in scratch.iter() {
-            if (chunk.info().priority >= Priority::Express) == urgent {
-                push_pending(packet, chunk.clone());
-            }
+    let urgent = |chunk: &Pending| chunk.priority() >= Priority::Express;
+    if scratch.iter().any(urgent) {
+        for chunk in scratch.iter().filter(|c| urgent(c)) {
+            push_pending(packet, chunk.clone());
         }
+        scratch.retain(|c| !urgent(c));
     }
-    scratch.clear();
+    for chunk in scratch.drain(..) {
+        push_pending(packet, chunk);
+    }
     let more_fit = room > EagerHeader::LEN && count < MAX_CHUNKS;
     if stopped || !more_fit {
         Fill::Done

@@ -79,6 +79,9 @@ impl<T> ReorderBuffer<T> {
 
     /// The next chunk if it is now in order.
     pub(crate) fn pop_ready(&mut self) -> Option<T> {
+        if self.waiting.is_empty() {
+            return None;
+        }
         let chunk = self.waiting.remove(&self.expected)?;
         self.expected = self.expected.wrapping_add(1);
         Some(chunk)

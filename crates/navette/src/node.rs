@@ -196,11 +196,14 @@ impl State {
 
     /// Takes a completed request's outcome and its owned buffer, if any.
     pub(crate) fn take(&mut self, req: ReqId) -> Option<(Result<Status>, Option<Vec<u8>>)> {
-        if !self.is_done(req) {
+        let std::collections::hash_map::Entry::Occupied(entry) = self.slots.entry(req) else {
             return None;
+        };
+        entry.get().outcome.as_ref()?;
+        let slot = entry.remove();
+        if !self.wakers.is_empty() {
+            self.wakers.remove(&req);
         }
-        let slot = self.slots.remove(&req).expect("checked above");
-        self.wakers.remove(&req);
         let buf = slot.region.and_then(|r| self.mem.remove(r));
         let outcome = slot.outcome.expect("checked above").map_err(Error::from);
         Some((outcome, buf))

@@ -95,7 +95,8 @@ impl Engine {
         mem: &mut dyn Memory,
     ) -> Result<(), Violation> {
         let first = piece.flags.first();
-        let known = self.gates[gate.0].incoming.contains_key(&msg);
+        let incoming = &self.gates[gate.0].incoming;
+        let known = !incoming.is_empty() && incoming.contains_key(&msg);
         if first == known {
             return Err(Violation::PieceOutOfPlace { msg, first });
         }
@@ -158,8 +159,9 @@ impl Engine {
     /// Removes and returns the first posted receive of `gate`'s channel
     /// that accepts a message from the gate's peer with `tag`.
     fn match_posted(&mut self, gate: GateId, tag: u64) -> Option<Posted> {
-        let (channel, peer) = (self.gates[gate.0].channel, self.gates[gate.0].peer);
-        let ch = self.channels.get_mut(&channel)?;
+        let g = &self.gates[gate.0];
+        let peer = g.peer;
+        let ch = &mut self.channels[g.channel_index];
         let recv_msgs = &self.recv_msgs;
         let i = ch
             .posted
@@ -201,8 +203,8 @@ impl Engine {
     /// A first piece that no posted receive matched: queue its message as
     /// unexpected.
     pub(super) fn start_unexpected(&mut self, gate: GateId, msg: u32, tag: u64) {
-        let channel = self.gates[gate.0].channel;
-        self.gates[gate.0].incoming.insert(
+        let g = &mut self.gates[gate.0];
+        g.incoming.insert(
             msg,
             Incoming::Unmatched {
                 tag,
@@ -210,7 +212,9 @@ impl Engine {
                 last_seen: false,
             },
         );
-        self.channel(channel).unexpected.push_back((gate, msg));
+        self.channels[g.channel_index]
+            .unexpected
+            .push_back((gate, msg));
     }
 
     /// Binds receive `key` to the unmatched message `msg` of `gate`.

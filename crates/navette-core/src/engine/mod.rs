@@ -84,6 +84,9 @@ fn sorted_keys<K: Copy + Ord, V, S>(map: &HashMap<K, V, S>, keep: impl Fn(&V) ->
     keys
 }
 
+/// Entries of [`Engine::gate`]'s cache.
+const RECENT_GATES: usize = 64;
+
 /// Index of a gate in the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct GateId(usize);
@@ -93,13 +96,16 @@ struct GateId(usize);
 pub struct Engine {
     config: EngineConfig,
     now: Duration,
-    peers: IndexMap<Rank, Peer, PeerKeyed>,
+    /// Keyed by the ranks of the rails the driver added, not by what a
+    /// peer sends: the fast hash.
+    peers: IndexMap<Rank, Peer, rustc_hash::FxBuildHasher>,
     rails: Vec<Rail>,
     gates: Vec<Gate>,
     gate_index: HashMap<(ChannelId, Rank), GateId, PeerKeyed>,
-    /// The gate last looked up: a flow of messages with one peer on one
-    /// channel, both ways, finds its gate without hashing.
-    last_gate: Option<(ChannelId, Rank, GateId)>,
+    /// Gates looked up lately, direct-mapped by channel and peer: flows
+    /// on a few channels with a few peers find their gates without
+    /// hashing (gates are never removed, so an entry never goes stale).
+    recent_gates: [Option<(ChannelId, Rank, GateId)>; RECENT_GATES],
     channels: IndexMap<ChannelId, Channel, PeerKeyed>,
     recv_msgs: FxHashMap<ReqId, RecvMsg>,
     deferred: FxHashMap<ReqId, recv::DeferredPiece>,
@@ -245,7 +251,7 @@ impl Engine {
             rails: Vec::new(),
             gates: Vec::new(),
             gate_index: HashMap::default(),
-            last_gate: None,
+            recent_gates: [None; RECENT_GATES],
             channels: IndexMap::default(),
             recv_msgs: FxHashMap::default(),
             deferred: FxHashMap::default(),
@@ -639,13 +645,14 @@ impl Engine {
 
     /// The gate of `(channel, peer)`, created on first use.
     fn gate(&mut self, channel: ChannelId, peer: Rank) -> GateId {
-        if let Some((c, p, id)) = self.last_gate {
+        let slot = (usize::from(channel.0) + 7 * peer as usize) % RECENT_GATES;
+        if let Some((c, p, id)) = self.recent_gates[slot] {
             if (c, p) == (channel, peer) {
                 return id;
             }
         }
         if let Some(&id) = self.gate_index.get(&(channel, peer)) {
-            self.last_gate = Some((channel, peer, id));
+            self.recent_gates[slot] = Some((channel, peer, id));
             return id;
         }
         let id = GateId(self.gates.len());
@@ -704,6 +711,9 @@ impl Engine {
 
     /// The index of `channel` in `channels`, created on first use.
     fn channel_index(&mut self, channel: ChannelId) -> usize {
+        if let Some(index) = self.channels.get_index_of(&channel) {
+            return index;
+        }
         let entry = self.channels.entry(channel);
         let index = entry.index();
         let strategy = self.config.strategy_of(channel);

@@ -383,9 +383,9 @@ impl Engine {
             tag,
             dest,
         };
-        let ch = self.channel(channel);
-        if ch.unexpected.is_empty() && !self.source_is_lost(source) {
-            self.channel(channel).posted.push_back(Posted::Tagged(recv));
+        let index = self.channel_index(channel);
+        if self.channels[index].unexpected.is_empty() && !self.source_is_lost(source) {
+            self.channels[index].posted.push_back(Posted::Tagged(recv));
         } else {
             self.promote(channel, recv, mem, true);
         }

@@ -560,14 +560,19 @@ impl Inner {
                     None => continue,
                 }
             }
-            any |= self.push_queued(segment, &mut port, peer as Rank);
+            any |= self.push_queued(segment, &mut port, peer as Rank, now);
         }
         any
     }
 
     /// Pushes the queued packet of `peer` into its ring, if there is room.
-    fn push_queued(&mut self, segment: &Segment, port: &mut DriverPort<'_>, peer: Rank) -> bool {
-        let now = self.start.now();
+    fn push_queued(
+        &mut self,
+        segment: &Segment,
+        port: &mut DriverPort<'_>,
+        peer: Rank,
+        now: Duration,
+    ) -> bool {
         let Some(slot) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
             return false;
         };

@@ -250,9 +250,7 @@ impl Engine {
             .expect("binding a live receive");
         m.bound = Some(Bound { gate, peer, tag });
         m.arrived = arrived;
-        if m.quiet {
-            self.born.remove(&key);
-        } else {
+        if !m.quiet {
             self.complete(key, Ok(Status { peer, tag, len: 0 }));
         }
     }

@@ -17,6 +17,7 @@
 //! no clock, socket or thread. User memory is reached only through
 //! [`Memory`], by handle.
 
+mod births;
 mod failure;
 mod incoming;
 mod now;
@@ -112,7 +113,8 @@ pub struct Engine {
     rdv_sends: FxHashMap<u32, RdvSend>,
     rdv_recvs: FxHashMap<u32, RdvRecv>,
     buffered: usize,
-    born: FxHashMap<ReqId, Duration>,
+    /// When requests were made, for reports.
+    births: births::Births,
     /// Buffers of sent packets, reused by the next ones.
     pool: PlanPool,
     next_req: u64,
@@ -258,7 +260,7 @@ impl Engine {
             rdv_sends: FxHashMap::default(),
             rdv_recvs: FxHashMap::default(),
             buffered: 0,
-            born: FxHashMap::default(),
+            births: births::Births::default(),
             pool: PlanPool::default(),
             next_req: 1,
             next_transfer: 1,
@@ -603,14 +605,13 @@ impl Engine {
     }
 
     fn complete(&mut self, req: ReqId, outcome: Result<Status, RequestError>) {
-        self.born.remove(&req);
         self.events.push_back(Event { req, outcome });
     }
 
     fn new_req(&mut self) -> ReqId {
         let id = ReqId(self.next_req);
         self.next_req += 1;
-        self.born.insert(id, self.now);
+        self.births.note(id, self.now);
         id
     }
 

@@ -489,9 +489,7 @@ impl Engine {
             (Some(dest), Body::Eager(data)) => {
                 memory::write(mem, dest, 0, data);
                 self.gates[bound.gate.0].stats.bytes_copied += data.len() as u64;
-                if msg.quiet {
-                    self.born.remove(&posted.req);
-                } else {
+                if !msg.quiet {
                     self.complete(posted.req, Ok(status));
                 }
             }

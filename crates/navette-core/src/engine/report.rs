@@ -62,7 +62,9 @@ pub struct PendingRequest {
     pub len: usize,
     /// Where it stands.
     pub state: PendingState,
-    /// Time since it was submitted, when known.
+    /// Time since it was submitted, when known: to within a millisecond at
+    /// first, more coarsely after a long busy run (see the engine's birth
+    /// marks), never less than the true age.
     pub age: Option<Duration>,
 }
 
@@ -100,7 +102,7 @@ impl Engine {
     /// What the engine waits for, for diagnostics.
     pub fn report(&self) -> Report {
         let mut requests = Vec::new();
-        let age = |req: &ReqId| self.born.get(req).map(|&t| self.now.saturating_sub(t));
+        let age = |req: &ReqId| self.births.born(*req).map(|t| self.now.saturating_sub(t));
         let mut push = |req: ReqId, peer, channel, tag, len, state| {
             requests.push(PendingRequest {
                 req,

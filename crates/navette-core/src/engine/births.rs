@@ -1,0 +1,133 @@
+//! When requests were made, for the ages that reports show.
+//!
+//! Request ids grow with time, so the engine notes a mark (a request id and
+//! the time it was made) only when its clock has moved by a resolution
+//! since the last mark: a request was made at or after the time of the last
+//! mark at or below its id, and less than a resolution after it. A map of
+//! every live request to its birth would cost two hash operations per
+//! request on the message path; the marks cost a comparison.
+//!
+//! The marks are bounded: when they fill up, the resolution grows and the
+//! marks it makes needless go (every age stays within the resolution). A
+//! report after an hour of busy traffic gives ages within seconds, which
+//! is what a stall report needs.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::ReqId;
+
+/// The birth times of requests, to within [`Births::resolution`].
+#[derive(Debug)]
+pub(super) struct Births {
+    /// `(first request made at or after the time, time)`, both increasing.
+    marks: VecDeque<(ReqId, Duration)>,
+    resolution: Duration,
+}
+
+impl Default for Births {
+    fn default() -> Self {
+        Self {
+            marks: VecDeque::new(),
+            resolution: Self::FIRST_RESOLUTION,
+        }
+    }
+}
+
+impl Births {
+    /// The resolution before the marks first fill up.
+    const FIRST_RESOLUTION: Duration = Duration::from_millis(1);
+    /// Most marks kept.
+    const MOST_MARKS: usize = 1024;
+
+    /// Notes that `req`, an id above all noted before, was made at `now`.
+    pub(super) fn note(&mut self, req: ReqId, now: Duration) {
+        if let Some(&(_, last)) = self.marks.back() {
+            if now < last.saturating_add(self.resolution) {
+                return;
+            }
+        }
+        self.marks.push_back((req, now));
+        if self.marks.len() > Self::MOST_MARKS {
+            self.coarsen();
+        }
+    }
+
+    /// When `req` was made, to within the resolution (none if it was made
+    /// before the first mark, which only a request made before any time
+    /// was given can be).
+    pub(super) fn born(&self, req: ReqId) -> Option<Duration> {
+        let after = self.marks.partition_point(|&(first, _)| first <= req);
+        after.checked_sub(1).map(|i| self.marks[i].1)
+    }
+
+    /// How far from the truth [`Self::born`] may be.
+    #[cfg(test)]
+    pub(super) fn resolution(&self) -> Duration {
+        self.resolution
+    }
+
+    /// Makes the resolution four times coarser, and drops the marks it
+    /// makes needless, until at most half the marks are left. A mark
+    /// goes when every request it covers (made less than the old
+    /// resolution after it) is within the new resolution of the mark kept
+    /// before it, which then covers them.
+    fn coarsen(&mut self) {
+        while self.marks.len() > Self::MOST_MARKS / 2 {
+            let old = self.resolution;
+            let new = old.saturating_mul(4);
+            self.resolution = new;
+            let mut kept: Option<Duration> = None;
+            self.marks.retain(|&(_, time)| match kept {
+                Some(at) if time.saturating_add(old) <= at.saturating_add(new) => false,
+                _ => {
+                    kept = Some(time);
+                    true
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_birth_is_known_to_within_the_resolution() {
+        let mut births = Births::default();
+        let made = [(1, ms(0)), (2, ms(0)), (3, ms(2)), (4, ms(2)), (9, ms(7))];
+        for &(req, at) in &made {
+            births.note(ReqId(req), at);
+        }
+        for &(req, at) in &made {
+            let born = births.born(ReqId(req)).expect("noted");
+            assert!(born <= at && at < born + births.resolution(), "{req}");
+        }
+        // Ids between noted ones were made between their times.
+        assert_eq!(births.born(ReqId(6)), Some(ms(2)));
+        assert_eq!(births.born(ReqId(0)), None);
+    }
+
+    #[test]
+    fn marks_stay_bounded_and_ages_within_the_coarser_resolution() {
+        let mut births = Births::default();
+        let made: Vec<(ReqId, Duration)> = (0..100_000u64)
+            .map(|i| (ReqId(i + 1), Duration::from_micros(i * 700)))
+            .collect();
+        for &(req, at) in &made {
+            births.note(req, at);
+        }
+        assert!(births.marks.len() <= Births::MOST_MARKS);
+        assert!(births.resolution() > Births::FIRST_RESOLUTION);
+        for &(req, at) in made.iter().step_by(997) {
+            let born = births.born(req).expect("noted");
+            assert!(born <= at, "{req} born after it was made");
+            assert!(at < born + births.resolution(), "{req} off by more");
+        }
+    }
+}

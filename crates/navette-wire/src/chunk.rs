@@ -242,6 +242,36 @@ pub struct Eager<'a> {
     pub data: &'a [u8],
 }
 
+impl<'a> Eager<'a> {
+    /// The eager chunk at the start of `bytes` and its encoded length,
+    /// read at fixed offsets with the checks of [`Chunk::decode`] but
+    /// without its error reporting: `None` for anything else, valid or not
+    /// (the general path then decides).
+    #[inline]
+    pub(crate) fn read_fixed(bytes: &'a [u8], limits: &Limits) -> Option<(Self, usize)> {
+        let (chunk, rest) = bytes.split_first_chunk::<{ EagerHeader::LEN }>()?;
+        if chunk[0] != ChunkKind::EAGER.0 {
+            return None;
+        }
+        let u32_at = |at: usize| {
+            u32::from_le_bytes([chunk[at], chunk[at + 1], chunk[at + 2], chunk[at + 3]])
+        };
+        let header = EagerHeader {
+            channel: u16::from_le_bytes([chunk[2], chunk[3]]),
+            flags: PieceFlags::from_bits(chunk[1]).ok()?,
+            seq: u32_at(4),
+            msg: u32_at(8),
+            tag: u64::from_le_bytes(chunk[12..20].try_into().ok()?),
+            len: u32_at(20),
+        };
+        if header.len > limits.max_eager_len || (header.flags.aborted() && header.len != 0) {
+            return None;
+        }
+        let data = rest.get(..header.len as usize)?;
+        Some((Self { header, data }, EagerHeader::LEN + data.len()))
+    }
+}
+
 /// A request to send a piece by rendezvous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RdvRequest {
@@ -509,6 +539,16 @@ impl<'a> Chunk<'a> {
 
     /// Decodes one chunk from the front of `r`.
     pub fn decode(r: &mut Reader<'a>, limits: &Limits) -> Result<Self, DecodeError> {
+        // The commonest chunk, read at fixed offsets.
+        if let Some((eager, len)) = Eager::read_fixed(r.rest(), limits) {
+            r.skip(len);
+            return Ok(Chunk::Eager(eager));
+        }
+        Self::decode_reporting(r, limits)
+    }
+
+    /// [`Self::decode`] field by field, naming what is wrong.
+    fn decode_reporting(r: &mut Reader<'a>, limits: &Limits) -> Result<Self, DecodeError> {
         let kind = ChunkKind(r.u8("chunk kind")?);
         let flags = r.u8("chunk flags")?;
         let channel = r.u16("chunk channel")?;
@@ -595,5 +635,56 @@ impl<'a> Chunk<'a> {
             other if other.is_reserved() => return Err(DecodeError::UnsupportedKind(other.0)),
             other => return Err(DecodeError::UnknownKind(other.0)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// An eager chunk's bytes, possibly spoilt, followed by `extra` bytes.
+    fn eager_bytes() -> impl Strategy<Value = Vec<u8>> {
+        (
+            any::<u8>(),
+            any::<u16>(),
+            any::<[u32; 2]>(),
+            any::<u64>(),
+            0u32..64,
+            prop::collection::vec(any::<u8>(), 0..80),
+            any::<bool>(),
+        )
+            .prop_map(|(flags, channel, [seq, msg], tag, len, extra, eager)| {
+                let mut out = vec![if eager { ChunkKind::EAGER.0 } else { flags % 8 }, flags];
+                put_u16(&mut out, channel);
+                put_u32(&mut out, seq);
+                put_u32(&mut out, msg);
+                put_u64(&mut out, tag);
+                put_u32(&mut out, len);
+                out.extend_from_slice(&extra);
+                out
+            })
+    }
+
+    proptest! {
+        /// The fixed-offset path takes exactly what the reporting path
+        /// accepts as an eager chunk, and consumes as much.
+        #[test]
+        fn the_fixed_offset_path_agrees_with_the_reporting_one(
+            bytes in eager_bytes(),
+            max_eager_len in 0u32..80,
+        ) {
+            let limits = Limits { max_eager_len, ..Limits::default() };
+            let mut r = Reader::new(&bytes);
+            let reported = Chunk::decode_reporting(&mut r, &limits);
+            match Eager::read_fixed(&bytes, &limits) {
+                Some((eager, len)) => {
+                    prop_assert_eq!(reported, Ok(Chunk::Eager(eager)));
+                    prop_assert_eq!(len, bytes.len() - r.remaining());
+                }
+                None => prop_assert!(!matches!(reported, Ok(Chunk::Eager(_)))),
+            }
+        }
     }
 }

@@ -21,6 +21,16 @@ impl<'a> Reader<'a> {
         self.rest.len()
     }
 
+    /// The bytes not read yet, without reading them.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+
+    /// Moves past `n` bytes of [`Self::rest`] (at most its length).
+    pub(crate) fn skip(&mut self, n: usize) {
+        self.rest = &self.rest[n.min(self.rest.len())..];
+    }
+
     /// Takes exactly `n` bytes.
     pub fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
         if n > self.rest.len() {

@@ -5,7 +5,7 @@
 //! reads the header first to learn how many body bytes follow.
 
 use crate::codec::{Reader, check_len};
-use crate::{Chunk, ChunkKind, DecodeError, Eager, EagerHeader, Limits, PieceFlags};
+use crate::{Chunk, DecodeError, Eager, Limits};
 
 const MAGIC: [u8; 2] = *b"NV";
 
@@ -161,20 +161,11 @@ impl<'a> Packet<'a> {
             && u16_at(head, 6) == 0
             && body_len <= limits.max_body_len
             && body_len as usize == body.len();
-        let (chunk, data) = body.split_first_chunk::<{ EagerHeader::LEN }>()?;
-        if !header_ok || chunk[0] != ChunkKind::EAGER.0 {
+        if !header_ok {
             return None;
         }
-        let header = EagerHeader {
-            channel: u16_at(chunk, 2),
-            flags: PieceFlags::from_bits(chunk[1]).ok()?,
-            seq: u32_at(chunk, 4),
-            msg: u32_at(chunk, 8),
-            tag: u64::from_le_bytes(chunk[12..20].try_into().ok()?),
-            len: u32_at(chunk, 20),
-        };
-        let fits = header.len <= limits.max_eager_len && header.len as usize == data.len();
-        (fits && !(header.flags.aborted() && header.len != 0)).then_some(Eager { header, data })
+        let (eager, len) = Eager::read_fixed(body, limits)?;
+        (len == body.len()).then_some(eager)
     }
 
     /// The header.

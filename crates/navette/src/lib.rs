@@ -10,7 +10,7 @@
 //!   lifetimes here: a buffer lent CHEAPER stays borrowed until the message
 //!   ends, so misuse does not compile.
 //! - **Tagged point-to-point**: [`Node::isend`], [`Node::irecv`],
-//!   [`Request::test`], [`Request::wait`], [`wait_all`], [`wait_any`],
+//!   [`Request::test`], [`Request::wait`], [`wait_all`] ([`wait_all_into`]), [`wait_any`],
 //!   [`Node::probe`], and blocking [`Node::send`] / [`Node::recv`].
 //!
 //! Nodes run over a driver; [`sim::SimCluster`] runs many in one process
@@ -78,7 +78,7 @@ pub use navette_core::{
     Rank, ReceiveMode, Report, SendMode, Source, Status, StrategyKind, TagMatch,
 };
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
-pub use p2p::{Received, Request, wait_all, wait_any};
+pub use p2p::{Received, Request, wait_all, wait_all_into, wait_any};
 pub use progress::ProgressThread;
 pub use runtime::{
     DRIVER_VAR, DriverKind, RuntimeConfig, STRATEGY_VAR, init, init_shm, init_shm_tcp, init_tcp,

@@ -118,9 +118,54 @@ impl<T: Completion> Drop for Request<'_, T> {
     }
 }
 
-/// Waits for every request; returns their outcomes in order.
-pub fn wait_all<T: Completion>(requests: Vec<Request<'_, T>>) -> Vec<Result<T>> {
-    requests.into_iter().map(Request::wait).collect()
+/// Waits for every request; returns their outcomes in order (see
+/// [`wait_all_into`]).
+pub fn wait_all<T: Completion>(mut requests: Vec<Request<'_, T>>) -> Vec<Result<T>> {
+    let mut outcomes = Vec::with_capacity(requests.len());
+    wait_all_into(&mut requests, &mut outcomes);
+    outcomes
+}
+
+/// Waits for every request of `requests`, which it empties, and appends
+/// their outcomes to `outcomes` in order: with both vectors kept from call
+/// to call, waiting allocates nothing.
+///
+/// Requests of one node are waited for together, as `MPI_Waitall` does:
+/// progress runs until all are complete, then all are taken under one
+/// lock. If waiting fails (a stall past the node's timeout), each request
+/// is then waited for in turn, so that each gets its own outcome.
+pub fn wait_all_into<'n, T: Completion>(
+    requests: &mut Vec<Request<'n, T>>,
+    outcomes: &mut Vec<Result<T>>,
+) {
+    let Some(node) = requests.first().map(|r| r.node) else {
+        return;
+    };
+    let one_node = requests
+        .iter()
+        .all(|r| std::sync::Arc::ptr_eq(r.node.core(), node.core()));
+    if one_node {
+        let count = requests.len();
+        // Requests before this one are known complete.
+        let mut complete = 0;
+        let all = node.wait_until(&|| format!("all of {count} requests"), |state| {
+            complete += requests[complete..]
+                .iter()
+                .take_while(|r| state.is_done(r.id))
+                .count();
+            (complete == count).then(|| {
+                outcomes.extend(
+                    requests
+                        .drain(..)
+                        .map(|mut r| r.try_take(state).expect("complete")),
+                );
+            })
+        });
+        if all.is_ok() {
+            return;
+        }
+    }
+    outcomes.extend(requests.drain(..).map(Request::wait));
 }
 
 /// Waits until one of `requests` completes, removes it and returns its

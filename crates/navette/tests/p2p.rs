@@ -5,7 +5,9 @@ mod common;
 
 use common::{check, cluster, pattern};
 use navette::sim::SimCluster;
-use navette::{ChannelId, Error, Gate, RecvFrom, RequestError, TagMatch, wait_all, wait_any};
+use navette::{
+    ChannelId, Error, Gate, RecvFrom, RequestError, TagMatch, wait_all, wait_all_into, wait_any,
+};
 
 fn three_ranks() -> SimCluster {
     cluster(3).rdv_threshold(4096).build()
@@ -292,4 +294,83 @@ fn blocking_receives_keep_posting_order_spinning_or_not() {
         });
         check(&early.wait().unwrap().data, 20, 1);
     }
+}
+
+#[test]
+fn wait_all_into_gives_each_outcome_in_request_order() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    // Receives for tags 0, 1, 2, the one for tag 1 too short for its
+    // message; the messages arrive in the order 2, 0, 1.
+    let mut recvs: Vec<_> = [(0u64, 16usize), (1, 4), (2, 16)]
+        .iter()
+        .map(|&(tag, room)| c.irecv(c.gate(0), tag, vec![0u8; room]))
+        .collect();
+    let mut sends: Vec<_> = [2u64, 0, 1]
+        .iter()
+        .map(|&tag| a.isend(a.gate(2), tag, pattern(10, tag)).unwrap())
+        .collect();
+    let mut outcomes = Vec::new();
+    wait_all_into(&mut recvs, &mut outcomes);
+    assert!(recvs.is_empty());
+    assert_eq!(outcomes.len(), 3);
+    for (tag, outcome) in [0u64, 2].into_iter().zip([&outcomes[0], &outcomes[2]]) {
+        let got = outcome.as_ref().unwrap();
+        assert_eq!((got.status.tag, got.status.len), (tag, 10));
+        check(&got.data, 10, tag);
+    }
+    assert!(
+        matches!(
+            outcomes[1],
+            Err(Error::Request(RequestError::Truncated {
+                sent: 10,
+                posted: 4
+            }))
+        ),
+        "{:?}",
+        outcomes[1]
+    );
+    // Outcomes are appended; an empty list waits for nothing.
+    let mut sent = vec![Ok(navette::Status {
+        peer: 9,
+        tag: 9,
+        len: 9,
+    })];
+    wait_all_into(&mut sends, &mut sent);
+    assert_eq!(sent.len(), 4);
+    assert_eq!(sent[0].as_ref().unwrap().peer, 9);
+    assert!(
+        sent[1..]
+            .iter()
+            .all(|s| s.as_ref().is_ok_and(|s| s.len == 10))
+    );
+    wait_all_into(&mut sends, &mut sent);
+    assert_eq!(sent.len(), 4);
+}
+
+#[test]
+fn a_stalled_wait_all_still_gives_what_completed() {
+    let cluster = cluster(2)
+        .node_config(navette::NodeConfig {
+            wait_timeout: Some(std::time::Duration::from_millis(50)),
+            ..navette::NodeConfig::default()
+        })
+        .build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let recvs = vec![
+        b.irecv(b.gate(0), 1u64, vec![0u8; 8]),
+        b.irecv(b.gate(0), 2u64, vec![0u8; 8]),
+    ];
+    a.isend(a.gate(1), 1, pattern(8, 1))
+        .unwrap()
+        .wait()
+        .unwrap();
+    // Nothing is ever sent with tag 2.
+    let outcomes = wait_all(recvs);
+    check(&outcomes[0].as_ref().unwrap().data, 8, 1);
+    assert!(
+        matches!(outcomes[1], Err(Error::Stalled { .. })),
+        "{:?}",
+        outcomes[1]
+    );
 }

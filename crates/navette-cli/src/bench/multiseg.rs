@@ -9,12 +9,14 @@
 //!
 //! Rank 0 posts its receives for the pong, issues its sends, then waits for
 //! all of them; rank 1 posts its receives, waits for the ping, then sends
-//! and waits. One-way time is half the round trip of a whole series.
+//! and waits. Each wait is for a whole list of requests at once, as MPI's
+//! program's `MPI_Waitall`. One-way time is half the round trip of a whole
+//! series.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use navette::{ChannelId, Gate, Node, Received, Request};
+use navette::{ChannelId, Gate, Node, Received, Request, wait_all_into};
 
 use super::{BenchError, Role, pattern};
 
@@ -29,10 +31,15 @@ fn flow(k: usize, peer: navette::Rank) -> Result<(Gate, u64), BenchError> {
 }
 
 /// Waits for `recvs` (emptying it) and puts their buffers back into
-/// `buffers`, in order.
-fn land(recvs: &mut Vec<Request<'_, Received>>, buffers: &mut Vec<Vec<u8>>) -> navette::Result<()> {
-    for request in recvs.drain(..) {
-        buffers.push(request.wait()?.data);
+/// `buffers`, in order; `landed` is storage kept between calls.
+fn land<'n>(
+    recvs: &mut Vec<Request<'n, Received>>,
+    landed: &mut Vec<navette::Result<Received>>,
+    buffers: &mut Vec<Vec<u8>>,
+) -> navette::Result<()> {
+    wait_all_into(recvs, landed);
+    for outcome in landed.drain(..) {
+        buffers.push(outcome?.data);
     }
     Ok(())
 }
@@ -59,6 +66,8 @@ pub(super) fn navette_multiseg(
     // keeps its request arrays, the loop allocates nothing of its own.
     let mut recvs = Vec::with_capacity(segments);
     let mut sends = Vec::with_capacity(segments);
+    let mut landed = Vec::with_capacity(segments);
+    let mut sent = Vec::with_capacity(segments);
     let series = |count: u32| -> navette::Result<()> {
         for _ in 0..count {
             recvs.extend(
@@ -69,15 +78,16 @@ pub(super) fn navette_multiseg(
             );
             // The server answers once the whole ping is in.
             if role == Role::Server {
-                land(&mut recvs, &mut buffers)?;
+                land(&mut recvs, &mut landed, &mut buffers)?;
             }
             for (&(gate, tag), bytes) in flows.iter().zip(&data) {
                 sends.push(node.isend(gate, tag, bytes.clone())?);
             }
-            for request in sends.drain(..) {
-                request.wait()?;
+            wait_all_into(&mut sends, &mut sent);
+            for outcome in sent.drain(..) {
+                outcome?;
             }
-            land(&mut recvs, &mut buffers)?;
+            land(&mut recvs, &mut landed, &mut buffers)?;
         }
         Ok(())
     };

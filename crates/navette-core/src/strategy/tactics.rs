@@ -87,6 +87,8 @@ pub fn aggregate(
     let mut stopped = false;
     // The chunks picked are those before `at` but rendezvous data.
     let mut at = 0;
+    // Whether rendezvous data or an urgent chunk is among them.
+    let (mut skipped, mut urgent) = (false, false);
     for chunk in window.iter() {
         if count >= MAX_CHUNKS {
             stopped = true;
@@ -94,6 +96,7 @@ pub fn aggregate(
         }
         at += 1;
         if matches!(chunk, Pending::RdvData { .. }) {
+            skipped = true;
             continue;
         }
         let len = chunk.wire_len();
@@ -104,8 +107,37 @@ pub fn aggregate(
         }
         room -= len;
         count += 1;
+        urgent |= is_urgent(chunk);
     }
-    // Out of the window in order, leaving rendezvous data in place.
+    if !skipped && !urgent {
+        // The usual case: the window's front, in order.
+        for _ in 0..at {
+            push_pending(packet, window.pop_front().expect("picked from the window"));
+        }
+    } else {
+        take_urgent_first(window, at, packet, scratch);
+    }
+    let more_fit = room > EagerHeader::LEN && count < MAX_CHUNKS;
+    if stopped || !more_fit {
+        Fill::Done
+    } else {
+        Fill::Open
+    }
+}
+
+/// Whether a chunk leads its packet.
+fn is_urgent(chunk: &Pending) -> bool {
+    chunk.priority() >= Priority::Express
+}
+
+/// Moves the window's first `at` chunks but rendezvous data into `packet`,
+/// urgent ones first, each group in window order.
+fn take_urgent_first(
+    window: &mut Window,
+    at: usize,
+    packet: &mut PacketBuilder,
+    scratch: &mut Vec<Pending>,
+) {
     scratch.clear();
     let mut index = 0;
     for _ in 0..at {
@@ -115,21 +147,14 @@ pub fn aggregate(
             scratch.push(window.remove(index).expect("picked from the window"));
         }
     }
-    let urgent = |chunk: &Pending| chunk.priority() >= Priority::Express;
-    if scratch.iter().any(urgent) {
-        for chunk in scratch.iter().filter(|c| urgent(c)) {
+    if scratch.iter().any(is_urgent) {
+        for chunk in scratch.iter().filter(|c| is_urgent(c)) {
             push_pending(packet, chunk.clone());
         }
-        scratch.retain(|c| !urgent(c));
+        scratch.retain(|c| !is_urgent(c));
     }
     for chunk in scratch.drain(..) {
         push_pending(packet, chunk);
-    }
-    let more_fit = room > EagerHeader::LEN && count < MAX_CHUNKS;
-    if stopped || !more_fit {
-        Fill::Done
-    } else {
-        Fill::Open
     }
 }
 

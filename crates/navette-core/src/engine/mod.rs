@@ -85,7 +85,7 @@ fn sorted_keys<K: Copy + Ord, V, S>(map: &HashMap<K, V, S>, keep: impl Fn(&V) ->
     keys
 }
 
-/// Entries of [`Engine::gate`]'s cache.
+/// Entries of the caches of [`Engine::gate`] and [`Engine::channel_index`].
 const RECENT_GATES: usize = 64;
 
 /// Index of a gate in the engine.
@@ -107,6 +107,9 @@ pub struct Engine {
     /// on a few channels with a few peers find their gates without
     /// hashing (gates are never removed, so an entry never goes stale).
     recent_gates: [Option<(ChannelId, Rank, GateId)>; RECENT_GATES],
+    /// Channels looked up lately, direct-mapped by number, with their
+    /// index in `channels` (never removed either).
+    recent_channels: [Option<(ChannelId, usize)>; RECENT_GATES],
     channels: IndexMap<ChannelId, Channel, PeerKeyed>,
     recv_msgs: FxHashMap<ReqId, RecvMsg>,
     deferred: FxHashMap<ReqId, recv::DeferredPiece>,
@@ -254,6 +257,7 @@ impl Engine {
             gates: Vec::new(),
             gate_index: HashMap::default(),
             recent_gates: [None; RECENT_GATES],
+            recent_channels: [None; RECENT_GATES],
             channels: IndexMap::default(),
             recv_msgs: FxHashMap::default(),
             deferred: FxHashMap::default(),
@@ -712,7 +716,14 @@ impl Engine {
 
     /// The index of `channel` in `channels`, created on first use.
     fn channel_index(&mut self, channel: ChannelId) -> usize {
+        let slot = usize::from(channel.0) % RECENT_GATES;
+        if let Some((c, index)) = self.recent_channels[slot] {
+            if c == channel {
+                return index;
+            }
+        }
         if let Some(index) = self.channels.get_index_of(&channel) {
+            self.recent_channels[slot] = Some((channel, index));
             return index;
         }
         let entry = self.channels.entry(channel);

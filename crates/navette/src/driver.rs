@@ -167,11 +167,12 @@ impl<'a> DriverPort<'a> {
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);
-        // For the RPC dispatcher, if there is one. Under the node's lock,
-        // as every count: a load and a store.
+        // For the RPC dispatcher, if there is one: it looks only when a
+        // call (or a late reply) came unexpected. Under the node's lock,
+        // as every change of the count.
         if self.core.rpc.get().is_some() {
-            let arrivals = &self.core.arrivals;
-            arrivals.store(arrivals.load(Ordering::Relaxed) + 1, Ordering::Release);
+            let count = engine.unexpected_arrivals(crate::rpc::CHANNEL);
+            self.core.arrivals.store(count, Ordering::Release);
         }
         self.mark_if_queued();
         out

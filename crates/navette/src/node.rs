@@ -248,7 +248,8 @@ pub struct NodeCore {
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
     dirty: AtomicBool,
-    /// Packets the engine has handled: the RPC dispatcher looks for calls
+    /// Messages that came unexpected on the RPC channel (calls, late
+    /// replies), kept on nodes with RPC: the dispatcher looks for calls
     /// only when it moved (read without the lock).
     pub(crate) arrivals: AtomicU64,
     /// What became of the receive waiting outside the engine (read without

@@ -212,9 +212,9 @@ impl Engine {
                 last_seen: false,
             },
         );
-        self.channels[g.channel_index]
-            .unexpected
-            .push_back((gate, msg));
+        let ch = &mut self.channels[g.channel_index];
+        ch.unexpected.push_back((gate, msg));
+        ch.unexpected_count += 1;
     }
 
     /// Binds receive `key` to the unmatched message `msg` of `gate`.

@@ -244,6 +244,8 @@ struct Channel {
     strategy: Box<dyn Strategy>,
     posted: VecDeque<recv::Posted>,
     unexpected: VecDeque<(GateId, u32)>,
+    /// Messages queued in `unexpected` since the channel was created.
+    unexpected_count: u64,
 }
 
 impl Engine {
@@ -733,8 +735,17 @@ impl Engine {
             strategy: strategy.build(),
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
+            unexpected_count: 0,
         });
         index
+    }
+
+    /// How many messages no receive awaited have arrived on `channel` so
+    /// far (a count that only grows): a service that takes unexpected
+    /// messages, such as RPC calls, looks for them only when it moved.
+    pub fn unexpected_arrivals(&mut self, channel: ChannelId) -> u64 {
+        let index = self.channel_index(channel);
+        self.channels[index].unexpected_count
     }
 
     /// Sets the strategy of a channel (before or after its first use).

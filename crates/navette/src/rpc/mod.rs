@@ -73,6 +73,9 @@ mod service;
 mod typed;
 mod wire;
 
+/// The channel of calls and replies.
+pub(crate) use wire::CHANNEL;
+
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;

@@ -252,6 +252,37 @@ fn send_abort() {
     }
 }
 
+/// A sender abandons its message before any piece left: the empty aborted
+/// message in its place fails the receiver's first unpack and its end,
+/// posted before it arrives or after, and a tagged receive that matches it.
+#[test]
+fn send_abort_unsent() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, caps(64, 1000));
+        let key = posted_first.then(|| net.recv_begin(1, from(0), TagMatch::exact(1)));
+        let out = net.begin(0, 1, 1);
+        net.engines[0].send_abort_unsent(out);
+        net.run();
+        let key = key.unwrap_or_else(|| net.recv_begin(1, from(0), TagMatch::exact(1)));
+        let first = net.unpack(1, key, 8, C, CR, false);
+        let end = net.recv_end(1, key);
+        net.run();
+        assert_eq!(net.err(1, first.req), RequestError::Aborted);
+        assert_eq!(net.err(1, end), RequestError::Aborted);
+        gate_still_works(&mut net, 2);
+    }
+    let mut net = Net::new(2, 1, caps(64, 1000));
+    let out = net.begin(0, 1, 5);
+    net.engines[0].send_abort_unsent(out);
+    net.run();
+    let dest = net.alloc(1, vec![0; 16]);
+    let channel = common::CH;
+    let tagged =
+        net.engines[1].recv_tagged(channel, from(0), TagMatch::exact(5), dest, &mut net.mems[1]);
+    net.run();
+    assert_eq!(net.err(1, tagged), RequestError::Aborted);
+}
+
 /// Aborting before the first piece or after the last sends nothing.
 #[test]
 fn send_abort_without_effect() {

@@ -121,6 +121,10 @@ impl PieceFlags {
     /// The flags of the empty last piece that abandons a started message.
     pub const ABORT: Self = Self(Self::LAST | Self::ABORT_BIT);
 
+    /// The flags of the empty piece that stands for a message abandoned
+    /// before any of its pieces left: its first and last.
+    pub const ABORT_UNSENT: Self = Self(Self::FIRST | Self::LAST | Self::ABORT_BIT);
+
     /// Decodes flags, rejecting unknown bits and the undefined send mode.
     #[inline]
     pub fn from_bits(bits: u8) -> Result<Self, DecodeError> {

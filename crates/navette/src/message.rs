@@ -56,6 +56,8 @@ struct PackingCore<'n> {
     out: Option<OutMsg>,
     submitted: Vec<ReqId>,
     copy_below: usize,
+    /// Something was packed (set when the message is dropped unfinished).
+    packed: bool,
 }
 
 #[derive(Debug)]
@@ -85,6 +87,7 @@ impl Node {
                 out: Some(out),
                 submitted: Vec::new(),
                 copy_below,
+                packed: false,
             },
             held: None,
             deferred: Vec::new(),
@@ -361,28 +364,11 @@ fn lend<'a>(
 
 impl Drop for Packing<'_, '_> {
     fn drop(&mut self) {
-        // Pieces leave at `end_packing`, so an abandoned message has sent
-        // nothing: its first piece goes now (a copy), so that the abort
-        // `PackingCore` sends reaches a started message and the receiver
-        // gets an error rather than waiting for it.
-        let Some(piece) = self.deferred.first().map(|(p, _)| p).or(self.held.as_ref()) else {
-            return;
-        };
-        let core = &mut self.core;
-        let Some(out) = core.out.as_mut().filter(|out| !out.started()) else {
-            return;
-        };
-        let data = match &piece.data {
-            OutData::Copy(buf) => buf.clone(),
-            OutData::Borrowed(data) => data.to_vec(),
-            OutData::Cells(cells) => cells.iter().map(Cell::get).collect(),
-        };
-        let modes = (piece.send, piece.recv);
-        let req = core.node.with_state(|s| {
-            let range = s.mem.insert_owned(data);
-            submit(s, out, range, modes, false, true)
-        });
-        core.submitted.push(req);
+        // Pieces leave at `end_packing`, so an abandoned message may have
+        // sent nothing: if anything was packed, `PackingCore` then sends an
+        // empty aborted message in its place, so that the receiver gets an
+        // error rather than waiting for it.
+        self.core.packed |= self.held.is_some() || !self.deferred.is_empty();
     }
 }
 
@@ -392,8 +378,13 @@ impl Drop for PackingCore<'_> {
             return;
         };
         let submitted = std::mem::take(&mut self.submitted);
+        let packed = self.packed;
         self.node.with_state(|s| {
-            s.engine.send_abort(out);
+            if packed {
+                s.engine.send_abort_unsent(out);
+            } else {
+                s.engine.send_abort(out);
+            }
             submitted.into_iter().for_each(|r| s.detach(r));
         });
     }

@@ -322,13 +322,30 @@ fn an_abandoned_message_fails_at_the_receiver() {
             a.send(a.gate(1), 8, b"after").unwrap();
         },
         |b| {
+            // Nothing of it left: its first unpack fails.
             let mut buf = [0u8; 8];
             let mut msg = b.begin_unpacking(b.gate(0), 9u64).unwrap();
-            msg.unpack_express(&mut buf, SendMode::Safer).unwrap();
             let err = request_error(msg.unpack_express(&mut buf, SendMode::Safer));
             assert_eq!(err, RequestError::Aborted);
             drop(msg);
             receive_follow_up(b);
+        },
+    );
+}
+
+#[test]
+fn a_message_abandoned_before_anything_was_packed_sends_nothing() {
+    let cluster = two_ranks();
+    exchange(
+        &cluster,
+        |a| {
+            drop(a.begin_packing(a.gate(1), 9).unwrap());
+            a.send(a.gate(1), 8, b"after").unwrap();
+        },
+        |b| {
+            receive_follow_up(b);
+            // Anything sent for it would have come first on this gate.
+            assert_eq!(b.probe(b.gate(0), 9u64).unwrap(), None);
         },
     );
 }

@@ -502,3 +502,32 @@ fn typed_services_exchange_serde_values() {
             .unwrap();
     });
 }
+
+/// A call whose packing fails is abandoned: the caller gets the packing's
+/// error, the server drops the call without running the handler (nothing
+/// of it left, it receives an empty aborted message), and serves the next
+/// call.
+#[test]
+fn a_call_abandoned_while_packing_runs_no_handler() {
+    let cluster = ranks(2);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, move |call| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            echo(call)
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        let len = 4u64.to_le_bytes();
+        let failed = node.call(1, "echo", |msg| {
+            msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+            Err(Error::EmptyMessage)
+        });
+        assert!(matches!(failed, Err(Error::EmptyMessage)), "{failed:?}");
+        let body = pattern(4, 7);
+        assert_eq!(call_echo(node, 1, "echo", &body).unwrap(), body);
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}

@@ -157,17 +157,35 @@ impl Engine {
     }
 
     /// Abandons a message before its last piece: the receiver gets an
-    /// error instead of waiting for pieces that will never come.
+    /// error instead of waiting for pieces that will never come. A message
+    /// none of whose pieces was submitted sends nothing (see
+    /// [`Self::send_abort_unsent`]).
     pub fn send_abort(&mut self, out: OutMsg) {
-        if !out.started || out.ended {
-            return;
+        if out.started && !out.ended {
+            self.push_abort(&out, PieceFlags::ABORT);
         }
+    }
+
+    /// Abandons a message none of whose pieces was submitted (its sender
+    /// gave up while packing it) by sending an empty aborted message in its
+    /// place: the receive that matches it fails with `Aborted` rather than
+    /// waiting. A started message is abandoned as by [`Self::send_abort`].
+    pub fn send_abort_unsent(&mut self, out: OutMsg) {
+        if out.started {
+            self.send_abort(out);
+        } else {
+            self.push_abort(&out, PieceFlags::ABORT_UNSENT);
+        }
+    }
+
+    /// Queues the empty piece with `flags` that abandons `out`.
+    fn push_abort(&mut self, out: &OutMsg, flags: PieceFlags) {
         let gate = &mut self.gates[out.gate.0];
         let seq = gate.next_seq;
         gate.next_seq = gate.next_seq.wrapping_add(1);
         let header = EagerHeader {
             channel: gate.channel.0,
-            flags: PieceFlags::ABORT,
+            flags,
             seq,
             msg: out.msg,
             tag: out.tag,

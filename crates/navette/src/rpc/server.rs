@@ -6,14 +6,14 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, mpsc};
 
-use navette_core::{Rank, SendMode, Source, Status, TagMatch};
+use navette_core::{Rank, RequestError, SendMode, Source, Status, TagMatch};
 use parking_lot::Mutex;
 
 use super::service::Service;
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{HandlerMode, Rpc, RpcError, ServiceName};
 use crate::message::Parked;
-use crate::{Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
+use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
 /// An incoming call, given to its service's handler: the caller, and the
 /// message whose remaining pieces are the caller's. [`Call::split`] gives
@@ -185,7 +185,12 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
 fn take_call(rpc: &Rpc, node: &Node, peer: Rank, tag: u64, mut args: Unpacking<'_, 'static>) {
     let mut raw = [0u8; CallHeader::LEN];
     if let Err(err) = args.unpack_express(&mut raw, SendMode::Safer) {
-        tracing::warn!(peer, %err, "RPC call without its header dropped");
+        if matches!(err, Error::Request(RequestError::Aborted)) {
+            // Its caller gave up while packing it.
+            tracing::debug!(peer, "RPC call abandoned by its caller");
+        } else {
+            tracing::warn!(peer, %err, "RPC call without its header dropped");
+        }
         return;
     }
     let header = match CallHeader::decode(&raw, tag) {

@@ -87,13 +87,9 @@ impl Engine {
         rail: RailId,
         len: usize,
     ) -> bool {
-        let Some(r) = self.rails.get(rail.0 as usize) else {
+        let Some(max_packet) = self.idle_rail_max_packet(rail, peer) else {
             return false;
         };
-        if r.peer != peer || r.closed || r.in_flight.is_some() {
-            return false;
-        }
-        let max_packet = r.caps.max_packet;
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];
         g.window.is_empty()
@@ -166,21 +162,25 @@ impl Engine {
         rail: RailId,
         pieces: &[NowPiece<'_>],
     ) -> bool {
-        let Some(r) = self.rails.get(rail.0 as usize) else {
-            return false;
-        };
         if out.started() || pieces.is_empty() || pieces.len() > MOST_PIECES_AT_ONCE {
             return false;
         }
-        if r.peer != out.peer() || r.closed || r.in_flight.is_some() {
+        let Some(max_packet) = self.idle_rail_max_packet(rail, out.peer()) else {
             return false;
-        }
+        };
         let body = Self::message_packet_len(pieces) - PacketHeader::LEN;
         let g = &self.gates[out.gate.0];
         g.window.is_empty()
             && pieces.iter().all(|p| p.data.len() < g.rdv_threshold)
-            && body <= r.caps.max_packet
+            && body <= max_packet
             && u32::try_from(body).is_ok()
+    }
+
+    /// The largest packet `rail` takes, if it leads to `peer` and is open
+    /// and idle: a packet may then go on it at once.
+    fn idle_rail_max_packet(&self, rail: RailId, peer: Rank) -> Option<usize> {
+        let r = self.rails.get(rail.0 as usize)?;
+        (r.peer == peer && !r.closed && r.in_flight.is_none()).then_some(r.caps.max_packet)
     }
 
     /// Writes the packet of the whole message `out` into `packet` (exactly

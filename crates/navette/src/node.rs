@@ -173,6 +173,9 @@ impl State {
                 }
             } else {
                 slot.outcome = Some(event.outcome);
+                if self.wakers.is_empty() {
+                    continue;
+                }
                 if let Some(waker) = self.wakers.remove(&event.req) {
                     self.woken.push(waker);
                 }

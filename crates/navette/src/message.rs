@@ -29,6 +29,7 @@
 //! Dropping an unfinished message abandons it: the peer's matching side
 //! gets an error instead of waiting forever.
 
+use std::borrow::Borrow;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -393,15 +394,16 @@ impl Drop for PackingCore<'_> {
 /// A message being unpacked; see the [module docs](self).
 #[derive(Debug)]
 pub struct Unpacking<'n, 'a> {
-    core: UnpackingCore<'n>,
+    core: UnpackingCore<&'n Node>,
     cheaper: Vec<(ReqId, &'a mut [u8])>,
 }
 
 /// The part of an unpacking message that owns engine state; dropping it
-/// abandons the message.
+/// abandons the message. Its node is borrowed by an [`Unpacking`], owned
+/// by a [`Parked`] message.
 #[derive(Debug)]
-struct UnpackingCore<'n> {
-    node: &'n Node,
+struct UnpackingCore<N: Borrow<Node>> {
+    node: N,
     key: ReqId,
     matched: Option<Status>,
     pieces: Vec<ReqId>,
@@ -415,7 +417,22 @@ struct UnpackingCore<'n> {
     tried_whole: bool,
 }
 
-impl UnpackingCore<'_> {
+impl<N: Borrow<Node>> UnpackingCore<N> {
+    /// The same message, held through `node` (a handle on the same node);
+    /// this one is left holding nothing.
+    fn move_to<M: Borrow<Node>>(&mut self, node: M) -> UnpackingCore<M> {
+        debug_assert!(Arc::ptr_eq(node.borrow().core(), self.node.borrow().core()));
+        UnpackingCore {
+            node,
+            key: self.key,
+            matched: self.matched,
+            pieces: std::mem::take(&mut self.pieces),
+            open: std::mem::replace(&mut self.open, false),
+            whole: self.whole.take(),
+            tried_whole: self.tried_whole,
+        }
+    }
+
     /// Takes the message out of the engine whole, under the node's lock,
     /// if every piece of it has arrived eager before the first piece is
     /// unpacked (the usual case of a small message): its pieces are then
@@ -673,49 +690,21 @@ impl<'a> Unpacking<'_, 'a> {
 /// thread that unpacks the rest. Dropping it abandons the message.
 #[derive(Debug)]
 pub(crate) struct Parked {
-    node: Node,
-    key: Option<ReqId>,
-    matched: Option<Status>,
-    pieces: Vec<ReqId>,
-    open: bool,
-    whole: Option<WholeMessage>,
-    tried_whole: bool,
+    core: UnpackingCore<Node>,
 }
 
 impl Parked {
     /// The node the message belongs to.
     pub(crate) fn node(&self) -> &Node {
-        &self.node
+        &self.core.node
     }
 
     /// Goes on unpacking, borrowing `node` (a handle on the same node).
     pub(crate) fn resume<'n, 'a>(mut self, node: &'n Node) -> Unpacking<'n, 'a> {
-        debug_assert!(Arc::ptr_eq(node.core(), self.node.core()));
-        self.take(node).expect("a parked message has its key")
-    }
-
-    /// The message, which this no longer owns.
-    fn take<'n, 'a>(&mut self, node: &'n Node) -> Option<Unpacking<'n, 'a>> {
-        Some(Unpacking {
-            core: UnpackingCore {
-                node,
-                key: self.key.take()?,
-                matched: self.matched,
-                pieces: std::mem::take(&mut self.pieces),
-                open: self.open,
-                whole: self.whole.take(),
-                tried_whole: self.tried_whole,
-            },
+        Unpacking {
+            core: self.core.move_to(node),
             cheaper: Vec::new(),
-        })
-    }
-}
-
-impl Drop for Parked {
-    fn drop(&mut self) {
-        // Resumed only to be dropped: that abandons it.
-        let node = self.node.clone();
-        drop(self.take(&node));
+        }
     }
 }
 
@@ -727,15 +716,9 @@ impl<'n> Unpacking<'n, '_> {
             self.cheaper.is_empty(),
             "no CHEAPER piece may wait when a message is parked"
         );
-        let open = std::mem::replace(&mut self.core.open, false);
+        let node = self.core.node.clone();
         Parked {
-            node: self.core.node.clone(),
-            key: Some(self.core.key),
-            matched: self.core.matched,
-            pieces: std::mem::take(&mut self.core.pieces),
-            open,
-            whole: self.core.whole.take(),
-            tried_whole: self.core.tried_whole,
+            core: self.core.move_to(node),
         }
     }
 
@@ -764,13 +747,13 @@ impl<'n> Unpacking<'n, '_> {
     }
 }
 
-impl Drop for UnpackingCore<'_> {
+impl<N: Borrow<Node>> Drop for UnpackingCore<N> {
     fn drop(&mut self) {
         if !self.open {
             return;
         }
         let (key, pieces) = (self.key, std::mem::take(&mut self.pieces));
-        self.node.with_state(|s| {
+        self.node.borrow().with_state(|s| {
             s.engine.recv_abandon(key);
             s.detach(key);
             pieces.into_iter().for_each(|r| s.detach(r));

@@ -7,10 +7,10 @@
 //! every live request to its birth would cost two hash operations per
 //! request on the message path; the marks cost a comparison.
 //!
-//! The marks are bounded: when they fill up, the resolution grows and the
-//! marks it makes needless go (every age stays within the resolution). A
-//! report after an hour of busy traffic gives ages within seconds, which
-//! is what a stall report needs.
+//! The marks are bounded: when they fill up, those older than every
+//! pending request go (no report will ask their ages). Only if many are
+//! left (a request pending for long) does the resolution grow, the marks
+//! it makes needless going too, every age staying within it.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -41,6 +41,7 @@ impl Births {
     const MOST_MARKS: usize = 1024;
 
     /// Notes that `req`, an id above all noted before, was made at `now`.
+    /// Call [`Self::make_room`] first when [`Self::is_full`].
     pub(super) fn note(&mut self, req: ReqId, now: Duration) {
         if let Some(&(_, last)) = self.marks.back() {
             if now < last.saturating_add(self.resolution) {
@@ -53,6 +54,27 @@ impl Births {
         }
     }
 
+    /// Whether the marks are full: [`Self::make_room`] before noting.
+    pub(super) fn is_full(&self) -> bool {
+        self.marks.len() >= Self::MOST_MARKS
+    }
+
+    /// Drops the marks before the one that covers `oldest_pending` (the
+    /// oldest request a report may ask about; `None` when none is
+    /// pending), then coarsens if too many are left.
+    pub(super) fn make_room(&mut self, oldest_pending: Option<ReqId>) {
+        let covering = match oldest_pending {
+            Some(req) => self.marks.partition_point(|&(first, _)| first <= req),
+            None => self.marks.len(),
+        };
+        // The last mark stays: it covers the requests made after it.
+        let drop = covering
+            .saturating_sub(1)
+            .min(self.marks.len().saturating_sub(1));
+        self.marks.drain(..drop);
+        self.coarsen();
+    }
+
     /// When `req` was made, to within the resolution (none if it was made
     /// before the first mark, which only a request made before any time
     /// was given can be).
@@ -63,7 +85,7 @@ impl Births {
 
     /// How far from the truth [`Self::born`] may be.
     #[cfg(test)]
-    pub(super) fn resolution(&self) -> Duration {
+    fn resolution(&self) -> Duration {
         self.resolution
     }
 
@@ -129,5 +151,32 @@ mod tests {
             assert!(born <= at, "{req} born after it was made");
             assert!(at < born + births.resolution(), "{req} off by more");
         }
+    }
+
+    #[test]
+    fn marks_older_than_every_pending_request_go_first() {
+        let mut births = Births::default();
+        let made: Vec<(ReqId, Duration)> = (0..100_000u64)
+            .map(|i| (ReqId(i + 1), Duration::from_micros(i * 700)))
+            .collect();
+        // Requests complete soon after they are made: the oldest pending
+        // one is at most 100 requests old.
+        for &(req, at) in &made {
+            if births.is_full() {
+                births.make_room(Some(ReqId(req.0.saturating_sub(100).max(1))));
+            }
+            births.note(req, at);
+        }
+        assert!(births.marks.len() <= Births::MOST_MARKS);
+        assert_eq!(births.resolution(), Births::FIRST_RESOLUTION);
+        for &(req, at) in &made[made.len() - 100..] {
+            let born = births.born(req).expect("noted");
+            assert!(born <= at && at < born + births.resolution(), "{req}");
+        }
+        // With nothing pending, only the last mark stays.
+        births.make_room(None);
+        assert_eq!(births.marks.len(), 1);
+        let (last, at) = made[made.len() - 1];
+        assert!(births.born(last).is_some_and(|born| born <= at));
     }
 }

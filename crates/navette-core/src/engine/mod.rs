@@ -617,6 +617,10 @@ impl Engine {
     fn new_req(&mut self) -> ReqId {
         let id = ReqId(self.next_req);
         self.next_req += 1;
+        if self.births.is_full() {
+            let oldest = self.oldest_pending();
+            self.births.make_room(oldest);
+        }
         self.births.note(id, self.now);
         id
     }

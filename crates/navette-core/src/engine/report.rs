@@ -62,9 +62,10 @@ pub struct PendingRequest {
     pub len: usize,
     /// Where it stands.
     pub state: PendingState,
-    /// Time since it was submitted, when known: to within a millisecond at
-    /// first, more coarsely after a long busy run (see the engine's birth
-    /// marks), never less than the true age.
+    /// Time since it was submitted, when known: to within a millisecond,
+    /// more coarsely only while some request has been pending through a
+    /// long busy run (see the engine's birth marks); never less than the
+    /// true age.
     pub age: Option<Duration>,
 }
 
@@ -103,7 +104,7 @@ impl Engine {
     pub fn report(&self) -> Report {
         let mut requests = Vec::new();
         let age = |req: &ReqId| self.births.born(*req).map(|t| self.now.saturating_sub(t));
-        let mut push = |req: ReqId, peer, channel, tag, len, state| {
+        self.for_each_pending(|req, peer, channel, tag, len, state| {
             requests.push(PendingRequest {
                 req,
                 peer,
@@ -113,7 +114,39 @@ impl Engine {
                 state,
                 age: age(&req),
             });
-        };
+        });
+        requests.sort_by_key(|r| (std::cmp::Reverse(r.age), r.req));
+        let rails = self
+            .rails
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RailReport {
+                rail: RailId(i as u32),
+                peer: r.peer,
+                closed: r.closed,
+                busy: r.in_flight.is_some(),
+                waiting_chunks: self.peers.get(&r.peer).map_or(0, |p| {
+                    p.gates.iter().map(|g| self.gates[g.0].window.len()).sum()
+                }),
+            })
+            .collect();
+        Report {
+            rank: self.config.rank,
+            now: self.now,
+            requests,
+            rails,
+            buffered_bytes: self.buffered,
+        }
+    }
+}
+
+impl Engine {
+    /// Calls `push` with every pending request: its id, peer, channel,
+    /// tag and length when known, and where it stands.
+    fn for_each_pending(
+        &self,
+        mut push: impl FnMut(ReqId, Option<Rank>, Option<ChannelId>, Option<u64>, usize, PendingState),
+    ) {
         for gate in &self.gates {
             for chunk in gate.window.iter() {
                 if let Pending::Eager {
@@ -209,28 +242,16 @@ impl Engine {
                 state,
             );
         }
-        requests.sort_by_key(|r| (std::cmp::Reverse(r.age), r.req));
-        let rails = self
-            .rails
-            .iter()
-            .enumerate()
-            .map(|(i, r)| RailReport {
-                rail: RailId(i as u32),
-                peer: r.peer,
-                closed: r.closed,
-                busy: r.in_flight.is_some(),
-                waiting_chunks: self.peers.get(&r.peer).map_or(0, |p| {
-                    p.gates.iter().map(|g| self.gates[g.0].window.len()).sum()
-                }),
-            })
-            .collect();
-        Report {
-            rank: self.config.rank,
-            now: self.now,
-            requests,
-            rails,
-            buffered_bytes: self.buffered,
-        }
+    }
+
+    /// The oldest pending request, if any: no report will ask the age of
+    /// an older one.
+    pub(super) fn oldest_pending(&self) -> Option<ReqId> {
+        let mut oldest: Option<ReqId> = None;
+        self.for_each_pending(|req, _, _, _, _, _| {
+            oldest = Some(oldest.map_or(req, |o| o.min(req)));
+        });
+        oldest
     }
 }
 

@@ -90,7 +90,9 @@ pub fn aggregate(
     // Whether rendezvous data or an urgent chunk is among them.
     let (mut skipped, mut urgent) = (false, false);
     for chunk in window.iter() {
-        if count >= MAX_CHUNKS {
+        // Rendezvous data skipped counts too: a window of many transfers
+        // is not walked in full for every packet.
+        if count >= MAX_CHUNKS || at >= usize::from(MAX_CHUNKS) {
             stopped = true;
             break;
         }

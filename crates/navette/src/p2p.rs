@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use navette_core::{RecvNow, ReqId, Status, TagMatch};
 
-use crate::node::State;
+use crate::node::{State, unlock};
 use crate::{Error, Gate, Node, RecvFrom, Result};
 
 /// What a completed receive gives back.
@@ -132,8 +132,10 @@ pub fn wait_all<T: Completion>(mut requests: Vec<Request<'_, T>>) -> Vec<Result<
 ///
 /// Requests of one node are waited for together, as `MPI_Waitall` does:
 /// progress runs until all are complete, then all are taken under one
-/// lock. If waiting fails (a stall past the node's timeout), each request
-/// is then waited for in turn, so that each gets its own outcome.
+/// lock. If the wait stalls past the node's timeout, each complete request
+/// gives its outcome and each other one [`Error::Stalled`] (and is
+/// detached, as a request dropped); if progress itself fails, each request
+/// is waited for in turn, so that each gets its own outcome.
 pub fn wait_all_into<'n, T: Completion>(
     requests: &mut Vec<Request<'n, T>>,
     outcomes: &mut Vec<Result<T>>,
@@ -161,8 +163,30 @@ pub fn wait_all_into<'n, T: Completion>(
                 );
             })
         });
-        if all.is_ok() {
-            return;
+        match all {
+            Ok(()) => return,
+            Err(Error::Stalled { waited, .. }) => {
+                // Stalled ones are dropped once the lock is released
+                // (dropping a request detaches it, which locks).
+                let mut stalled = Vec::new();
+                let mut state = node.core().lock();
+                state.collect();
+                for mut request in requests.drain(..) {
+                    match request.try_take(&mut state) {
+                        Some(outcome) => outcomes.push(outcome),
+                        None => {
+                            outcomes.push(Err(Error::Stalled {
+                                waited,
+                                what: format!("{}", request.id),
+                            }));
+                            stalled.push(request);
+                        }
+                    }
+                }
+                unlock(state);
+                return;
+            }
+            Err(_) => {}
         }
     }
     outcomes.extend(requests.drain(..).map(Request::wait));

@@ -79,7 +79,8 @@ pub enum ReceiveMode {
 /// (0 SAFER, 1 LATER, 2 CHEAPER), 4 receive mode CHEAPER (else EXPRESS),
 /// 5 tagged (a one-piece point-to-point message whose receiver may post a
 /// larger buffer), 6 abort (the sender abandoned the message: an empty last
-/// piece that the receiver turns into an error). Other bits must be zero.
+/// piece, its only one if none had left, that the receiver turns into an
+/// error). Other bits must be zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PieceFlags(u8);
 

@@ -98,9 +98,18 @@ impl Node {
             reply: Some(reply),
             deadline: None,
         };
-        // On failure the request drops: the reply, should the server send
-        // one (to a call abandoned half-packed), will be dropped.
-        request.sending = Some(self.send_call(peer, &request.service, call, false, pack)?);
+        match self.send_call(peer, &request.service, call, false, pack) {
+            Ok(sent) => request.sending = Some(sent),
+            Err(err) => {
+                // Nothing of the call left, but for an empty aborted
+                // message if it was packed in part: no reply will come,
+                // and none is waited for.
+                if let Some(reply) = request.reply.take() {
+                    reply.abandon();
+                }
+                return Err(err);
+            }
+        }
         Ok(request)
     }
 
@@ -163,7 +172,8 @@ impl<'n> CallRequest<'n, '_> {
 
     /// Waits for the arguments to leave and the reply to come; a failure
     /// at the server is an [`RpcError`], a dead server
-    /// [`crate::RequestError::PeerUnreachable`].
+    /// [`crate::RequestError::PeerUnreachable`], a reply the handler
+    /// abandoned while packing it [`crate::RequestError::Aborted`].
     pub fn wait(mut self) -> Result<Reply<'n>> {
         if let Some(sending) = self.sending.take() {
             match sending.wait_until(self.deadline.map(|(at, _)| at)) {

@@ -73,11 +73,12 @@ fn total_bytes() -> u64 {
     SIZES.iter().map(|&s| s as u64).sum()
 }
 
-/// Bytes of [`SIZES`] that go by rendezvous (16 KiB and more).
+/// Bytes of [`SIZES`] that go by rendezvous (from the default threshold on).
 fn rendezvous_bytes() -> u64 {
+    let threshold = ShmConfig::default().rdv_threshold;
     SIZES
         .iter()
-        .filter(|&&s| s >= 16 << 10)
+        .filter(|&&s| s >= threshold)
         .map(|&s| s as u64)
         .sum()
 }

@@ -61,8 +61,9 @@ const READ_BUDGET: usize = 64;
 const DIRECT_READ_MAX: usize = 4;
 /// See [`DIRECT_READ_MAX`].
 const EPOLL_EVERY: u32 = 16;
-/// Largest packet [`Inner::send_now`] sends (from the stack).
-const SEND_NOW_MAX: usize = 512;
+/// Largest packet [`Inner::send_now`] sends (encoded into a buffer the
+/// driver keeps, then one `write`).
+const SEND_NOW_MAX: usize = 17 << 10;
 
 /// One link to one peer rank as the driver sees it.
 #[derive(Debug)]
@@ -122,6 +123,8 @@ pub(super) struct Inner {
     pub(super) finalizing: bool,
     pub(super) closed: bool,
     pub(super) stats: TcpStats,
+    /// Where packets sent at once are encoded (grown to the longest one).
+    now_buf: Vec<u8>,
     /// Progress rounds since epoll was last asked (it is asked about
     /// every [`EPOLL_EVERY`] rounds).
     rounds: u32,
@@ -180,6 +183,7 @@ impl Inner {
             finalizing: false,
             closed: false,
             stats: TcpStats::default(),
+            now_buf: Vec::new(),
             rounds: 0,
             scratch: Vec::new(),
             skipped_read: false,
@@ -1031,7 +1035,11 @@ impl Inner {
 
     /// Sends a small tagged message at once on an idle, established
     /// connection (see [`crate::driver::Driver::send_now`]): the engine
-    /// encodes the packet onto the stack, one `write` sends it. `None` when
+    /// encodes the packet into a buffer the driver keeps, one `write`
+    /// sends it (up to [`SEND_NOW_MAX`] bytes: a copy there costs less than
+    /// a round through the engine's window and a vectored write; measured
+    /// one-way on loopback, an RPC with a 1 KiB body 5.6 → 4.8–5.2 µs
+    /// against a 512-byte limit). `None` when
     /// the message must go the usual way. Bytes the socket does not take
     /// wait as the connection's packet in progress, written before any
     /// other; the caller's memory is free either way.
@@ -1096,13 +1104,34 @@ impl Inner {
             let idle = !slot.closed && slot.out.is_none();
             (idle && self.conns.get(&token)?.may_write()).then_some((link, slot.rail, token))
         })?;
-        let mut packet = [0u8; SEND_NOW_MAX];
+        if self.now_buf.len() < len {
+            self.now_buf.resize(len, 0);
+        }
+        let mut packet = std::mem::take(&mut self.now_buf);
         {
             let mut port = node.port();
             if !fill(&mut port, rail, &mut packet[..len]) {
+                self.now_buf = packet;
                 return None;
             }
         }
+        let sent = self.write_packet_now(node, peer, link, token, &packet[..len]);
+        self.now_buf = packet;
+        sent
+    }
+
+    /// Writes `packet`, just numbered by the engine, on `link`'s
+    /// connection `token` to `peer`; what the socket does not take waits
+    /// as the connection's packet in progress.
+    fn write_packet_now(
+        &mut self,
+        node: &NodeCore,
+        peer: Rank,
+        link: usize,
+        token: Token,
+        packet: &[u8],
+    ) -> Option<crate::Result<()>> {
+        let len = packet.len();
         // The packet is numbered now: it must go, or fail.
         let Some(conn) = self.conns.get_mut(&token) else {
             return Some(Err(

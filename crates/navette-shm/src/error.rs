@@ -20,6 +20,22 @@ pub enum ShmError {
         /// Object name.
         name: String,
     },
+    /// The filesystem behind shared memory (`/dev/shm`, often capped in
+    /// containers) has not room for the whole segment: the object would
+    /// take its size, and a rank would die of SIGBUS when its ring first
+    /// filled pages that cannot be had.
+    #[error(
+        "{name}: the segment needs {need} bytes, the shared-memory filesystem has {room} free \
+         (raise the size of /dev/shm, or use fewer or smaller ring cells)"
+    )]
+    NoRoom {
+        /// Object name.
+        name: String,
+        /// The segment's size.
+        need: u64,
+        /// Free bytes on the filesystem.
+        room: u64,
+    },
     /// `attach` found no object of that name.
     #[error("shared-memory object {name} does not exist")]
     NotFound {

@@ -43,10 +43,12 @@
 //! ```
 //!
 //! Memory grows as O(ranks): one ring per rank, which every peer pushes
-//! into, rather than a queue per pair. With the default geometry (64 cells
-//! of 16 KiB) that is 1 MiB of address space per rank; pages are only
-//! touched when used (all-zero memory is a valid empty ring), which
-//! [`Segment::resident_bytes`] shows.
+//! into, rather than a queue per pair. With this crate's default geometry
+//! (64 cells of 16 KiB) that is 1 MiB of address space per rank (Navette's
+//! shm driver takes cells of 33 KiB: 2.1 MiB); pages are only touched when
+//! used (all-zero memory is a valid empty ring), which
+//! [`Segment::resident_bytes`] shows. Creation checks that the filesystem
+//! behind shared memory has room for the whole segment.
 //!
 //! # The ring
 //!

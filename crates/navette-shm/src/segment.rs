@@ -173,6 +173,17 @@ impl Segment {
         // attaching ranks need: set 0600 exactly.
         rustix::fs::fchmod(&fd, Mode::RUSR | Mode::WUSR)
             .map_err(|e| ShmError::io("fchmod", name, e))?;
+        // The object stays sparse (pages come as rings fill), so a capped
+        // filesystem would take it and fail later, with SIGBUS: check now.
+        let vfs = rustix::fs::fstatvfs(&fd).map_err(|e| ShmError::io("fstatvfs", name, e))?;
+        let room = vfs.f_bavail.saturating_mul(vfs.f_frsize);
+        if g.total_size as u64 > room {
+            return Err(ShmError::NoRoom {
+                name: name.to_owned(),
+                need: g.total_size as u64,
+                room,
+            });
+        }
         rustix::fs::ftruncate(&fd, g.total_size as u64)
             .map_err(|e| ShmError::io("ftruncate", name, e))?;
         let map = Mapping::new(&fd, g.total_size, name)?;

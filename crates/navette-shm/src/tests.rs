@@ -119,6 +119,27 @@ fn bad_config_is_rejected_before_creating() {
 }
 
 #[test]
+fn a_segment_larger_than_the_free_shared_memory_is_refused() {
+    let job = job_id();
+    let _cleanup = Cleanup(job);
+    let vfs = rustix::fs::statvfs("/dev/shm").expect("statvfs /dev/shm");
+    let free = vfs.f_bavail.saturating_mul(vfs.f_frsize);
+    // Cells of 1 GiB, enough of them to exceed what is free.
+    let cells = (free >> 30).saturating_add(1).next_power_of_two().max(2);
+    let cfg = SegmentConfig {
+        ring_cells: u32::try_from(cells).expect("less than 64 TiB of free shared memory"),
+        cell_size: 1 << 30,
+    };
+    let err = Segment::create(job, 1, &cfg).unwrap_err();
+    assert!(
+        matches!(&err, ShmError::NoRoom { need, room, .. } if need > room),
+        "{err}"
+    );
+    // Nothing is left behind.
+    assert!(!unlink_job(job).unwrap());
+}
+
+#[test]
 fn attach_missing_is_not_found() {
     let err = Segment::attach(job_id(), 2).unwrap_err();
     assert!(matches!(err, ShmError::NotFound { .. }), "{err}");

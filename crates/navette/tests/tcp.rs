@@ -459,56 +459,74 @@ fn rendezvous_data_is_read_straight_into_the_receive_buffer() {
     assert_eq!(stats.landed_copied, 0, "{stats:?}");
 }
 
-/// Small blocking sends go out at once, one `write` each; when the peer
-/// stops reading and the socket fills, a message the socket does not take
-/// whole waits as the connection's packet in progress, and every message
-/// still arrives, in order.
+/// Small blocking sends go out at once, one `write` each, 4-byte ones and
+/// 16 KiB ones alike; when the peer stops reading and the socket fills, a
+/// message the socket does not take whole waits as the connection's
+/// packet in progress, and every message still arrives, whole and in
+/// order.
 #[test]
 fn small_sends_at_once_survive_a_full_socket() {
     const END: u32 = u32::MAX;
-    let stuck = std::sync::atomic::AtomicBool::new(false);
-    let stats = run(2, config(), |node, driver| {
-        let flag = std::sync::atomic::Ordering::SeqCst;
-        if node.rank() == 0 {
-            // The connection first (its handshake needs the peer), then
-            // messages until the socket refuses one (the peer does not
-            // read), then a few more (through the window), then the end.
-            node.send(node.gate(1), 8, b"hello").expect("send");
-            let mut i = 0u32;
-            while !stuck.load(flag) {
-                node.send(node.gate(1), 9, &i.to_le_bytes()).expect("send");
-                i += 1;
-                // The next send would wait for the reader: say so first.
-                if driver.stats().sent_now_deferred > 0 {
-                    stuck.store(true, flag);
+    // Message `i` of `len` bytes: `i`, then bytes that depend on it.
+    let message = |i: u32, len: usize| -> Vec<u8> {
+        let mut m = i.to_le_bytes().to_vec();
+        m.extend((4..len).map(|k| (k as u32 ^ i.wrapping_mul(31)) as u8));
+        m
+    };
+    for len in [4usize, 16 << 10] {
+        let stuck = std::sync::atomic::AtomicBool::new(false);
+        let stats = run(2, config(), |node, driver| {
+            let flag = std::sync::atomic::Ordering::SeqCst;
+            if node.rank() == 0 {
+                // The connection first (its handshake needs the peer), then
+                // messages until the socket refuses one (the peer does not
+                // read), then a few more (through the window), then the end.
+                node.send(node.gate(1), 8, b"hello").expect("send");
+                let mut i = 0u32;
+                while !stuck.load(flag) {
+                    node.send(node.gate(1), 9, &message(i, len)).expect("send");
+                    i += 1;
+                    // The next send would wait for the reader: say so first.
+                    if driver.stats().sent_now_deferred > 0 {
+                        stuck.store(true, flag);
+                    }
+                    assert!(i < 50_000_000, "the socket never filled");
                 }
-                assert!(i < 50_000_000, "the socket never filled");
-            }
-            for _ in 0..16 {
-                node.send(node.gate(1), 9, &i.to_le_bytes()).expect("send");
-                i += 1;
-            }
-            node.send(node.gate(1), 9, &END.to_le_bytes())
-                .expect("send");
-        } else {
-            let mut hello = [0u8; 5];
-            node.recv(RecvFrom::from(node.gate(0)), 8u64, &mut hello)
-                .expect("recv");
-            while !stuck.load(flag) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let mut buf = [0u8; 4];
-            for i in 0u32.. {
-                node.recv(RecvFrom::from(node.gate(0)), 9u64, &mut buf)
+                for _ in 0..16 {
+                    node.send(node.gate(1), 9, &message(i, len)).expect("send");
+                    i += 1;
+                }
+                node.send(node.gate(1), 9, &message(END, len))
+                    .expect("send");
+            } else {
+                let mut hello = [0u8; 5];
+                node.recv(RecvFrom::from(node.gate(0)), 8u64, &mut hello)
                     .expect("recv");
-                match u32::from_le_bytes(buf) {
-                    END => break,
-                    got => assert_eq!(got, i, "message {i} out of order"),
+                while !stuck.load(flag) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let mut buf = vec![0u8; len];
+                for i in 0u32.. {
+                    node.recv(RecvFrom::from(node.gate(0)), 9u64, &mut buf)
+                        .expect("recv");
+                    let got = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes"));
+                    assert!(
+                        buf == message(got, len),
+                        "message {i} ({len} bytes) corrupt"
+                    );
+                    match got {
+                        END => break,
+                        got => assert_eq!(got, i, "message {i} out of order"),
+                    }
                 }
             }
-        }
-        driver.stats()
-    });
-    assert!(stats[0].sent_now > 0, "{:?}", stats[0]);
-    assert!(stats[0].sent_now_deferred > 0, "{:?}", stats[0]);
+            driver.stats()
+        });
+        assert!(stats[0].sent_now > 0, "{len} bytes: {:?}", stats[0]);
+        assert!(
+            stats[0].sent_now_deferred > 0,
+            "{len} bytes: {:?}",
+            stats[0]
+        );
+    }
 }

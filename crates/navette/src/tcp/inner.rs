@@ -1155,6 +1155,7 @@ impl Inner {
             }
         };
         self.stats.sent_now += 1;
+        self.stats.sent_now_bytes += len as u64;
         self.stats.links[link].packets_sent += 1;
         self.stats.links[link].bytes_sent += written as u64;
         if written < len {

@@ -232,6 +232,9 @@ pub struct TcpStats {
     pub landed_copied: u64,
     /// Small messages sent at once (one `write`, no request).
     pub sent_now: u64,
+    /// Bytes of the packets sent at once, which were copied into the
+    /// driver's buffer first.
+    pub sent_now_bytes: u64,
     /// Of those, the ones the socket did not take whole: the rest went out
     /// later, before anything else on their connection.
     pub sent_now_deferred: u64,
@@ -464,6 +467,7 @@ impl Driver for TcpDriver {
             ("landed_direct", s.landed_direct),
             ("landed_copied", s.landed_copied),
             ("sent_now", s.sent_now),
+            ("sent_now_bytes", s.sent_now_bytes),
             ("refused", s.refused as u64),
         ];
         // Per link, when there are several.
@@ -482,7 +486,8 @@ impl Driver for TcpDriver {
     }
 
     fn bytes_copied(&self) -> u64 {
-        self.stats().landed_copied
+        let stats = self.stats();
+        stats.landed_copied + stats.sent_now_bytes
     }
 
     fn now(&self) -> Option<Duration> {

@@ -257,7 +257,7 @@ impl Node {
 
     /// Sends `data` and returns once it has left `data`'s memory.
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
-        // A small message to an idle rail may leave at once (shm).
+        // A small message to an idle rail may leave at once (shm, tcp).
         if let Some(sent) = self.core().driver().send_now(self.core(), gate, tag, data) {
             return sent;
         }

@@ -53,7 +53,20 @@ fn run<R: Send>(
     })
 }
 
-const SIZES: [usize; 8] = [0, 1, 8, 4096, 16 << 10, 64 << 10, 1 << 20, 5 << 20];
+/// Sizes on both sides of each boundary: the rendezvous threshold (about
+/// 33 KiB by default) and single copy (256 KiB).
+const SIZES: [usize; 10] = [
+    0,
+    1,
+    8,
+    4096,
+    16 << 10,
+    32 << 10,
+    40 << 10,
+    64 << 10,
+    1 << 20,
+    5 << 20,
+];
 
 /// Every size both ways, checked; returns the driver's counters.
 fn exchange(node: &Node, driver: &ShmDriver) -> navette::shm::ShmStats {

@@ -717,7 +717,7 @@ fn push_packet(
 /// The engine still decides the fragment and its destination; how its
 /// bytes cross is the transport's choice, as for a pull cell. Cutting here
 /// rather than with cell-sized engine fragments saves a packet plan and a
-/// round through the engine per 16 KiB.
+/// round through the engine per cell.
 fn push_pieces(
     area: navette_shm::RankArea<'_>,
     me: Rank,

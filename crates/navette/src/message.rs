@@ -433,6 +433,18 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
         }
     }
 
+    /// Copies the next piece of a message taken whole into `dest`; `None`
+    /// if the message was not taken whole.
+    fn unpack_whole(
+        &mut self,
+        dest: &mut [u8],
+        send: SendMode,
+        recv: ReceiveMode,
+    ) -> Option<Result<()>> {
+        let whole = self.whole.as_mut()?;
+        Some(whole.unpack(dest, send, recv).map_err(Error::from))
+    }
+
     /// Takes the message out of the engine whole, under the node's lock,
     /// if every piece of it has arrived eager before the first piece is
     /// unpacked (the usual case of a small message): its pieces are then
@@ -514,16 +526,16 @@ impl<'a> Unpacking<'_, 'a> {
 
     /// Unpacks the next piece into `dest` and returns once it is there.
     pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
-        if let Some(whole) = &mut self.core.whole {
-            return Ok(whole.unpack(dest, send, ReceiveMode::Express)?);
+        if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Express) {
+            return landed;
         }
         if !self.core.tried_whole && self.core.matched.is_none() {
             // The piece cannot land before the match: wait for it here,
             // so that a message that came whole is taken whole. A failed
             // match fails the piece below, as it would have.
             self.await_match()?;
-            if let Some(whole) = &mut self.core.whole {
-                return Ok(whole.unpack(dest, send, ReceiveMode::Express)?);
+            if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Express) {
+                return landed;
             }
         }
         let node = self.core.node;
@@ -532,9 +544,8 @@ impl<'a> Unpacking<'_, 'a> {
         let core = &mut self.core;
         let posted = node.with_state(|s| {
             if core.take_whole(s) {
-                let whole = core.whole.as_mut().expect("taken whole");
-                let landed = whole.unpack(dest, send, ReceiveMode::Express);
-                return Ok(Express::Landed(landed.map_err(Error::from)));
+                let landed = core.unpack_whole(dest, send, ReceiveMode::Express);
+                return Ok(Express::Landed(landed.expect("taken whole")));
             }
             let (range, lent) = node.lend_mut(s, dest);
             let spec = RecvPiece {
@@ -574,8 +585,8 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest`, which stays borrowed until
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
-        if let Some(whole) = &mut self.core.whole {
-            return Ok(whole.unpack(dest, send, ReceiveMode::Cheaper)?);
+        if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper) {
+            return landed;
         }
         let key = self.core.key;
         let spec = RecvPiece {
@@ -597,8 +608,8 @@ impl<'a> Unpacking<'_, 'a> {
         })?;
         let Some(req) = req else {
             // Taken whole: the data is here already.
-            let whole = self.core.whole.as_mut().expect("taken whole");
-            return Ok(whole.unpack(dest, send, ReceiveMode::Cheaper)?);
+            let landed = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper);
+            return landed.expect("taken whole");
         };
         self.core.pieces.push(req);
         self.cheaper.push((req, dest));

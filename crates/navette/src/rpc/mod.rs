@@ -186,8 +186,9 @@ pub(crate) struct Rpc {
     /// A thread found another dispatching: that one looks again after.
     missed: AtomicBool,
     next_call: AtomicU64,
-    /// The node's count of handled packets when calls were last looked
-    /// for: until it moves, no call can have arrived.
+    /// The node's count of messages come unexpected on the RPC channel
+    /// (`NodeCore::arrivals`) when calls were last looked for: until it
+    /// moves, no call can have arrived.
     looked: AtomicU64,
     /// Replies of calls past their deadline that may still come: progress
     /// drops unexpected replies while there are some.

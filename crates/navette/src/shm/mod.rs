@@ -140,13 +140,14 @@ pub struct ShmConfig {
     /// ones cross as two pipelined copies through the cells, whose fixed
     /// cost is lower (on a virtual machine `process_vm_readv` costs about
     /// 2 µs a call plus page pinning). Measured on the 2-core test machine
-    /// with 16 KiB cells, one-way: 64 KiB 7.1 µs through cells, 8.9 single-copy shared; a
-    /// 64 B + 256 KiB message 12.7 through cells, 13.7 shared. A ping-pong
-    /// that sends back the very buffer it received into (its lines dirty
-    /// in the other core's cache) favours the cells up to 4 MiB (256 KiB:
-    /// 15 against 25 µs); from 16 MiB both are even. The default takes
-    /// single copy from 256 KiB: no copy by Navette and half the memory
-    /// traffic for large data, as MPI's shared-memory paths do.
+    /// with 16 KiB cells, one-way: 64 KiB 7.1 µs through cells, 8.9
+    /// single-copy shared; a 64 B + 256 KiB message 12.7 through cells,
+    /// 13.7 shared. A ping-pong that sends back the very buffer it
+    /// received into (its lines dirty in the other core's cache) favours
+    /// the cells up to 4 MiB (256 KiB: 15 against 25 µs); from 16 MiB both
+    /// are even. The default takes single copy from 256 KiB: no copy by
+    /// Navette and half the memory traffic for large data, as MPI's
+    /// shared-memory paths do.
     pub single_copy_min: usize,
     /// Single or two copies for rendezvous data; `NAVETTE_SHM_COPY`
     /// overrides it (see [`ShmConfig::from_env`]).

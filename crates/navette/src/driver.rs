@@ -60,6 +60,17 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether a non-blocking send (`Node::isend`) tries
+    /// [`Driver::send_now`] first, as a blocking one does. Where a packet
+    /// costs little more than its bytes (a copy into shared memory),
+    /// leaving at once lets the receiver start on a message while its
+    /// sender goes on to the next; where each packet costs a system call
+    /// (a socket write), non-blocking sends wait in the window, so that
+    /// the next round sends them in one packet. The default is false.
+    fn isend_now(&self) -> bool {
+        false
+    }
+
     /// Sends the whole small message `out` (not started) at once, in one
     /// packet and without requests, if the driver can put it on its rail
     /// to the peer right now (see

@@ -58,16 +58,26 @@ impl Completion for Received {
 #[must_use = "a request does nothing until it is waited for or tested"]
 pub struct Request<'n, T: Completion> {
     node: &'n Node,
-    id: ReqId,
+    op: Op,
     taken: bool,
     _yields: PhantomData<fn() -> T>,
 }
 
+/// Where a request's operation is.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// In the engine.
+    Engine(ReqId),
+    /// A send that left at once ([`Node::isend`]): complete from its start,
+    /// unknown to the engine.
+    Left(Status),
+}
+
 impl<'n, T: Completion> Request<'n, T> {
-    fn new(node: &'n Node, id: ReqId) -> Self {
+    fn new(node: &'n Node, op: Op) -> Self {
         Self {
             node,
-            id,
+            op,
             taken: false,
             _yields: PhantomData,
         }
@@ -75,20 +85,41 @@ impl<'n, T: Completion> Request<'n, T> {
 
     /// Makes one round of progress and tells whether the request is complete.
     pub fn test(&self) -> Result<bool> {
-        self.node.test_id(self.id)
+        match self.op {
+            Op::Engine(id) => self.node.test_id(id),
+            Op::Left(_) => self.node.progress().map(|_| true),
+        }
     }
 
     /// Waits for completion.
     pub fn wait(mut self) -> Result<T> {
-        let (outcome, buf) = self.node.wait_id(self.id)?;
+        let (outcome, buf) = match self.op {
+            // On error (a stalled wait) it is detached as it drops.
+            Op::Engine(id) => self.node.wait_id(id)?,
+            Op::Left(status) => (Ok(status), None),
+        };
         self.taken = true;
         Ok(T::from_parts(outcome?, buf))
     }
 
+    /// Whether it is complete (under the lock that sees it).
+    fn is_done(&self, state: &State) -> bool {
+        match self.op {
+            Op::Engine(id) => state.is_done(id),
+            Op::Left(_) => true,
+        }
+    }
+
     fn try_take(&mut self, state: &mut State) -> Option<Result<T>> {
-        let (outcome, buf) = state.take(self.id)?;
+        let outcome = match self.op {
+            Op::Engine(id) => {
+                let (outcome, buf) = state.take(id)?;
+                outcome.map(|status| T::from_parts(status, buf))
+            }
+            Op::Left(status) => Ok(T::from_parts(status, None)),
+        };
         self.taken = true;
-        Some(outcome.map(|status| T::from_parts(status, buf)))
+        Some(outcome)
     }
 }
 
@@ -98,7 +129,14 @@ impl<T: Completion> Future for Request<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         assert!(!this.taken, "a request polled after it completed");
-        match this.node.poll_id(this.id, cx.waker()) {
+        let id = match this.op {
+            Op::Engine(id) => id,
+            Op::Left(status) => {
+                this.taken = true;
+                return Poll::Ready(Ok(T::from_parts(status, None)));
+            }
+        };
+        match this.node.poll_id(id, cx.waker()) {
             Err(err) => Poll::Ready(Err(err)),
             Ok(false) => Poll::Pending,
             Ok(true) => {
@@ -112,8 +150,8 @@ impl<T: Completion> Future for Request<'_, T> {
 
 impl<T: Completion> Drop for Request<'_, T> {
     fn drop(&mut self) {
-        if !self.taken {
-            self.node.with_state(|s| s.detach(self.id));
+        if let (Op::Engine(id), false) = (self.op, self.taken) {
+            self.node.with_state(|s| s.detach(id));
         }
     }
 }
@@ -143,6 +181,11 @@ pub fn wait_all_into<'n, T: Completion>(
     let Some(node) = requests.first().map(|r| r.node) else {
         return;
     };
+    // Sends that all left at once: nothing to lock for.
+    if requests.iter().all(|r| matches!(r.op, Op::Left(_))) {
+        outcomes.extend(requests.drain(..).map(Request::wait));
+        return;
+    }
     let one_node = requests
         .iter()
         .all(|r| std::sync::Arc::ptr_eq(r.node.core(), node.core()));
@@ -153,7 +196,7 @@ pub fn wait_all_into<'n, T: Completion>(
         let all = node.wait_until(&|| format!("all of {count} requests"), |state| {
             complete += requests[complete..]
                 .iter()
-                .take_while(|r| state.is_done(r.id))
+                .take_while(|r| r.is_done(state))
                 .count();
             (complete == count).then(|| {
                 outcomes.extend(
@@ -177,7 +220,7 @@ pub fn wait_all_into<'n, T: Completion>(
                         None => {
                             outcomes.push(Err(Error::Stalled {
                                 waited,
-                                what: format!("{}", request.id),
+                                what: format!("{:?}", request.op),
                             }));
                             stalled.push(request);
                         }
@@ -218,7 +261,9 @@ pub fn wait_any<T: Completion>(requests: &mut Vec<Request<'_, T>>) -> Result<(us
 }
 
 impl Node {
-    /// Sends `data` to `gate` with `tag`, without blocking.
+    /// Sends `data` to `gate` with `tag`, without blocking. Over shared
+    /// memory, a small message to an idle rail leaves at once (copied into
+    /// the peer's ring): its request is complete from the start.
     pub fn isend(
         &self,
         gate: Gate,
@@ -226,6 +271,16 @@ impl Node {
         data: impl Into<Bytes>,
     ) -> Result<Request<'_, Status>> {
         let data = data.into();
+        // Where packets cost little (shm), a small send to an idle rail
+        // leaves at once, and the receiver starts on it while this thread
+        // goes on; elsewhere (tcp: a system call per packet) it waits in
+        // the window, for the next round to send it with what follows.
+        let driver = self.core().driver();
+        if driver.isend_now() {
+            if let Some(sent) = driver.send_now(self.core(), gate, tag, &data) {
+                return Ok(Request::new(self, Op::Left(sent?)));
+            }
+        }
         let id = self.with_state(|s| {
             let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
             let range = s.mem.insert_shared(data);
@@ -233,7 +288,7 @@ impl Node {
             s.watch(id, Some(range.handle));
             Ok::<_, Error>(id)
         })?;
-        Ok(Request::new(self, id))
+        Ok(Request::new(self, Op::Engine(id)))
     }
 
     /// Receives into `buf` a message from `from` whose tag matches `tag`,
@@ -252,7 +307,7 @@ impl Node {
             s.watch(id, Some(range.handle));
             id
         });
-        Request::new(self, id)
+        Request::new(self, Op::Engine(id))
     }
 
     /// Sends `data` and returns once it has left `data`'s memory.

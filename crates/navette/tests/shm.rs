@@ -349,7 +349,7 @@ fn small_messages_leave_whole_at_once_and_in_order() {
                     .expect("pack");
                 msg.pack_safer(b"end", ReceiveMode::Express).expect("pack");
                 msg.end_packing().expect("end");
-                // Not a send at once itself (only messages are counted).
+                // A send at once too, when the rail is idle.
                 let sent = node.isend(peer, 4, round.to_le_bytes().to_vec());
                 sent.expect("isend").wait().expect("sent");
             } else {
@@ -371,10 +371,57 @@ fn small_messages_leave_whole_at_once_and_in_order() {
         }
         driver.stats()
     });
-    // Rank 0 sent 50 small messages, rank 1 45 small and 5 large ones;
-    // the first one at least found its rail idle.
-    assert!((1..=50).contains(&stats[0].sent_at_once), "{stats:?}");
-    assert!((1..=45).contains(&stats[1].sent_at_once), "{stats:?}");
+    // Rank 0 sent 50 small messages and 50 tagged ones, rank 1 45 small
+    // and 5 large ones and 50 tagged ones; the first one at least found
+    // its rail idle.
+    assert!((1..=100).contains(&stats[0].sent_at_once), "{stats:?}");
+    assert!((1..=95).contains(&stats[1].sent_at_once), "{stats:?}");
+}
+
+/// A small non-blocking send to an idle rail leaves at once: its request
+/// is complete from its start, before the receiver has done anything.
+/// Mixed with sends too large for it (which wait in the window for their
+/// rendezvous), every message arrives intact and in order.
+#[test]
+fn small_isends_leave_at_once_and_in_order() {
+    const SENDS: u64 = 60;
+    let len = |i: u64| {
+        if i % 6 == 5 {
+            100 << 10
+        } else {
+            (i as usize * 13) % 300
+        }
+    };
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            // Nothing went to the peer yet: the rail is idle.
+            let first = node.isend(peer, 1, pattern(8, 99)).expect("isend");
+            assert_eq!(driver.stats().sent_at_once, 1);
+            let sends: Vec<_> = (0..SENDS)
+                .map(|i| node.isend(peer, 2, pattern(len(i), i)).expect("isend"))
+                .collect();
+            for outcome in navette::wait_all(sends) {
+                outcome.expect("sent");
+            }
+            assert_eq!(first.wait().expect("sent").len, 8);
+            // The peer takes the first only after all the others: it had
+            // left before any receive was posted.
+            node.recv(peer, 3, &mut []).expect("done");
+            return;
+        }
+        for i in 0..SENDS {
+            let got = node
+                .irecv(peer, 2u64, vec![0u8; 100 << 10])
+                .wait()
+                .expect("recv");
+            check(&got.data, len(i), i);
+        }
+        let mut first = [0u8; 8];
+        node.recv(peer, 1, &mut first).expect("first");
+        check(&first, 8, 99);
+        node.send(peer, 3, &[]).expect("done");
+    });
 }
 
 /// A server rank that finalizes while another still calls it keeps

@@ -617,6 +617,11 @@ impl Driver for ShmDriver {
         }))
     }
 
+    /// A packet is one copy into the peer's ring.
+    fn isend_now(&self) -> bool {
+        true
+    }
+
     fn send_message_now(
         &self,
         node: &NodeCore,

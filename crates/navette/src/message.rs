@@ -4,11 +4,13 @@
 //!
 //! - [`Packing::pack`] with SAFER copies at once; with LATER or CHEAPER the
 //!   slice stays borrowed by the message (`'a`) until [`Packing::end_packing`]
-//!   returns. A small CHEAPER piece is copied (the engine's choice); a
+//!   returns. A small CHEAPER piece is copied when it is submitted (the
+//!   engine's choice), unless the message leaves at once (see below); a
 //!   large one is sent from the caller's memory.
 //! - Pieces leave at `end_packing`: a message of small pieces then goes in
 //!   one packet — over shared memory, written straight into the peer's
-//!   ring when its rail is idle, with no request at all.
+//!   ring when its rail is idle, with no request at all, its CHEAPER pieces
+//!   and LATER slices read where they are.
 //! - [`Packing::pack_later`] takes cells: the caller may still change the
 //!   bytes until `end_packing`, which reads them.
 //! - [`Unpacking::unpack_express`] fills its destination before returning;
@@ -64,6 +66,9 @@ struct PackingCore<'n> {
 #[derive(Debug)]
 enum OutData<'a> {
     Copy(Vec<u8>),
+    /// A CHEAPER piece below the rendezvous threshold: read where it is if
+    /// the message leaves at once, copied when submitted otherwise.
+    Small(&'a [u8]),
     Borrowed(&'a [u8]),
     Cells(&'a [Cell<u8>]),
 }
@@ -128,7 +133,7 @@ impl<'n, 'a> Packing<'n, 'a> {
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
             SendMode::Safer => OutData::Copy(data.to_vec()),
-            SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Copy(data.to_vec()),
+            SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Small(data),
             SendMode::Cheaper | SendMode::Later => OutData::Borrowed(data),
         };
         self.push(OutPiece { data, send, recv });
@@ -165,9 +170,10 @@ impl<'n, 'a> Packing<'n, 'a> {
         }
     }
 
-    /// Sends the whole message at once if the driver can (every piece a
-    /// copy, all in one packet of an idle rail): `Some` when it has left
-    /// or failed.
+    /// Sends the whole message at once if the driver can (all in one
+    /// packet of an idle rail, every piece contiguous): `Some` when it has
+    /// left or failed. Pieces are read where they are, borrowed ones
+    /// included: they have left before `end_packing` returns.
     fn try_send_now(&mut self) -> Option<Result<()>> {
         const MOST: usize = navette_core::MOST_PIECES_AT_ONCE;
         let count = self.deferred.len();
@@ -180,11 +186,13 @@ impl<'n, 'a> Packing<'n, 'a> {
             recv: ReceiveMode::Express,
         }; MOST];
         for (now, (piece, _)) in pieces.iter_mut().zip(&self.deferred) {
-            let OutData::Copy(buf) = &piece.data else {
-                return None;
+            let data = match &piece.data {
+                OutData::Copy(buf) => buf.as_slice(),
+                OutData::Small(data) | OutData::Borrowed(data) => data,
+                OutData::Cells(_) => return None,
             };
             *now = NowPiece {
-                data: buf,
+                data,
                 send: piece.send,
                 recv: piece.recv,
             };
@@ -226,6 +234,7 @@ impl<'n, 'a> Packing<'n, 'a> {
             for (piece, last) in deferred {
                 let (range, owned) = match piece.data {
                     OutData::Copy(buf) => (s.mem.insert_owned(buf), true),
+                    OutData::Small(data) => (s.mem.insert_owned(data.to_vec()), true),
                     OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };

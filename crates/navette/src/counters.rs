@@ -24,7 +24,8 @@ impl Node {
     }
 
     /// Bytes of data and packets Navette copied so far, on this rank: the
-    /// engine's copies (every gate's [`GateStats::bytes_copied`]) and the
+    /// engine's and the message layer's copies (every gate's
+    /// [`GateStats::bytes_copied`]: SAFER pieces included) and the
     /// driver's own (packets copied into shared cells, data copied out of
     /// a connection's buffer). Copies made by the kernel (socket reads and
     /// writes, single-copy reads between processes) are not Navette's.

@@ -233,8 +233,14 @@ impl<'n, 'a> Packing<'n, 'a> {
             let out = core.out.as_mut().expect("an open message has its OutMsg");
             for (piece, last) in deferred {
                 let (range, owned) = match piece.data {
-                    OutData::Copy(buf) => (s.mem.insert_owned(buf), true),
-                    OutData::Small(data) => (s.mem.insert_owned(data.to_vec()), true),
+                    OutData::Copy(buf) => {
+                        s.engine.count_send_copy(out, buf.len());
+                        (s.mem.insert_owned(buf), true)
+                    }
+                    OutData::Small(data) => {
+                        s.engine.count_send_copy(out, data.len());
+                        (s.mem.insert_owned(data.to_vec()), true)
+                    }
                     OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };

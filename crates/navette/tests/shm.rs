@@ -424,6 +424,60 @@ fn small_isends_leave_at_once_and_in_order() {
     });
 }
 
+/// The sender's copies count among Navette's: a SAFER piece is copied when
+/// packed; a small CHEAPER one only if its message cannot leave at once
+/// (here because a rendezvous piece goes with it), when it is submitted.
+#[test]
+fn copies_made_when_packing_are_counted() {
+    const SAFER: usize = 100;
+    const CHEAPER: usize = 200;
+    const LARGE: usize = 64 << 10;
+    let copied = run(2, spinning_forever(CopyMode::Auto), |node, _, _| {
+        let peer = node.gate(1 - node.rank());
+        let sent = |node: &Node| -> u64 { node.gate_stats().iter().map(|g| g.bytes_copied).sum() };
+        let (safer, cheaper, large) = (pattern(SAFER, 1), pattern(CHEAPER, 2), pattern(LARGE, 3));
+        if node.rank() == 1 {
+            for large_too in [false, true] {
+                let mut msg = node.begin_unpacking(peer, 5u64).expect("begin");
+                let mut got = vec![0u8; SAFER];
+                msg.unpack_express(&mut got, SendMode::Safer)
+                    .expect("safer");
+                check(&got, SAFER, 1);
+                let mut got = vec![0u8; CHEAPER];
+                msg.unpack_express(&mut got, SendMode::Cheaper)
+                    .expect("cheaper");
+                check(&got, CHEAPER, 2);
+                if large_too {
+                    let mut got = vec![0u8; LARGE];
+                    msg.unpack_express(&mut got, SendMode::Cheaper)
+                        .expect("large");
+                    check(&got, LARGE, 3);
+                }
+                msg.end_unpacking().expect("end");
+            }
+            return Vec::new();
+        }
+        let mut copied = Vec::new();
+        for large_too in [false, true] {
+            let before = sent(node);
+            let mut msg = node.begin_packing(peer, 5).expect("begin");
+            msg.pack(&safer, SendMode::Safer, ReceiveMode::Express)
+                .expect("pack");
+            msg.pack(&cheaper, SendMode::Cheaper, ReceiveMode::Express)
+                .expect("pack");
+            if large_too {
+                msg.pack(&large, SendMode::Cheaper, ReceiveMode::Express)
+                    .expect("pack");
+            }
+            msg.end_packing().expect("end");
+            copied.push(sent(node) - before);
+        }
+        copied
+    });
+    // At once: the SAFER copy alone; the usual way: both small pieces.
+    assert_eq!(copied[0], [SAFER as u64, (SAFER + CHEAPER) as u64]);
+}
+
 /// A server rank that finalizes while another still calls it keeps
 /// answering until that one finalizes too.
 #[test]

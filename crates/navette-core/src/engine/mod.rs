@@ -221,7 +221,11 @@ pub struct GateStats {
     /// Data bytes of this gate that the engine copied: eager data into
     /// receive buffers, data held while unexpected or out of order, and
     /// rendezvous data that arrived inside packets. Rendezvous data that a
-    /// driver lands itself is not copied by the engine.
+    /// driver lands itself is not copied by the engine. Also the copies
+    /// the sender's message layer made before handing pieces over (SAFER
+    /// pieces; small CHEAPER ones that did not leave at once), counted
+    /// with [`Engine::count_send_copy`] and, for messages sent at once, by
+    /// [`Engine::send_message_now`].
     pub bytes_copied: u64,
     /// Messages of this gate received whole: unpacked out of the engine,
     /// with no request per piece (see [`WholeMessage`]).
@@ -695,6 +699,12 @@ impl Engine {
     /// Counts `len` data bytes the engine copied for `gate`.
     fn copied(&mut self, gate: GateId, len: usize) {
         self.gates[gate.0].stats.bytes_copied += len as u64;
+    }
+
+    /// Counts `len` data bytes of `out` that the sender's message layer
+    /// copied before handing them over (see [`GateStats::bytes_copied`]).
+    pub fn count_send_copy(&mut self, out: &OutMsg, len: usize) {
+        self.copied(out.gate, len);
     }
 
     /// Counters of every gate, in creation order.

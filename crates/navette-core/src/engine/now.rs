@@ -188,7 +188,8 @@ impl Engine {
     /// [`Self::can_send_message_now`] said yes for it: its pieces take the
     /// gate's sequence numbers as if submitted one by one, and the message
     /// has left once the caller's transfer of `packet` has. No request is
-    /// made.
+    /// made. SAFER pieces are counted as copied: the message layer copied
+    /// them when they were packed.
     ///
     /// # Panics
     /// If `packet` has another length, or `out` was started (caller bugs).
@@ -233,6 +234,11 @@ impl Engine {
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += count as u64;
         g.stats.bytes_sent += body_len as u64;
+        g.stats.bytes_copied += pieces
+            .iter()
+            .filter(|p| p.send == SendMode::Safer)
+            .map(|p| p.data.len() as u64)
+            .sum::<u64>();
         out.started = true;
         out.ended = true;
     }

@@ -17,8 +17,8 @@ pub const STATS_VAR: &str = "NAVETTE_STATS";
 
 impl Node {
     /// Counters of every gate of this node: packets, chunks and bytes
-    /// sent, chunks received, and data bytes the engine copied (see
-    /// [`GateStats`]).
+    /// sent, chunks received, and data bytes copied, by the engine and by
+    /// the message layer (see [`GateStats`]).
     pub fn gate_stats(&self) -> Vec<GateStats> {
         self.core().lock().engine.gate_stats().collect()
     }

@@ -67,7 +67,8 @@ struct PackingCore<'n> {
 enum OutData<'a> {
     Copy(Vec<u8>),
     /// A CHEAPER piece below the rendezvous threshold: read where it is if
-    /// the message leaves at once, copied when submitted otherwise.
+    /// the message leaves at once, copied (into a [`OutData::Copy`]) before
+    /// it is submitted otherwise.
     Small(&'a [u8]),
     Borrowed(&'a [u8]),
     Cells(&'a [Cell<u8>]),
@@ -227,6 +228,12 @@ impl<'n, 'a> Packing<'n, 'a> {
             });
         }
         let mut lent: Vec<Registration<'a>> = Vec::new();
+        // Small pieces are copied now, before the lock is taken.
+        for (piece, _) in &mut self.deferred {
+            if let OutData::Small(data) = piece.data {
+                piece.data = OutData::Copy(data.to_vec());
+            }
+        }
         let deferred = std::mem::take(&mut self.deferred);
         let core = &mut self.core;
         node.with_state(|s| {
@@ -237,11 +244,9 @@ impl<'n, 'a> Packing<'n, 'a> {
                         s.engine.count_send_copy(out, buf.len());
                         (s.mem.insert_owned(buf), true)
                     }
-                    OutData::Small(data) => {
-                        s.engine.count_send_copy(out, data.len());
-                        (s.mem.insert_owned(data.to_vec()), true)
+                    OutData::Small(data) | OutData::Borrowed(data) => {
+                        lend(&mut lent, node.lend(s, data))
                     }
-                    OutData::Borrowed(data) => lend(&mut lent, node.lend(s, data)),
                     OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
                 let modes = (piece.send, piece.recv);

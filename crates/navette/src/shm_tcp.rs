@@ -107,6 +107,12 @@ impl Driver for ShmTcpDriver {
         self.shm.send_now(node, gate, tag, data)
     }
 
+    /// As shm's: an isend leaves at once on a shared-memory rail (a peer
+    /// reached by tcp alone takes the window, as with tcp).
+    fn isend_now(&self) -> bool {
+        self.shm.isend_now()
+    }
+
     fn now(&self) -> Option<Duration> {
         self.shm.now()
     }

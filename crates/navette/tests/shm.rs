@@ -380,8 +380,9 @@ fn small_messages_leave_whole_at_once_and_in_order() {
 
 /// A small non-blocking send to an idle rail leaves at once: its request
 /// is complete from its start, before the receiver has done anything.
-/// Mixed with sends too large for it (which wait in the window for their
-/// rendezvous), every message arrives intact and in order.
+/// Mixed with sends too large for it (rendezvous, whose data leaves later),
+/// including small ones that leave at once while such a rendezvous is
+/// pending, every message arrives intact and in order.
 #[test]
 fn small_isends_leave_at_once_and_in_order() {
     const SENDS: u64 = 60;
@@ -398,9 +399,20 @@ fn small_isends_leave_at_once_and_in_order() {
             // Nothing went to the peer yet: the rail is idle.
             let first = node.isend(peer, 1, pattern(8, 99)).expect("isend");
             assert_eq!(driver.stats().sent_at_once, 1);
-            let sends: Vec<_> = (0..SENDS)
-                .map(|i| node.isend(peer, 2, pattern(len(i), i)).expect("isend"))
-                .collect();
+            let mut sends = Vec::new();
+            for i in 0..SENDS {
+                sends.push(node.isend(peer, 2, pattern(len(i), i)).expect("isend"));
+                if len(i) > 300 {
+                    // Its rendezvous request leaves: the window is empty
+                    // again, and the next small sends leave at once.
+                    node.progress().expect("progress");
+                }
+            }
+            assert!(first.test().expect("test"), "complete from its start");
+            // Five before the first large send, one at least after it.
+            assert!(driver.stats().sent_at_once > 6, "{:?}", driver.stats());
+            let (i, sent) = navette::wait_any(&mut sends).expect("wait_any");
+            assert_eq!((i, sent.expect("sent").len), (0, len(0)));
             for outcome in navette::wait_all(sends) {
                 outcome.expect("sent");
             }

@@ -5,7 +5,10 @@
 //! a channel on first use, so one per segment costs nothing, and it is what
 //! MPI's program does with one duplicated communicator per segment
 //! (`bench/mpi/multiseg.c`). A strategy that aggregates across the gates of
-//! one peer may put several segments in one packet.
+//! one peer may put several segments in one packet while the rail is busy
+//! (over tcp, the window's chunks leave together at the next round); over
+//! shared memory a segment leaves at once when the rail is idle, so the
+//! receiver starts on the first while the sender writes the next.
 //!
 //! Rank 0 posts its receives for the pong, issues its sends, then waits for
 //! all of them; rank 1 posts its receives, waits for the ping, then sends

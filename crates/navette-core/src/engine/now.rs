@@ -8,7 +8,8 @@
 //! packet straight into its transfer buffer (a shared-memory cell). The
 //! message takes the gate's next message and sequence numbers like any
 //! other, so the receiver sees no difference; the sender gets no request
-//! (the caller's blocking send is done once its transfer is).
+//! (the caller's send is done once its transfer is: a blocking send
+//! returns, a non-blocking one is complete from its start).
 //!
 //! On the receive side, a blocking tagged receive with nothing before it on
 //! its channel (no posted receive, no unexpected message) may wait outside
@@ -142,6 +143,9 @@ impl Engine {
         head.copy_from_slice(&packet.to_bytes());
         eager_head.copy_from_slice(&eager.to_bytes());
         body.copy_from_slice(data);
+        g.stats.packets_sent += 1;
+        g.stats.chunks_sent += 1;
+        g.stats.bytes_sent += u64::from(packet.body_len);
     }
 
     /// Length of the packet [`Self::send_message_now`] writes for

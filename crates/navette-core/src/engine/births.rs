@@ -119,6 +119,13 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// 100 000 requests, one every 700 µs: a long busy run.
+    fn every_700_us() -> Vec<(ReqId, Duration)> {
+        (0..100_000u64)
+            .map(|i| (ReqId(i + 1), Duration::from_micros(i * 700)))
+            .collect()
+    }
+
     #[test]
     fn a_birth_is_known_to_within_the_resolution() {
         let mut births = Births::default();
@@ -138,9 +145,7 @@ mod tests {
     #[test]
     fn marks_stay_bounded_and_ages_within_the_coarser_resolution() {
         let mut births = Births::default();
-        let made: Vec<(ReqId, Duration)> = (0..100_000u64)
-            .map(|i| (ReqId(i + 1), Duration::from_micros(i * 700)))
-            .collect();
+        let made = every_700_us();
         for &(req, at) in &made {
             births.note(req, at);
         }
@@ -156,9 +161,7 @@ mod tests {
     #[test]
     fn marks_older_than_every_pending_request_go_first() {
         let mut births = Births::default();
-        let made: Vec<(ReqId, Duration)> = (0..100_000u64)
-            .map(|i| (ReqId(i + 1), Duration::from_micros(i * 700)))
-            .collect();
+        let made = every_700_us();
         // Requests complete soon after they are made: the oldest pending
         // one is at most 100 requests old.
         for &(req, at) in &made {

@@ -138,9 +138,7 @@ impl Engine {
             buffered_bytes: self.buffered,
         }
     }
-}
 
-impl Engine {
     /// Calls `push` with every pending request: its id, peer, channel,
     /// tag and length when known, and where it stands.
     fn for_each_pending(

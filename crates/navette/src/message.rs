@@ -2,7 +2,9 @@
 //!
 //! # Modes as lifetimes
 //!
-//! - [`Packing::pack`] with SAFER copies at once; with LATER or CHEAPER the
+//! - [`Packing::pack`] with SAFER copies at once (small pieces into the
+//!   message itself, up to 256 bytes in all, so that a small message packs
+//!   with no allocation); with LATER or CHEAPER the
 //!   slice stays borrowed by the message (`'a`) until [`Packing::end_packing`]
 //!   returns. A small CHEAPER piece is copied when it is submitted (the
 //!   engine's choice), unless the message leaves at once (see below); a
@@ -35,6 +37,8 @@ use std::borrow::Borrow;
 use std::cell::Cell;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use navette_core::{
     MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch, WholeMessage,
 };
@@ -47,8 +51,20 @@ use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 pub struct Packing<'n, 'a> {
     core: PackingCore<'n>,
     held: Option<OutPiece<'a>>,
-    deferred: Vec<(OutPiece<'a>, bool)>,
+    /// The pieces before the one held, and whether each is the last. Kept
+    /// inline: a small message packs with no allocation.
+    deferred: SmallVec<[(OutPiece<'a>, bool); INLINE_PIECES]>,
+    /// The copies of small SAFER pieces ([`OutData::Inline`]), kept in the
+    /// message itself for the same reason.
+    copies: SmallVec<[u8; INLINE_COPIES]>,
 }
+
+/// Pieces a message holds before it allocates: as many as can leave at
+/// once in one packet.
+const INLINE_PIECES: usize = navette_core::MOST_PIECES_AT_ONCE;
+
+/// Bytes of SAFER copies a message holds before it allocates.
+const INLINE_COPIES: usize = 256;
 
 /// The part of a packing message that owns engine state; dropping it
 /// abandons the message. It borrows no user memory, so user buffers may be
@@ -66,11 +82,31 @@ struct PackingCore<'n> {
 #[derive(Debug)]
 enum OutData<'a> {
     Copy(Vec<u8>),
+    /// A small SAFER piece copied into the message's own `copies`, at
+    /// this offset and length: read there if the message leaves at once,
+    /// copied into a buffer of its own before it is submitted otherwise.
+    Inline(usize, usize),
     /// A CHEAPER piece below the rendezvous threshold: read where it is if
-    /// the message leaves at once, copied (into a [`OutData::Copy`]) before
+    /// the message leaves at once, copied into a buffer of its own before
     /// it is submitted otherwise.
     Small(&'a [u8]),
     Borrowed(&'a [u8]),
+    Cells(&'a [Cell<u8>]),
+}
+
+/// A piece as it is handed to the engine on the usual path.
+struct Submit<'a> {
+    data: Handed<'a>,
+    modes: (SendMode, ReceiveMode),
+    last: bool,
+}
+
+/// The bytes of a piece handed to the engine.
+enum Handed<'a> {
+    /// A copy, which the engine frees once sent.
+    Owned(Vec<u8>),
+    /// The caller's memory, lent until sent.
+    Lent(&'a [u8]),
     Cells(&'a [Cell<u8>]),
 }
 
@@ -97,7 +133,8 @@ impl Node {
                 packed: false,
             },
             held: None,
-            deferred: Vec::new(),
+            deferred: SmallVec::new(),
+            copies: SmallVec::new(),
         })
     }
 
@@ -133,7 +170,7 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// Packs `data` with the given modes (see the [module docs](self)).
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
-            SendMode::Safer => OutData::Copy(data.to_vec()),
+            SendMode::Safer => self.copy(data),
             SendMode::Cheaper if data.len() < self.core.copy_below => OutData::Small(data),
             SendMode::Cheaper | SendMode::Later => OutData::Borrowed(data),
         };
@@ -143,7 +180,7 @@ impl<'n, 'a> Packing<'n, 'a> {
 
     /// Packs a copy of `data` (SAFER), which may be any short-lived slice.
     pub fn pack_safer(&mut self, data: &[u8], recv: ReceiveMode) -> Result<()> {
-        let data = OutData::Copy(data.to_vec());
+        let data = self.copy(data);
         self.push(OutPiece {
             data,
             send: SendMode::Safer,
@@ -161,6 +198,17 @@ impl<'n, 'a> Packing<'n, 'a> {
             recv,
         });
         Ok(())
+    }
+
+    /// A SAFER copy of `data`: in the message's own bytes while they
+    /// hold it, in a buffer of its own otherwise.
+    fn copy(&mut self, data: &[u8]) -> OutData<'a> {
+        let start = self.copies.len();
+        if start + data.len() > INLINE_COPIES {
+            return OutData::Copy(data.to_vec());
+        }
+        self.copies.extend_from_slice(data);
+        OutData::Inline(start, data.len())
     }
 
     /// The previous piece is kept with the others once the next one shows
@@ -189,6 +237,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         for (now, (piece, _)) in pieces.iter_mut().zip(&self.deferred) {
             let data = match &piece.data {
                 OutData::Copy(buf) => buf.as_slice(),
+                &OutData::Inline(start, len) => &self.copies[start..start + len],
                 OutData::Small(data) | OutData::Borrowed(data) => data,
                 OutData::Cells(_) => return None,
             };
@@ -229,27 +278,35 @@ impl<'n, 'a> Packing<'n, 'a> {
         }
         let mut lent: Vec<Registration<'a>> = Vec::new();
         // Small pieces are copied now, before the lock is taken.
-        for (piece, _) in &mut self.deferred {
-            if let OutData::Small(data) = piece.data {
-                piece.data = OutData::Copy(data.to_vec());
-            }
-        }
-        let deferred = std::mem::take(&mut self.deferred);
+        let copies = &self.copies;
+        let submits: SmallVec<[Submit<'a>; INLINE_PIECES]> = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .map(|(piece, last)| Submit {
+                data: match piece.data {
+                    OutData::Copy(buf) => Handed::Owned(buf),
+                    OutData::Inline(start, len) => {
+                        Handed::Owned(copies[start..start + len].to_vec())
+                    }
+                    OutData::Small(data) => Handed::Owned(data.to_vec()),
+                    OutData::Borrowed(data) => Handed::Lent(data),
+                    OutData::Cells(data) => Handed::Cells(data),
+                },
+                modes: (piece.send, piece.recv),
+                last,
+            })
+            .collect();
         let core = &mut self.core;
         node.with_state(|s| {
             let out = core.out.as_mut().expect("an open message has its OutMsg");
-            for (piece, last) in deferred {
-                let (range, owned) = match piece.data {
-                    OutData::Copy(buf) => {
+            for Submit { data, modes, last } in submits {
+                let (range, owned) = match data {
+                    Handed::Owned(buf) => {
                         s.engine.count_send_copy(out, buf.len());
                         (s.mem.insert_owned(buf), true)
                     }
-                    OutData::Small(data) | OutData::Borrowed(data) => {
-                        lend(&mut lent, node.lend(s, data))
-                    }
-                    OutData::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
+                    Handed::Lent(data) => lend(&mut lent, node.lend(s, data)),
+                    Handed::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
-                let modes = (piece.send, piece.recv);
                 core.submitted
                     .push(submit(s, out, range, modes, last, owned));
             }

@@ -191,6 +191,46 @@ fn safer_copies_at_pack_time() {
     assert!(got.0.iter().all(|&v| v == 3) && got.1.iter().all(|&v| v == 4));
 }
 
+/// Small SAFER pieces are copied into the message itself until its own
+/// store is full (256 bytes), larger ones each into a buffer: around that
+/// bound, every piece still carries what its buffer held when packed.
+#[test]
+fn small_safer_copies_around_the_inline_bound() {
+    const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
+    let cluster = two_ranks();
+    let got = exchange(
+        &cluster,
+        |a| {
+            let mut msg = a.begin_packing(a.gate(1), 7).unwrap();
+            let mut scratch = [0u8; 200];
+            for (i, &len) in SIZES.iter().enumerate() {
+                scratch.fill(i as u8 + 1);
+                msg.pack_safer(&scratch[..len], ReceiveMode::Express)
+                    .unwrap();
+            }
+            scratch.fill(0xee);
+            msg.end_packing().unwrap();
+        },
+        |b| {
+            let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
+            let got: Vec<Vec<u8>> = SIZES
+                .iter()
+                .map(|&len| {
+                    let mut piece = vec![0u8; len];
+                    msg.unpack_express(&mut piece, SendMode::Safer).unwrap();
+                    piece
+                })
+                .collect();
+            msg.end_unpacking().unwrap();
+            got
+        },
+    );
+    for (i, piece) in got.iter().enumerate() {
+        assert_eq!(piece.len(), SIZES[i]);
+        assert!(piece.iter().all(|&v| v == i as u8 + 1), "piece {i}");
+    }
+}
+
 /// Sends `sizes` as one message with modes (Cheaper, Cheaper), then a
 /// well-formed follow-up message on the same gate.
 fn send_then_follow_up(a: &Node, sizes: &[usize]) {

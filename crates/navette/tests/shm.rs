@@ -490,6 +490,39 @@ fn copies_made_when_packing_are_counted() {
     assert_eq!(copied[0], [SAFER as u64, (SAFER + CHEAPER) as u64]);
 }
 
+/// A message of small SAFER pieces, some copied into the message itself
+/// and some (past its 256 bytes) each into a buffer, leaves at once over
+/// shared memory with every piece as its buffer held it when packed.
+#[test]
+fn small_safer_copies_leave_at_once() {
+    const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 1 {
+            let mut msg = node.begin_unpacking(peer, 8u64).expect("begin");
+            for (i, &len) in SIZES.iter().enumerate() {
+                let mut piece = vec![0u8; len];
+                msg.unpack_express(&mut piece, SendMode::Safer)
+                    .expect("unpack");
+                assert!(piece.iter().all(|&v| v == i as u8 + 1), "piece {i}");
+            }
+            msg.end_unpacking().expect("end");
+            return;
+        }
+        let before = driver.stats().sent_at_once;
+        let mut msg = node.begin_packing(peer, 8).expect("begin");
+        let mut scratch = [0u8; 200];
+        for (i, &len) in SIZES.iter().enumerate() {
+            scratch.fill(i as u8 + 1);
+            msg.pack_safer(&scratch[..len], ReceiveMode::Express)
+                .expect("pack");
+        }
+        scratch.fill(0xee);
+        msg.end_packing().expect("end");
+        assert_eq!(driver.stats().sent_at_once, before + 1, "left at once");
+    });
+}
+
 /// A server rank that finalizes while another still calls it keeps
 /// answering until that one finalizes too.
 #[test]

@@ -10,7 +10,7 @@ mod pingpong;
 use crate::args::{Programs, Transport};
 use crate::record::{Record, Skip, SkipKind};
 use crate::runner::Runner;
-use crate::tools::Figure;
+use crate::tools::{Figure, navette};
 
 /// A pattern that can be compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -370,21 +370,86 @@ pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
 /// Runs `pattern` over `ctx.transport` for `rounds` rounds (named in the
 /// raw outputs when there are several) and keeps the best of each figure.
 /// multirail sets its namespaces up once for all of its rounds.
+///
+/// Before each round of a pattern other than pingpong, navette's 8-byte
+/// ping-pong over shared memory is measured as a check on the host, and a
+/// note gives it per round: a host that slows everything down for a while
+/// (a busy virtual machine's neighbours) then shows beside the figures it
+/// disturbed.
 pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outcome {
     if pattern == Pattern::Multirail {
         return multirail::run(ctx, rounds);
     }
     let mut outcome = Outcome::default();
+    let mut checks = Vec::new();
     for round in 1..=rounds {
         ctx.round = (rounds > 1).then_some(round);
+        if pattern != Pattern::Pingpong {
+            checks.push(host_check(ctx));
+        }
         outcome.keep_best(run(pattern, ctx));
+    }
+    if let Some(note) = host_note(&checks) {
+        outcome.note(note);
     }
     outcome
 }
 
+/// The one-way time of navette's 8-byte ping-pong over shared memory, in
+/// µs, now; `None` if it could not tell.
+fn host_check(ctx: &Context<'_>) -> Option<f64> {
+    ctx.programs.navette_unbuilt.is_none().then_some(())?;
+    let json = ctx.runner.raw_dir().join(match ctx.round {
+        Some(round) => format!("host-check-r{round}.json"),
+        None => "host-check.json".to_owned(),
+    });
+    let request = navette::BenchRequest {
+        pattern: "pingpong",
+        driver: "shm",
+        sizes: &[HOST_CHECK_SIZE],
+        segments: None,
+        threads: None,
+        iterations: Some(HOST_CHECK_ITERATIONS),
+        raw_tcp: false,
+        json: &json,
+    };
+    let output = navette::command(&ctx.programs.navette, &request)
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let records = navette::parse(&std::fs::read_to_string(&json).ok()?).ok()?;
+    records
+        .iter()
+        .find(|r| r.size == HOST_CHECK_SIZE)
+        .and_then(|r| r.latency_us)
+}
+
+/// The host check's message size and iterations (about a second).
+const HOST_CHECK_SIZE: usize = 8;
+const HOST_CHECK_ITERATIONS: u32 = 20_000;
+
+/// The note that reports the host checks of every round, in order.
+fn host_note(checks: &[Option<f64>]) -> Option<String> {
+    if checks.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = checks
+        .iter()
+        .map(|c| c.map_or_else(|| "?".to_owned(), |us| format!("{us:.3}")))
+        .collect();
+    Some(format!(
+        "host check before each round: navette's {HOST_CHECK_SIZE}-byte ping-pong over shm \
+         took {} µs one-way (the same in every round on a steady host; a round that reads \
+         much more ran while the host was slow)",
+        each.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Pattern, parse_patterns};
+    use super::{Outcome, Pattern, host_note, parse_patterns};
     use crate::record::{Record, Skip, SkipKind};
 
     fn record(imp: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
@@ -440,6 +505,13 @@ mod tests {
             vec![skip("cacheline", Vec::new()), skip("openmpi", vec![64])]
         );
         assert_eq!(kept.notes, vec!["a note".to_owned(), "another".to_owned()]);
+    }
+
+    #[test]
+    fn host_checks_are_noted_per_round() {
+        assert_eq!(host_note(&[]), None);
+        let note = host_note(&[Some(0.0512), None, Some(0.13)]).expect("a note");
+        assert!(note.contains("took 0.051, ?, 0.130 µs one-way"), "{note}");
     }
 
     #[test]

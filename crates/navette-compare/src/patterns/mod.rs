@@ -430,9 +430,10 @@ fn host_check(ctx: &Context<'_>) -> Option<f64> {
 const HOST_CHECK_SIZE: usize = 8;
 const HOST_CHECK_ITERATIONS: u32 = 20_000;
 
-/// The note that reports the host checks of every round, in order.
+/// The note that reports the host checks of every round, in order (none
+/// if no check could tell: navette unbuilt, or no shared memory).
 fn host_note(checks: &[Option<f64>]) -> Option<String> {
-    if checks.is_empty() {
+    if checks.iter().all(Option::is_none) {
         return None;
     }
     let each: Vec<String> = checks
@@ -510,6 +511,7 @@ mod tests {
     #[test]
     fn host_checks_are_noted_per_round() {
         assert_eq!(host_note(&[]), None);
+        assert_eq!(host_note(&[None, None]), None, "no check could tell");
         let note = host_note(&[Some(0.0512), None, Some(0.13)]).expect("a note");
         assert!(note.contains("took 0.051, ?, 0.130 µs one-way"), "{note}");
     }

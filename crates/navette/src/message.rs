@@ -103,8 +103,10 @@ struct Submit<'a> {
 
 /// The bytes of a piece handed to the engine.
 enum Handed<'a> {
-    /// A copy, which the engine frees once sent.
-    Owned(Vec<u8>),
+    /// A copy, which the engine frees once sent, and the bytes the message
+    /// layer copied to make it (twice its length for a SAFER piece first
+    /// copied into the message itself).
+    Owned(Vec<u8>, usize),
     /// The caller's memory, lent until sent.
     Lent(&'a [u8]),
     Cells(&'a [Cell<u8>]),
@@ -283,11 +285,14 @@ impl<'n, 'a> Packing<'n, 'a> {
             .into_iter()
             .map(|(piece, last)| Submit {
                 data: match piece.data {
-                    OutData::Copy(buf) => Handed::Owned(buf),
-                    OutData::Inline(start, len) => {
-                        Handed::Owned(copies[start..start + len].to_vec())
+                    OutData::Copy(buf) => {
+                        let len = buf.len();
+                        Handed::Owned(buf, len)
                     }
-                    OutData::Small(data) => Handed::Owned(data.to_vec()),
+                    OutData::Inline(start, len) => {
+                        Handed::Owned(copies[start..start + len].to_vec(), 2 * len)
+                    }
+                    OutData::Small(data) => Handed::Owned(data.to_vec(), data.len()),
                     OutData::Borrowed(data) => Handed::Lent(data),
                     OutData::Cells(data) => Handed::Cells(data),
                 },
@@ -300,8 +305,8 @@ impl<'n, 'a> Packing<'n, 'a> {
             let out = core.out.as_mut().expect("an open message has its OutMsg");
             for Submit { data, modes, last } in submits {
                 let (range, owned) = match data {
-                    Handed::Owned(buf) => {
-                        s.engine.count_send_copy(out, buf.len());
+                    Handed::Owned(buf, copied) => {
+                        s.engine.count_send_copy(out, copied);
                         (s.mem.insert_owned(buf), true)
                     }
                     Handed::Lent(data) => lend(&mut lent, node.lend(s, data)),

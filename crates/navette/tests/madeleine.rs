@@ -191,9 +191,13 @@ fn safer_copies_at_pack_time() {
     assert!(got.0.iter().all(|&v| v == 3) && got.1.iter().all(|&v| v == 4));
 }
 
-/// Small SAFER pieces are copied into the message itself until its own
-/// store is full (256 bytes), larger ones each into a buffer: around that
-/// bound, every piece still carries what its buffer held when packed.
+/// Small SAFER pieces are copied into the message itself while its own
+/// store (256 bytes in all) has room for them, others each into a buffer:
+/// here 200 B inline, 100 B a buffer, 40 and 16 B inline (filling the
+/// store), 1 B a buffer. Every piece carries what its source held when it
+/// was packed (the source changes after each pack), and the copies count:
+/// each inline piece twice (into the message, then into its own buffer on
+/// this path, where the message does not leave at once).
 #[test]
 fn small_safer_copies_around_the_inline_bound() {
     const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
@@ -209,7 +213,10 @@ fn small_safer_copies_around_the_inline_bound() {
                     .unwrap();
             }
             scratch.fill(0xee);
+            let before: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
             msg.end_packing().unwrap();
+            let after: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
+            assert_eq!(after - before, 2 * (200 + 40 + 16) + 100 + 1);
         },
         |b| {
             let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();

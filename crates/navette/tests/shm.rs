@@ -437,8 +437,10 @@ fn small_isends_leave_at_once_and_in_order() {
 }
 
 /// The sender's copies count among Navette's: a SAFER piece is copied when
-/// packed; a small CHEAPER one only if its message cannot leave at once
-/// (here because a rendezvous piece goes with it), when it is submitted.
+/// packed (a small one into the message itself), and again into a buffer
+/// of its own if its message cannot leave at once (here because a
+/// rendezvous piece goes with it); a small CHEAPER one is copied only then,
+/// when it is submitted.
 #[test]
 fn copies_made_when_packing_are_counted() {
     const SAFER: usize = 100;
@@ -486,13 +488,15 @@ fn copies_made_when_packing_are_counted() {
         }
         copied
     });
-    // At once: the SAFER copy alone; the usual way: both small pieces.
-    assert_eq!(copied[0], [SAFER as u64, (SAFER + CHEAPER) as u64]);
+    // At once: the SAFER copy alone; the usual way: the SAFER piece twice,
+    // the small CHEAPER one once.
+    assert_eq!(copied[0], [SAFER as u64, (2 * SAFER + CHEAPER) as u64]);
 }
 
 /// A message of small SAFER pieces, some copied into the message itself
 /// and some (past its 256 bytes) each into a buffer, leaves at once over
-/// shared memory with every piece as its buffer held it when packed.
+/// shared memory with every piece as its source held it when packed, each
+/// copied once.
 #[test]
 fn small_safer_copies_leave_at_once() {
     const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
@@ -518,8 +522,16 @@ fn small_safer_copies_leave_at_once() {
                 .expect("pack");
         }
         scratch.fill(0xee);
+        let copied =
+            |node: &Node| -> u64 { node.gate_stats().iter().map(|g| g.bytes_copied).sum() };
+        let copied_before = copied(node);
         msg.end_packing().expect("end");
         assert_eq!(driver.stats().sent_at_once, before + 1, "left at once");
+        // Each SAFER piece copied once, when packed: read from there.
+        assert_eq!(
+            copied(node) - copied_before,
+            SIZES.iter().sum::<usize>() as u64
+        );
     });
 }
 

@@ -371,9 +371,9 @@ pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
 /// raw outputs when there are several) and keeps the best of each figure.
 /// multirail sets its namespaces up once for all of its rounds.
 ///
-/// Before each round of a pattern other than pingpong, navette's 8-byte
-/// ping-pong over shared memory is measured as a check on the host, and a
-/// note gives it per round: a host that slows everything down for a while
+/// Before each round of a pattern other than pingpong and multirail,
+/// navette's 8-byte ping-pong over shared memory is measured as a check on
+/// the host, and a note gives it per round: a host that slows everything down for a while
 /// (a busy virtual machine's neighbours) then shows beside the figures it
 /// disturbed.
 pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outcome {
@@ -385,7 +385,7 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
     for round in 1..=rounds {
         ctx.round = (rounds > 1).then_some(round);
         if pattern != Pattern::Pingpong {
-            checks.push(host_check(ctx));
+            checks.push(host_check(ctx, pattern));
         }
         outcome.keep_best(run(pattern, ctx));
     }
@@ -396,13 +396,15 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
 }
 
 /// The one-way time of navette's 8-byte ping-pong over shared memory, in
-/// µs, now; `None` if it could not tell.
-fn host_check(ctx: &Context<'_>) -> Option<f64> {
-    ctx.programs.navette_unbuilt.is_none().then_some(())?;
-    let json = ctx.runner.raw_dir().join(match ctx.round {
-        Some(round) => format!("host-check-r{round}.json"),
-        None => "host-check.json".to_owned(),
-    });
+/// µs, now, before a round of `pattern`; `None` if it could not tell (its
+/// outputs are in `raw/`, as every tool's, under the runner's time limit).
+fn host_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<f64> {
+    if ctx.programs.navette_unbuilt.is_some() {
+        return None;
+    }
+    let name = ctx.raw_name(pattern, "host-check");
+    let json = ctx.runner.raw_dir().join(format!("{name}.json"));
+    let _ = std::fs::remove_file(&json);
     let request = navette::BenchRequest {
         pattern: "pingpong",
         driver: "shm",
@@ -413,22 +415,24 @@ fn host_check(ctx: &Context<'_>) -> Option<f64> {
         raw_tcp: false,
         json: &json,
     };
-    let output = navette::command(&ctx.programs.navette, &request)
-        .output()
-        .ok()?;
-    if !output.status.success() {
+    let mut command = navette::command(&ctx.programs.navette, &request);
+    let output = ctx.runner.run(&name, &mut command).ok()?;
+    if !output.success() {
         return None;
     }
-    let records = navette::parse(&std::fs::read_to_string(&json).ok()?).ok()?;
+    let (records, _) = navette::read_run(&output, &json).ok()?;
     records
         .iter()
-        .find(|r| r.size == HOST_CHECK_SIZE)
+        .find(|r| {
+            r.implementation == crate::record::implementation::NAVETTE && r.size == HOST_CHECK_SIZE
+        })
         .and_then(|r| r.latency_us)
 }
 
-/// The host check's message size and iterations (about a second).
+/// The host check's message size and round trips (a fraction of a second
+/// in all, the start of its two ranks included).
 const HOST_CHECK_SIZE: usize = 8;
-const HOST_CHECK_ITERATIONS: u32 = 20_000;
+const HOST_CHECK_ITERATIONS: u32 = 200_000;
 
 /// The note that reports the host checks of every round, in order (none
 /// if no check could tell: navette unbuilt, or no shared memory).

@@ -148,24 +148,54 @@ impl<'a> Packet<'a> {
     /// same checks as the general path, without its error reporting. `None`
     /// for anything else, valid or not (the general path then decides).
     fn lone_eager(bytes: &'a [u8], limits: &Limits) -> Option<Eager<'a>> {
-        let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
-        let u32_at =
-            |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let (head, body) = bytes.split_first_chunk::<{ PacketHeader::LEN }>()?;
-        let body_len = u32_at(head, 8);
-        let header_ok = head[0..2] == MAGIC
-            && head[2] == PacketHeader::VERSION
-            && head[3] == 0
-            && u16_at(head, 4) == 1
-            && limits.max_chunks >= 1
-            && u16_at(head, 6) == 0
-            && body_len <= limits.max_body_len
-            && body_len as usize == body.len();
-        if !header_ok {
+        let (count, body) = Self::fixed_header(bytes, limits)?;
+        if count != 1 {
             return None;
         }
         let (eager, len) = Eager::read_fixed(body, limits)?;
         (len == body.len()).then_some(eager)
+    }
+
+    /// A packet made of 1 to `N` eager chunks and nothing else, read at
+    /// fixed offsets with exactly the checks of [`Self::decode`], each chunk
+    /// decoded once: the chunks, in order, and how many there are. `None`
+    /// for anything else, valid or not (the general path then decides).
+    pub fn eager_chunks<const N: usize>(
+        bytes: &'a [u8],
+        limits: &Limits,
+    ) -> Option<([Option<Eager<'a>>; N], usize)> {
+        let (count, mut body) = Self::fixed_header(bytes, limits)?;
+        let count = usize::from(count);
+        if !(1..=N).contains(&count) {
+            return None;
+        }
+        let mut chunks = [None; N];
+        for slot in &mut chunks[..count] {
+            let (eager, len) = Eager::read_fixed(body, limits)?;
+            *slot = Some(eager);
+            body = &body[len..];
+        }
+        body.is_empty().then_some((chunks, count))
+    }
+
+    /// The chunk count and body of a packet whose header [`PacketHeader::decode`]
+    /// accepts and whose body is exactly the rest of `bytes`, read at fixed
+    /// offsets; `None` otherwise.
+    fn fixed_header(bytes: &'a [u8], limits: &Limits) -> Option<(u16, &'a [u8])> {
+        let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+        let u32_at =
+            |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (head, body) = bytes.split_first_chunk::<{ PacketHeader::LEN }>()?;
+        let count = u16_at(head, 4);
+        let body_len = u32_at(head, 8);
+        let header_ok = head[0..2] == MAGIC
+            && head[2] == PacketHeader::VERSION
+            && head[3] == 0
+            && count <= limits.max_chunks
+            && u16_at(head, 6) == 0
+            && body_len <= limits.max_body_len
+            && body_len as usize == body.len();
+        header_ok.then_some((count, body))
     }
 
     /// The header.

@@ -8,6 +8,76 @@ use common::{Spec, chunks, encode, length_fields, specs};
 use navette_wire::{Chunk, DecodeError, Limits, Packet, PacketHeader, encode_packet};
 use proptest::prelude::*;
 
+/// `Packet::eager_chunks` (the fast path of packets of eager chunks only)
+/// accepts exactly what `Packet::decode` accepts as 1 to 8 eager chunks,
+/// and reads the same chunks.
+fn eager_chunks_agree_with_decode(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let limits = Limits::default();
+    let fast = Packet::eager_chunks::<8>(bytes, &limits);
+    let general: Option<Vec<Chunk<'_>>> = Packet::decode(bytes, &limits)
+        .ok()
+        .map(|p| p.chunks().collect());
+    let eager_only = general.as_ref().filter(|chunks| {
+        (1..=8).contains(&chunks.len()) && chunks.iter().all(|c| matches!(c, Chunk::Eager(_)))
+    });
+    match (fast, eager_only) {
+        (Some((found, count)), Some(chunks)) => {
+            let found: Vec<Chunk<'_>> = found[..count]
+                .iter()
+                .flatten()
+                .map(|&e| Chunk::Eager(e))
+                .collect();
+            prop_assert_eq!(&found, chunks);
+        }
+        (None, None) => {}
+        (fast, general) => prop_assert!(
+            false,
+            "eager_chunks {:?} but decode {:?}",
+            fast.map(|(_, n)| n),
+            general.map(Vec::len)
+        ),
+    }
+    Ok(())
+}
+
+#[test]
+fn a_whole_message_in_one_packet_is_read_by_the_fast_path() {
+    use navette_wire::{Eager, EagerHeader, PieceFlags, ReceiveMode, SendMode};
+    let data: [&[u8]; 3] = [b"header", b"", b"the body"];
+    let chunks: Vec<Chunk<'_>> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            Chunk::Eager(Eager {
+                header: EagerHeader {
+                    channel: 2,
+                    flags: PieceFlags::new(i == 0, i == 2, SendMode::Safer, ReceiveMode::Express),
+                    seq: 10 + i as u32,
+                    msg: 4,
+                    tag: 99,
+                    len: d.len() as u32,
+                },
+                data: d,
+            })
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    encode_packet(&chunks, &mut bytes);
+    let limits = Limits::default();
+    let (found, count) = Packet::eager_chunks::<8>(&bytes, &limits).expect("read");
+    assert_eq!(count, 3);
+    let found: Vec<Chunk<'_>> = found[..count]
+        .iter()
+        .flatten()
+        .map(|&e| Chunk::Eager(e))
+        .collect();
+    assert_eq!(found, chunks);
+    // More chunks than asked for, or a trailing byte: the general path.
+    assert!(Packet::eager_chunks::<2>(&bytes, &limits).is_none());
+    bytes.push(0);
+    assert!(Packet::eager_chunks::<8>(&bytes, &limits).is_none());
+}
+
 /// Decodes `bytes` and, on success, checks that the chunks re-encode to them.
 fn decode_and_reencode(bytes: &[u8]) -> Result<Vec<Chunk<'_>>, DecodeError> {
     let packet = Packet::decode(bytes, &Limits::default())?;
@@ -156,5 +226,11 @@ proptest! {
         }
         let _ = decode_and_reencode(&bytes);
         let _ = navette_wire::fuzzing::fuzz_decode(&bytes);
+        eager_chunks_agree_with_decode(&bytes)?;
+    }
+
+    #[test]
+    fn valid_packets_of_eager_chunks_are_read_by_the_fast_path(specs in specs()) {
+        eager_chunks_agree_with_decode(&encode(&specs))?;
     }
 }

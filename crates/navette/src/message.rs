@@ -3,8 +3,8 @@
 //! # Modes as lifetimes
 //!
 //! - [`Packing::pack`] with SAFER copies at once (small pieces into the
-//!   message itself, up to 256 bytes in all, so that a small message packs
-//!   with no allocation); with LATER or CHEAPER the
+//!   message itself, up to 64 bytes in all, so that a message of small
+//!   headers packs with no allocation); with LATER or CHEAPER the
 //!   slice stays borrowed by the message (`'a`) until [`Packing::end_packing`]
 //!   returns. A small CHEAPER piece is copied when it is submitted (the
 //!   engine's choice), unless the message leaves at once (see below); a
@@ -59,12 +59,13 @@ pub struct Packing<'n, 'a> {
     copies: SmallVec<[u8; INLINE_COPIES]>,
 }
 
-/// Pieces a message holds before it allocates: as many as can leave at
-/// once in one packet.
-const INLINE_PIECES: usize = navette_core::MOST_PIECES_AT_ONCE;
+/// Pieces a message holds before it allocates (a header or two and a
+/// body: an RPC's call is three). Kept small, as the copies below: a
+/// `Packing` moves by value, and each move copies it whole.
+const INLINE_PIECES: usize = 4;
 
 /// Bytes of SAFER copies a message holds before it allocates.
-const INLINE_COPIES: usize = 256;
+const INLINE_COPIES: usize = 64;
 
 /// The part of a packing message that owns engine state; dropping it
 /// abandons the message. It borrows no user memory, so user buffers may be

@@ -192,21 +192,22 @@ fn safer_copies_at_pack_time() {
 }
 
 /// Small SAFER pieces are copied into the message itself while its own
-/// store (256 bytes in all) has room for them, others each into a buffer:
-/// here 200 B inline, 100 B a buffer, 40 and 16 B inline (filling the
-/// store), 1 B a buffer. Every piece carries what its source held when it
-/// was packed (the source changes after each pack), and the copies count:
-/// each inline piece twice (into the message, then into its own buffer on
-/// this path, where the message does not leave at once).
+/// store (64 bytes in all) has room for them, others each into a buffer:
+/// here 40 B inline, 30 B a buffer, 16 and 8 B inline (filling the store),
+/// 1 B a buffer; five pieces are also more than the message holds inline.
+/// Every piece carries what its source held when it was packed (the source
+/// changes after each pack), and the copies count: each inline piece
+/// twice (into the message, then into its own buffer on this path, where
+/// the message does not leave at once).
 #[test]
 fn small_safer_copies_around_the_inline_bound() {
-    const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
+    const SIZES: [usize; 5] = [40, 30, 16, 8, 1];
     let cluster = two_ranks();
     let got = exchange(
         &cluster,
         |a| {
             let mut msg = a.begin_packing(a.gate(1), 7).unwrap();
-            let mut scratch = [0u8; 200];
+            let mut scratch = [0u8; 40];
             for (i, &len) in SIZES.iter().enumerate() {
                 scratch.fill(i as u8 + 1);
                 msg.pack_safer(&scratch[..len], ReceiveMode::Express)
@@ -216,7 +217,7 @@ fn small_safer_copies_around_the_inline_bound() {
             let before: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
             msg.end_packing().unwrap();
             let after: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
-            assert_eq!(after - before, 2 * (200 + 40 + 16) + 100 + 1);
+            assert_eq!(after - before, 2 * (40 + 16 + 8) + 30 + 1);
         },
         |b| {
             let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();

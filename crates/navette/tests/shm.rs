@@ -443,7 +443,7 @@ fn small_isends_leave_at_once_and_in_order() {
 /// when it is submitted.
 #[test]
 fn copies_made_when_packing_are_counted() {
-    const SAFER: usize = 100;
+    const SAFER: usize = 40;
     const CHEAPER: usize = 200;
     const LARGE: usize = 64 << 10;
     let copied = run(2, spinning_forever(CopyMode::Auto), |node, _, _| {
@@ -494,12 +494,12 @@ fn copies_made_when_packing_are_counted() {
 }
 
 /// A message of small SAFER pieces, some copied into the message itself
-/// and some (past its 256 bytes) each into a buffer, leaves at once over
+/// and some (past its 64 bytes) each into a buffer, leaves at once over
 /// shared memory with every piece as its source held it when packed, each
 /// copied once.
 #[test]
 fn small_safer_copies_leave_at_once() {
-    const SIZES: [usize; 5] = [200, 100, 40, 16, 1];
+    const SIZES: [usize; 5] = [40, 30, 16, 8, 1];
     run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
         let peer = node.gate(1 - node.rank());
         if node.rank() == 1 {
@@ -515,7 +515,7 @@ fn small_safer_copies_leave_at_once() {
         }
         let before = driver.stats().sent_at_once;
         let mut msg = node.begin_packing(peer, 8).expect("begin");
-        let mut scratch = [0u8; 200];
+        let mut scratch = [0u8; 40];
         for (i, &len) in SIZES.iter().enumerate() {
             scratch.fill(i as u8 + 1);
             msg.pack_safer(&scratch[..len], ReceiveMode::Express)

@@ -387,12 +387,24 @@ impl Engine {
             Some(r) => r.peer,
             None => return Err(ProtocolError::UnknownRail(rail)),
         };
-        let packet = Packet::decode(bytes, &self.config.limits)
-            .map_err(|source| ProtocolError::Decode { rail, peer, source })?;
-        // The usual small message: one packet, handled in one step.
-        if self.arrive_whole(peer, &packet, mem) {
+        // The usual small packet, eager chunks only, decoded once; one
+        // whole message is handled in one step.
+        let limits = &self.config.limits;
+        if let Some((eager, count)) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, limits) {
+            if self.arrive_whole(peer, &eager[..count], mem) {
+                return Ok(());
+            }
+            for &e in eager[..count].iter().flatten() {
+                self.on_chunk(peer, Chunk::Eager(e), mem)
+                    .map_err(|what| ProtocolError::Violation { rail, peer, what })?;
+            }
             return Ok(());
         }
+        let packet = Packet::decode(bytes, limits).map_err(|source| ProtocolError::Decode {
+            rail,
+            peer,
+            source,
+        })?;
         for chunk in packet.chunks() {
             self.on_chunk(peer, chunk, mem)
                 .map_err(|what| ProtocolError::Violation { rail, peer, what })?;

@@ -187,39 +187,33 @@ fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
 use super::now::MOST_PIECES_AT_ONCE as ARRIVE_MOST;
 
 impl Engine {
-    /// Handles in one step a packet that is exactly one whole message of 2
-    /// to [`ARRIVE_MOST`] eager pieces, in order, from `peer`: it is bound at once to the
-    /// receive that waits for it (nothing unpacked yet), or queued whole as
-    /// unexpected — as piece by piece would have left it, without a
-    /// lookup per piece. Returns `false`, having changed nothing, for any
-    /// other packet (the usual path then handles it).
+    /// Handles in one step a packet whose chunks, `eager` (decoded, in
+    /// order), are exactly one whole message of 2 to [`ARRIVE_MOST`] eager
+    /// pieces from `peer`: it is bound at once to the receive that waits
+    /// for it (nothing unpacked yet), or queued whole as unexpected — as
+    /// piece by piece would have left it, without a lookup per piece.
+    /// Returns `false`, having changed nothing, for any other packet (the
+    /// usual path then handles it).
     pub(super) fn arrive_whole(
         &mut self,
         peer: crate::Rank,
-        packet: &navette_wire::Packet<'_>,
+        eager: &[Option<navette_wire::Eager<'_>>],
         mem: &mut dyn crate::Memory,
     ) -> bool {
         // A one-piece message gains nothing here (the usual path binds it
         // in one step too); packets of several one-piece messages are told
         // apart at their first chunk.
-        let count = usize::from(packet.header().chunk_count);
+        let count = eager.len();
         if !(2..=ARRIVE_MOST).contains(&count) {
             return false;
         }
-        let mut eager: [Option<navette_wire::Eager<'_>>; ARRIVE_MOST] = [None; ARRIVE_MOST];
-        let mut chunks = packet.chunks();
-        let Some(navette_wire::Chunk::Eager(first)) = chunks.next() else {
+        let Some(Some(first)) = eager.first() else {
             return false;
         };
         let h = first.header;
-        for (i, slot) in eager.iter_mut().enumerate().take(count) {
-            let e = if i == 0 {
-                first
-            } else {
-                match chunks.next() {
-                    Some(navette_wire::Chunk::Eager(e)) => e,
-                    _ => return false,
-                }
+        for (i, e) in eager.iter().enumerate() {
+            let Some(e) = e else {
+                return false;
             };
             let f = e.header.flags;
             let in_place = e.header.channel == h.channel
@@ -232,9 +226,8 @@ impl Engine {
             if !in_place {
                 return false;
             }
-            *slot = Some(e);
         }
-        let pieces = &eager[..count];
+        let pieces = eager;
         let channel = ChannelId(h.channel);
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];

@@ -55,8 +55,9 @@ pub struct Packing<'n, 'a> {
     /// inline: a small message packs with no allocation.
     deferred: SmallVec<[(OutPiece<'a>, bool); INLINE_PIECES]>,
     /// The copies of small SAFER pieces ([`OutData::Inline`]), kept in the
-    /// message itself for the same reason.
-    copies: SmallVec<[u8; INLINE_COPIES]>,
+    /// message itself for the same reason: the first `copied` bytes.
+    copies: [u8; INLINE_COPIES],
+    copied: usize,
 }
 
 /// Pieces a message holds before it allocates (a header or two and a
@@ -137,7 +138,8 @@ impl Node {
             },
             held: None,
             deferred: SmallVec::new(),
-            copies: SmallVec::new(),
+            copies: [0; INLINE_COPIES],
+            copied: 0,
         })
     }
 
@@ -206,11 +208,12 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// A SAFER copy of `data`: in the message's own bytes while they
     /// hold it, in a buffer of its own otherwise.
     fn copy(&mut self, data: &[u8]) -> OutData<'a> {
-        let start = self.copies.len();
-        if start + data.len() > INLINE_COPIES {
+        let start = self.copied;
+        let Some(room) = self.copies.get_mut(start..start + data.len()) else {
             return OutData::Copy(data.to_vec());
-        }
-        self.copies.extend_from_slice(data);
+        };
+        room.copy_from_slice(data);
+        self.copied += data.len();
         OutData::Inline(start, data.len())
     }
 

@@ -79,6 +79,9 @@ struct PackingCore<'n> {
     copy_below: usize,
     /// Something was packed (set when the message is dropped unfinished).
     packed: bool,
+    /// Bytes of SAFER copies made for pieces that never left (set when the
+    /// message is dropped unfinished): they count among Navette's copies.
+    copied_unsent: usize,
 }
 
 #[derive(Debug)]
@@ -135,6 +138,7 @@ impl Node {
                 submitted: Vec::new(),
                 copy_below,
                 packed: false,
+                copied_unsent: 0,
             },
             held: None,
             deferred: SmallVec::new(),
@@ -456,6 +460,16 @@ impl Drop for Packing<'_, '_> {
         // empty aborted message in its place, so that the receiver gets an
         // error rather than waiting for it.
         self.core.packed |= self.held.is_some() || !self.deferred.is_empty();
+        // The SAFER copies of pieces that did not leave were made all the
+        // same (a sent message's pieces were counted when they left).
+        let owned = self.held.iter().chain(self.deferred.iter().map(|(p, _)| p));
+        self.core.copied_unsent = owned
+            .map(|piece| match &piece.data {
+                OutData::Copy(buf) if piece.send == SendMode::Safer => buf.len(),
+                OutData::Inline(_, len) => *len,
+                _ => 0,
+            })
+            .sum();
     }
 }
 
@@ -465,8 +479,9 @@ impl Drop for PackingCore<'_> {
             return;
         };
         let submitted = std::mem::take(&mut self.submitted);
-        let packed = self.packed;
+        let (packed, copied) = (self.packed, self.copied_unsent);
         self.node.with_state(|s| {
+            s.engine.count_send_copy(&out, copied);
             if packed {
                 s.engine.send_abort_unsent(out);
             } else {

@@ -366,7 +366,14 @@ fn an_abandoned_message_fails_at_the_receiver() {
                 .unwrap();
             msg.pack(&head, SendMode::Safer, ReceiveMode::Express)
                 .unwrap();
+            let large = [2u8; 100];
+            msg.pack_safer(&large, ReceiveMode::Express).unwrap();
+            let copied = |a: &Node| -> u64 { a.gate_stats().iter().map(|g| g.bytes_copied).sum() };
+            let before = copied(a);
             drop(msg); // abandoned before end_packing
+            // Its SAFER copies were made (two inline, one in its own
+            // buffer) and count, though nothing of them left.
+            assert_eq!(copied(a) - before, 8 + 8 + 100);
             a.send(a.gate(1), 8, b"after").unwrap();
         },
         |b| {

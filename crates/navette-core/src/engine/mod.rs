@@ -223,7 +223,8 @@ pub struct GateStats {
     /// rendezvous data that arrived inside packets. Rendezvous data that a
     /// driver lands itself is not copied by the engine. Also the copies
     /// the sender's message layer made before handing pieces over (SAFER
-    /// pieces; small CHEAPER ones that did not leave at once), counted
+    /// pieces, also those of a message abandoned before it left; small
+    /// CHEAPER ones that did not leave at once), counted
     /// with [`Engine::count_send_copy`] and, for messages sent at once, by
     /// [`Engine::send_message_now`].
     pub bytes_copied: u64,

@@ -86,6 +86,7 @@ struct PackingCore<'n> {
 
 #[derive(Debug)]
 enum OutData<'a> {
+    /// A SAFER piece copied into a buffer of its own.
     Copy(Vec<u8>),
     /// A small SAFER piece copied into the message's own `copies`, at
     /// this offset and length: read there if the message leaves at once,
@@ -459,13 +460,17 @@ impl Drop for Packing<'_, '_> {
         // sent nothing: if anything was packed, `PackingCore` then sends an
         // empty aborted message in its place, so that the receiver gets an
         // error rather than waiting for it.
+        if self.core.out.is_none() {
+            // It left (or failed as it did): nothing to abandon.
+            return;
+        }
         self.core.packed |= self.held.is_some() || !self.deferred.is_empty();
-        // The SAFER copies of pieces that did not leave were made all the
-        // same (a sent message's pieces were counted when they left).
-        let owned = self.held.iter().chain(self.deferred.iter().map(|(p, _)| p));
-        self.core.copied_unsent = owned
+        // The SAFER copies of its pieces were made all the same (those of
+        // a message that left were counted as it did).
+        let unsent = self.held.iter().chain(self.deferred.iter().map(|(p, _)| p));
+        self.core.copied_unsent = unsent
             .map(|piece| match &piece.data {
-                OutData::Copy(buf) if piece.send == SendMode::Safer => buf.len(),
+                OutData::Copy(buf) => buf.len(),
                 OutData::Inline(_, len) => *len,
                 _ => 0,
             })

@@ -5,7 +5,7 @@ mod common;
 
 use std::cell::Cell;
 
-use common::{check, cluster, pattern};
+use common::{check, cluster, gate_copies, pattern};
 use navette::sim::SimCluster;
 use navette::{Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode};
 
@@ -214,10 +214,9 @@ fn small_safer_copies_around_the_inline_bound() {
                     .unwrap();
             }
             scratch.fill(0xee);
-            let before: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
+            let before = gate_copies(a);
             msg.end_packing().unwrap();
-            let after: u64 = a.gate_stats().iter().map(|g| g.bytes_copied).sum();
-            assert_eq!(after - before, 2 * (40 + 16 + 8) + 30 + 1);
+            assert_eq!(gate_copies(a) - before, 2 * (40 + 16 + 8) + 30 + 1);
         },
         |b| {
             let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
@@ -368,12 +367,11 @@ fn an_abandoned_message_fails_at_the_receiver() {
                 .unwrap();
             let large = [2u8; 100];
             msg.pack_safer(&large, ReceiveMode::Express).unwrap();
-            let copied = |a: &Node| -> u64 { a.gate_stats().iter().map(|g| g.bytes_copied).sum() };
-            let before = copied(a);
+            let before = gate_copies(a);
             drop(msg); // abandoned before end_packing
             // Its SAFER copies were made (two inline, one in its own
             // buffer) and count, though nothing of them left.
-            assert_eq!(copied(a) - before, 8 + 8 + 100);
+            assert_eq!(gate_copies(a) - before, 8 + 8 + 100);
             a.send(a.gate(1), 8, b"after").unwrap();
         },
         |b| {

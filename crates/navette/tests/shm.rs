@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{check, pattern};
+use common::{check, gate_copies, pattern};
 use navette::shm::{CopyMode, ShmConfig, ShmDriver};
 use navette::{Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, init_shm};
 use navette_session::JOB_KEY_LEN;
@@ -448,7 +448,6 @@ fn copies_made_when_packing_are_counted() {
     const LARGE: usize = 64 << 10;
     let copied = run(2, spinning_forever(CopyMode::Auto), |node, _, _| {
         let peer = node.gate(1 - node.rank());
-        let sent = |node: &Node| -> u64 { node.gate_stats().iter().map(|g| g.bytes_copied).sum() };
         let (safer, cheaper, large) = (pattern(SAFER, 1), pattern(CHEAPER, 2), pattern(LARGE, 3));
         if node.rank() == 1 {
             for large_too in [false, true] {
@@ -473,7 +472,7 @@ fn copies_made_when_packing_are_counted() {
         }
         let mut copied = Vec::new();
         for large_too in [false, true] {
-            let before = sent(node);
+            let before = gate_copies(node);
             let mut msg = node.begin_packing(peer, 5).expect("begin");
             msg.pack(&safer, SendMode::Safer, ReceiveMode::Express)
                 .expect("pack");
@@ -484,7 +483,7 @@ fn copies_made_when_packing_are_counted() {
                     .expect("pack");
             }
             msg.end_packing().expect("end");
-            copied.push(sent(node) - before);
+            copied.push(gate_copies(node) - before);
         }
         copied
     });
@@ -522,14 +521,12 @@ fn small_safer_copies_leave_at_once() {
                 .expect("pack");
         }
         scratch.fill(0xee);
-        let copied =
-            |node: &Node| -> u64 { node.gate_stats().iter().map(|g| g.bytes_copied).sum() };
-        let copied_before = copied(node);
+        let copied_before = gate_copies(node);
         msg.end_packing().expect("end");
         assert_eq!(driver.stats().sent_at_once, before + 1, "left at once");
         // Each SAFER piece copied once, when packed: read from there.
         assert_eq!(
-            copied(node) - copied_before,
+            gate_copies(node) - copied_before,
             SIZES.iter().sum::<usize>() as u64
         );
     });

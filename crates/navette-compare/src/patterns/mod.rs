@@ -373,9 +373,9 @@ pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
 ///
 /// Before each round of a pattern other than pingpong and multirail,
 /// navette's 8-byte ping-pong over shared memory is measured as a check on
-/// the host, and a note gives it per round: a host that slows everything down for a while
-/// (a busy virtual machine's neighbours) then shows beside the figures it
-/// disturbed.
+/// the host, and a note gives it per round: a host that slows everything
+/// down for a while (a busy virtual machine's neighbours) then shows
+/// beside the figures it disturbed.
 pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outcome {
     if pattern == Pattern::Multirail {
         return multirail::run(ctx, rounds);

@@ -395,18 +395,27 @@ impl Engine {
             if self.arrive_whole(peer, &eager[..count], mem) {
                 return Ok(());
             }
-            for &e in eager[..count].iter().flatten() {
-                self.on_chunk(peer, Chunk::Eager(e), mem)
-                    .map_err(|what| ProtocolError::Violation { rail, peer, what })?;
-            }
-            return Ok(());
+            let chunks = eager[..count].iter().flatten().map(|&e| Chunk::Eager(e));
+            return self.on_chunks(rail, peer, chunks, mem);
         }
         let packet = Packet::decode(bytes, limits).map_err(|source| ProtocolError::Decode {
             rail,
             peer,
             source,
         })?;
-        for chunk in packet.chunks() {
+        self.on_chunks(rail, peer, packet.chunks(), mem)
+    }
+
+    /// Handles the chunks of a packet received on `rail` from `peer`, in
+    /// order; a violation means the rail must be closed.
+    fn on_chunks<'c>(
+        &mut self,
+        rail: RailId,
+        peer: Rank,
+        chunks: impl Iterator<Item = Chunk<'c>>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), ProtocolError> {
+        for chunk in chunks {
             self.on_chunk(peer, chunk, mem)
                 .map_err(|what| ProtocolError::Violation { rail, peer, what })?;
         }

@@ -84,3 +84,9 @@ pub fn test_config(hang_guard: std::time::Duration) -> navette::RuntimeConfig {
         ..navette::RuntimeConfig::default()
     }
 }
+
+/// Data bytes copied so far by `node`'s engine and message layer, over all
+/// its gates (`GateStats::bytes_copied`; the driver's own copies apart).
+pub fn gate_copies(node: &navette::Node) -> u64 {
+    node.gate_stats().iter().map(|g| g.bytes_copied).sum()
+}

@@ -305,6 +305,19 @@ impl<'a> DriverPort<'a> {
         self.state.engine.send_message_now(out, pieces, packet);
     }
 
+    /// See [`navette_core::Engine::gather_message_now`].
+    pub fn gather_message_now(
+        &mut self,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+        copy_max: usize,
+        buffer: &mut [u8],
+    ) -> navette_core::NowGather {
+        self.state
+            .engine
+            .gather_message_now(out, pieces, copy_max, buffer)
+    }
+
     /// The memory that rendezvous data lands in, writable.
     pub fn memory_mut(&mut self) -> &mut dyn Memory {
         &mut self.state.mem

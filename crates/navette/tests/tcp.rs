@@ -11,10 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{check, pattern};
 use navette::tcp::{Congestion, TcpDriver};
-use navette::{Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, init_tcp};
+use navette::{
+    Node, NodeConfig, ReceiveMode, RecvFrom, RuntimeConfig, SendMode, TagMatch, init_tcp,
+};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
 use navette_wire::handshake::{Hello, PROTOCOL_VERSION, Proof};
+use navette_wire::{EagerHeader, PacketHeader};
 
 const JOB_ID: u64 = 0x7c9_0001;
 const JOB_KEY: [u8; JOB_KEY_LEN] = [0x5a; JOB_KEY_LEN];
@@ -460,10 +463,11 @@ fn rendezvous_data_is_read_straight_into_the_receive_buffer() {
 }
 
 /// Small blocking sends go out at once, one `write` each, 4-byte ones and
-/// 16 KiB ones alike; when the peer stops reading and the socket fills, a
-/// message the socket does not take whole waits as the connection's
-/// packet in progress, and every message still arrives, whole and in
-/// order.
+/// 16 KiB ones alike, and so do Madeleine messages of a 4-byte piece and a
+/// 16 KiB one (gathered: the large piece is written from the caller's
+/// memory); when the peer stops reading and the socket fills, a message
+/// the socket does not take whole waits as the connection's packet in
+/// progress, and every message still arrives, whole and in order.
 #[test]
 fn small_sends_at_once_survive_a_full_socket() {
     const END: u32 = u32::MAX;
@@ -473,7 +477,29 @@ fn small_sends_at_once_survive_a_full_socket() {
         m.extend((4..len).map(|k| (k as u32 ^ i.wrapping_mul(31)) as u8));
         m
     };
-    for len in [4usize, 16 << 10] {
+    // Sends message `m` tagged, or as a message of its first 4 bytes and
+    // the rest.
+    let send = |node: &Node, m: &[u8], pieces: bool| {
+        if !pieces {
+            return node.send(node.gate(1), 9, m).map(drop);
+        }
+        let mut msg = node.begin_packing(node.gate(1), 9)?;
+        msg.pack(&m[..4], SendMode::Safer, ReceiveMode::Express)?;
+        msg.pack(&m[4..], SendMode::Cheaper, ReceiveMode::Cheaper)?;
+        msg.end_packing()
+    };
+    let recv = |node: &Node, buf: &mut [u8], pieces: bool| {
+        let from = RecvFrom::from(node.gate(0));
+        if !pieces {
+            return node.recv(from, 9u64, buf).map(drop);
+        }
+        let mut msg = node.begin_unpacking(from, TagMatch::exact(9))?;
+        let (head, rest) = buf.split_at_mut(4);
+        msg.unpack_express(head, SendMode::Safer)?;
+        msg.unpack_cheaper(rest, SendMode::Cheaper)?;
+        msg.end_unpacking().map(drop)
+    };
+    for (len, pieces) in [(4usize, false), (16 << 10, false), (16 << 10, true)] {
         let stuck = std::sync::atomic::AtomicBool::new(false);
         let stats = run(2, config(), |node, driver| {
             let flag = std::sync::atomic::Ordering::SeqCst;
@@ -484,7 +510,7 @@ fn small_sends_at_once_survive_a_full_socket() {
                 node.send(node.gate(1), 8, b"hello").expect("send");
                 let mut i = 0u32;
                 while !stuck.load(flag) {
-                    node.send(node.gate(1), 9, &message(i, len)).expect("send");
+                    send(node, &message(i, len), pieces).expect("send");
                     i += 1;
                     // The next send would wait for the reader: say so first.
                     if driver.stats().sent_now_deferred > 0 {
@@ -493,11 +519,10 @@ fn small_sends_at_once_survive_a_full_socket() {
                     assert!(i < 50_000_000, "the socket never filled");
                 }
                 for _ in 0..16 {
-                    node.send(node.gate(1), 9, &message(i, len)).expect("send");
+                    send(node, &message(i, len), pieces).expect("send");
                     i += 1;
                 }
-                node.send(node.gate(1), 9, &message(END, len))
-                    .expect("send");
+                send(node, &message(END, len), pieces).expect("send");
             } else {
                 let mut hello = [0u8; 5];
                 node.recv(RecvFrom::from(node.gate(0)), 8u64, &mut hello)
@@ -507,8 +532,7 @@ fn small_sends_at_once_survive_a_full_socket() {
                 }
                 let mut buf = vec![0u8; len];
                 for i in 0u32.. {
-                    node.recv(RecvFrom::from(node.gate(0)), 9u64, &mut buf)
-                        .expect("recv");
+                    recv(node, &mut buf, pieces).expect("recv");
                     let got = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes"));
                     assert!(
                         buf == message(got, len),
@@ -528,5 +552,18 @@ fn small_sends_at_once_survive_a_full_socket() {
             "{len} bytes: {:?}",
             stats[0]
         );
+        if pieces {
+            // The driver copied each packet's headers and 4-byte piece, not
+            // its large piece, but for the rests of the packets the socket
+            // did not take whole.
+            let s = &stats[0];
+            let buffered = (PacketHeader::LEN + 2 * EagerHeader::LEN + 4) as u64;
+            let whole = (PacketHeader::LEN + 2 * EagerHeader::LEN + len) as u64;
+            assert!(s.sent_now_bytes >= s.sent_now * buffered, "{s:?}");
+            assert!(
+                s.sent_now_bytes <= s.sent_now * buffered + s.sent_now_deferred * whole,
+                "{s:?}"
+            );
+        }
     }
 }

@@ -44,7 +44,7 @@ use crate::{
     RequestError, Status, Window,
 };
 
-pub use now::{MOST_PIECES_AT_ONCE, NowPiece, RecvNow, RecvNowOutcome};
+pub use now::{MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome};
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};

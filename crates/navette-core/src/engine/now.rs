@@ -20,6 +20,8 @@
 //! the receive otherwise asks for it to be posted the usual way
 //! ([`Engine::recv_tagged`]) before the packet is handled.
 
+use std::ops::Range;
+
 use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags, ReceiveMode, SendMode};
 
 use super::{Engine, OutMsg};
@@ -51,6 +53,51 @@ pub struct NowPiece<'a> {
     pub send: SendMode,
     /// Its receive mode.
     pub recv: ReceiveMode,
+}
+
+/// Where the bytes of a packet sent at once come from, in order
+/// ([`Engine::gather_message_now`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NowPart {
+    /// This range of the packet buffer: headers and copied pieces.
+    Buffer(Range<usize>),
+    /// The data of this piece (an index into the pieces), read where it
+    /// lies.
+    Piece(usize),
+}
+
+/// The parts of a packet sent at once, in order
+/// ([`Engine::gather_message_now`]): at most a buffer range around each
+/// piece left where it lies.
+#[derive(Clone, Debug, Default)]
+pub struct NowGather {
+    parts: [NowPart; 2 * MOST_PIECES_AT_ONCE + 1],
+    count: usize,
+}
+
+impl Default for NowPart {
+    fn default() -> Self {
+        Self::Buffer(0..0)
+    }
+}
+
+impl NowGather {
+    /// A packet of `len` bytes written whole into its buffer.
+    pub fn whole(len: usize) -> Self {
+        let mut gather = Self::default();
+        gather.push(NowPart::Buffer(0..len));
+        gather
+    }
+
+    /// The parts, in the packet's order.
+    pub fn parts(&self) -> &[NowPart] {
+        &self.parts[..self.count]
+    }
+
+    fn push(&mut self, part: NowPart) {
+        self.parts[self.count] = part;
+        self.count += 1;
+    }
 }
 
 /// What [`Engine::recv_now`] made of a packet.
@@ -203,20 +250,56 @@ impl Engine {
         pieces: &[NowPiece<'_>],
         packet: &mut [u8],
     ) {
+        self.gather_message_now(out, pieces, usize::MAX, packet);
+    }
+
+    /// Bytes of the buffer [`Self::gather_message_now`] writes for `pieces`
+    /// with `copy_max`: the packet's headers and every piece of at most
+    /// `copy_max` bytes.
+    pub fn message_buffer_len(pieces: &[NowPiece<'_>], copy_max: usize) -> usize {
+        pieces.iter().fold(PacketHeader::LEN, |sum, p| {
+            let copied = if p.data.len() <= copy_max {
+                p.data.len()
+            } else {
+                0
+            };
+            sum + EagerHeader::LEN + copied
+        })
+    }
+
+    /// [`Self::send_message_now`] for a driver that gathers: the pieces of
+    /// more than `copy_max` bytes are not copied into `buffer` (exactly
+    /// [`Self::message_buffer_len`] bytes), which holds the rest of the
+    /// packet; the returned [`NowGather`] says in which order the buffer's
+    /// ranges and those pieces make the packet. The message has left once
+    /// the caller's transfer of all of them has.
+    ///
+    /// # Panics
+    /// If `buffer` has another length, or `out` was started (caller bugs).
+    pub fn gather_message_now(
+        &mut self,
+        out: &mut OutMsg,
+        pieces: &[NowPiece<'_>],
+        copy_max: usize,
+        buffer: &mut [u8],
+    ) -> NowGather {
         assert!(!out.started(), "a message sent at once was not started");
         assert_eq!(
-            packet.len(),
-            Self::message_packet_len(pieces),
+            buffer.len(),
+            Self::message_buffer_len(pieces, copy_max),
             "packet buffer length"
         );
-        let body_len = packet.len() - PacketHeader::LEN;
+        let body_len = Self::message_packet_len(pieces) - PacketHeader::LEN;
         let g = &mut self.gates[out.gate.0];
         let header = PacketHeader {
             chunk_count: u16::try_from(pieces.len()).expect("checked by can_send_message_now"),
             body_len: u32::try_from(body_len).expect("checked by can_send_message_now"),
         };
-        let (head, mut rest) = packet.split_at_mut(PacketHeader::LEN);
-        head.copy_from_slice(&header.to_bytes());
+        buffer[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+        let mut gather = NowGather::default();
+        // The buffer's range not yet in `gather` starts here; it ends at `at`.
+        let mut run = 0;
+        let mut at = PacketHeader::LEN;
         let count = pieces.len();
         for (i, piece) in pieces.iter().enumerate() {
             let seq = g.next_seq;
@@ -229,11 +312,19 @@ impl Engine {
                 tag: out.tag,
                 len: u32::try_from(piece.data.len()).expect("checked by can_send_message_now"),
             };
-            let (eager_head, after) = rest.split_at_mut(EagerHeader::LEN);
-            eager_head.copy_from_slice(&eager.to_bytes());
-            let (body, after) = after.split_at_mut(piece.data.len());
-            body.copy_from_slice(piece.data);
-            rest = after;
+            buffer[at..at + EagerHeader::LEN].copy_from_slice(&eager.to_bytes());
+            at += EagerHeader::LEN;
+            if piece.data.len() <= copy_max {
+                buffer[at..at + piece.data.len()].copy_from_slice(piece.data);
+                at += piece.data.len();
+            } else {
+                gather.push(NowPart::Buffer(run..at));
+                gather.push(NowPart::Piece(i));
+                run = at;
+            }
+        }
+        if run < at {
+            gather.push(NowPart::Buffer(run..at));
         }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += count as u64;
@@ -245,6 +336,7 @@ impl Engine {
             .sum::<u64>();
         out.started = true;
         out.ended = true;
+        gather
     }
 
     /// Whether a tagged receive on `channel` from `source` may wait outside

@@ -25,14 +25,14 @@
 //! first round that finds work after that takes the established ones out
 //! again. Handshakes and the listener always stay in.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use navette_core::{RailId, Rank};
+use navette_core::{NowGather, NowPart, RailId, Rank};
 use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::{Limits, RdvDataHeader};
 use rustc_hash::FxHashMap;
@@ -64,6 +64,11 @@ const EPOLL_EVERY: u32 = 16;
 /// Largest packet [`Inner::send_now`] sends (encoded into a buffer the
 /// driver keeps, then one `write`).
 const SEND_NOW_MAX: usize = 17 << 10;
+/// Pieces of a message sent at once ([`Inner::send_message_now`]) longer
+/// than this are written from where they lie, by a vectored write, rather
+/// than copied into the packet buffer: on loopback a vectored write costs
+/// more than a copy of a few hundred bytes, less than a copy of many KiB.
+const NOW_COPY_MAX: usize = 4 << 10;
 
 /// One link to one peer rank as the driver sees it.
 #[derive(Debug)]
@@ -1051,12 +1056,12 @@ impl Inner {
         data: &[u8],
     ) -> Option<crate::Result<navette_core::Status>> {
         let len = navette_core::Engine::tagged_packet_len(data.len());
-        let sent = self.write_now(node, gate.peer, len, |port, rail, packet| {
+        let sent = self.write_now(node, gate.peer, len, len, &[], |port, rail, packet| {
             if !port.can_send_now(gate, rail, data.len()) {
-                return false;
+                return None;
             }
             port.send_tagged_now(gate, tag, data, packet);
-            true
+            Some(NowGather::whole(len))
         })?;
         Some(sent.map(|()| navette_core::Status {
             peer: gate.peer,
@@ -1066,7 +1071,9 @@ impl Inner {
     }
 
     /// Sends the whole message `out` at once (see
-    /// [`crate::driver::Driver::send_message_now`]).
+    /// [`crate::driver::Driver::send_message_now`]). Its pieces of more
+    /// than [`NOW_COPY_MAX`] bytes are written from where they lie, in
+    /// the same vectored write as the rest of the packet.
     pub(super) fn send_message_now(
         &mut self,
         node: &NodeCore,
@@ -1074,25 +1081,36 @@ impl Inner {
         pieces: &[navette_core::NowPiece<'_>],
     ) -> Option<crate::Result<()>> {
         let len = navette_core::Engine::message_packet_len(pieces);
-        self.write_now(node, out.peer(), len, |port, rail, packet| {
-            if !port.can_send_message_now(out, rail, pieces) {
-                return false;
-            }
-            port.send_message_now(out, pieces, packet);
-            true
-        })
+        let buffered = navette_core::Engine::message_buffer_len(pieces, NOW_COPY_MAX);
+        self.write_now(
+            node,
+            out.peer(),
+            len,
+            buffered,
+            pieces,
+            |port, rail, buffer| {
+                if !port.can_send_message_now(out, rail, pieces) {
+                    return None;
+                }
+                Some(port.gather_message_now(out, pieces, NOW_COPY_MAX, buffer))
+            },
+        )
     }
 
     /// Writes a packet of `len` bytes to `peer` at once, on the first link
     /// whose rail is idle and connection writable, if `fill` (given the
-    /// port, that rail and the packet buffer) says the engine agrees and
-    /// fills it. `None`: not sent, go the usual way.
+    /// port, that rail and a buffer of `buffered` bytes) says the engine
+    /// agrees and fills the buffer: the packet is then the parts it
+    /// returns, ranges of the buffer and `pieces`. `None`: not sent, go
+    /// the usual way.
     fn write_now(
         &mut self,
         node: &NodeCore,
         peer: Rank,
         len: usize,
-        fill: impl FnOnce(&mut crate::driver::DriverPort<'_>, RailId, &mut [u8]) -> bool,
+        buffered: usize,
+        pieces: &[navette_core::NowPiece<'_>],
+        fill: impl FnOnce(&mut crate::driver::DriverPort<'_>, RailId, &mut [u8]) -> Option<NowGather>,
     ) -> Option<crate::Result<()>> {
         if len > SEND_NOW_MAX || self.closed {
             return None;
@@ -1104,42 +1122,56 @@ impl Inner {
             let idle = !slot.closed && slot.out.is_none();
             (idle && self.conns.get(&token)?.may_write()).then_some((link, slot.rail, token))
         })?;
-        if self.now_buf.len() < len {
-            self.now_buf.resize(len, 0);
+        if self.now_buf.len() < buffered {
+            self.now_buf.resize(buffered, 0);
         }
-        let mut packet = std::mem::take(&mut self.now_buf);
-        {
+        let mut buffer = std::mem::take(&mut self.now_buf);
+        let gather = {
             let mut port = node.port();
-            if !fill(&mut port, rail, &mut packet[..len]) {
-                self.now_buf = packet;
-                return None;
+            fill(&mut port, rail, &mut buffer[..buffered])
+        };
+        let sent = gather.map(|gather| {
+            let mut slices = [IoSlice::new(&[]); 2 * navette_core::MOST_PIECES_AT_ONCE + 1];
+            let mut count = 0;
+            for part in gather.parts() {
+                let bytes = match part {
+                    NowPart::Buffer(range) => &buffer[range.clone()],
+                    NowPart::Piece(i) => pieces[*i].data,
+                };
+                slices[count] = IoSlice::new(bytes);
+                count += 1;
             }
-        }
-        let sent = self.write_packet_now(node, peer, link, token, &packet[..len]);
-        self.now_buf = packet;
+            self.write_packet_now(node, peer, link, token, &slices[..count], len, buffered)
+        });
+        self.now_buf = buffer;
         sent
     }
 
-    /// Writes `packet`, just numbered by the engine, on `link`'s
-    /// connection `token` to `peer`; what the socket does not take waits
-    /// as the connection's packet in progress.
+    /// Writes the packet `slices` (`len` bytes), just numbered by the
+    /// engine, on `link`'s connection `token` to `peer`; what the socket
+    /// does not take waits as the connection's packet in progress.
+    /// `copied`: bytes this driver copied to build it.
+    #[allow(clippy::too_many_arguments)]
     fn write_packet_now(
         &mut self,
         node: &NodeCore,
         peer: Rank,
         link: usize,
         token: Token,
-        packet: &[u8],
-    ) -> Option<crate::Result<()>> {
-        let len = packet.len();
+        slices: &[IoSlice<'_>],
+        len: usize,
+        copied: usize,
+    ) -> crate::Result<()> {
         // The packet is numbered now: it must go, or fail.
         let Some(conn) = self.conns.get_mut(&token) else {
-            return Some(Err(
-                navette_core::RequestError::PeerUnreachable { peer }.into()
-            ));
+            return Err(navette_core::RequestError::PeerUnreachable { peer }.into());
         };
         let written = loop {
-            match conn.stream.write(&packet[..len]) {
+            let result = match slices {
+                [one] => conn.stream.write(one),
+                _ => conn.stream.write_vectored(slices),
+            };
+            match result {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -1148,20 +1180,26 @@ impl Inner {
                 }
                 Err(e) => {
                     self.drop_conn(node, token, &ConnError::Io(e));
-                    return Some(Err(
-                        navette_core::RequestError::PeerUnreachable { peer }.into()
-                    ));
+                    return Err(navette_core::RequestError::PeerUnreachable { peer }.into());
                 }
             }
         };
         self.stats.sent_now += 1;
-        self.stats.sent_now_bytes += len as u64;
+        self.stats.sent_now_bytes += copied as u64;
         self.stats.links[link].packets_sent += 1;
         self.stats.links[link].bytes_sent += written as u64;
         if written < len {
-            // Rare (a full socket): the rest goes first, by `write_all`.
+            // Rare (a full socket): the rest goes first, by `write_all`,
+            // copied out of the caller's memory, which is free on return.
             self.stats.sent_now_deferred += 1;
-            let rest = packet[written..len].to_vec();
+            let mut rest = Vec::with_capacity(len - written);
+            let mut skip = written;
+            for slice in slices {
+                let from = skip.min(slice.len());
+                skip -= from;
+                rest.extend_from_slice(&slice[from..]);
+            }
+            self.stats.sent_now_bytes += rest.len() as u64;
             let plan = navette_core::PacketPlan {
                 segments: vec![navette_core::Segment::Local(0..rest.len())],
                 bytes: rest,
@@ -1170,7 +1208,7 @@ impl Inner {
                 slot.out = Some(OutPacket::rest_of_sent(plan));
             }
         }
-        Some(Ok(()))
+        Ok(())
     }
 
     /// Closes every socket; the driver does nothing afterwards.

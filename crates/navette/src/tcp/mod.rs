@@ -232,8 +232,10 @@ pub struct TcpStats {
     pub landed_copied: u64,
     /// Small messages sent at once (one `write`, no request).
     pub sent_now: u64,
-    /// Bytes of the packets sent at once, which were copied into the
-    /// driver's buffer first.
+    /// Bytes of the packets sent at once that were copied into the
+    /// driver's buffer first: all but their pieces of more than 4 KiB,
+    /// written from where they lie (and all of a packet the socket did
+    /// not take whole).
     pub sent_now_bytes: u64,
     /// Of those, the ones the socket did not take whole: the rest went out
     /// later, before anything else on their connection.

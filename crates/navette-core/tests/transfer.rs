@@ -533,6 +533,41 @@ fn a_message_sent_at_once_gathers_its_large_pieces() {
     net.check_received(1, 0, 6, &posted, &message);
 }
 
+/// A tagged message sent at once by a driver that gathers: data above the
+/// copy bound stays out of the buffer (the headers alone), and buffer then
+/// data make exactly the packet [`Engine::send_tagged_now`] writes; data
+/// within the bound is copied, the buffer the whole packet.
+#[test]
+fn a_tagged_message_sent_at_once_gathers_large_data() {
+    let data = pattern(100, 3);
+    for copy_max in [99, 100] {
+        let mut net = Net::new(2, 1, caps(1024, 1000));
+        let mut twin = Net::new(2, 1, caps(1024, 1000));
+        let copied = if data.len() <= copy_max {
+            data.len()
+        } else {
+            0
+        };
+        let mut buffer = vec![0u8; Engine::tagged_packet_len(copied)];
+        let gather = net.engines[0].gather_tagged_now(CH, 1, 8, &data, copy_max, &mut buffer);
+        let mut packet = Vec::new();
+        for part in gather.parts() {
+            match part {
+                NowPart::Buffer(range) => packet.extend_from_slice(&buffer[range.clone()]),
+                NowPart::Piece(i) => {
+                    assert_eq!(*i, 0, "one piece");
+                    packet.extend_from_slice(&data);
+                }
+            }
+        }
+        let parts = if copied == 0 { 2 } else { 1 };
+        assert_eq!(gather.parts().len(), parts, "copy bound {copy_max}");
+        let mut whole = vec![0u8; Engine::tagged_packet_len(data.len())];
+        twin.engines[0].send_tagged_now(CH, 1, 8, &data, &mut whole);
+        assert!(whole == packet, "gathered and copied packets differ");
+    }
+}
+
 /// The pieces of a message, as [`Engine::send_message_now`] takes them.
 fn now(pieces: &[Piece]) -> Vec<navette_core::NowPiece<'_>> {
     pieces

@@ -285,6 +285,20 @@ impl<'a> DriverPort<'a> {
             .send_tagged_now(gate.channel, gate.peer, tag, data, out);
     }
 
+    /// See [`navette_core::Engine::gather_tagged_now`].
+    pub fn gather_tagged_now(
+        &mut self,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+        copy_max: usize,
+        buffer: &mut [u8],
+    ) -> navette_core::NowGather {
+        self.state
+            .engine
+            .gather_tagged_now(gate.channel, gate.peer, tag, data, copy_max, buffer)
+    }
+
     /// See [`navette_core::Engine::can_send_message_now`].
     pub fn can_send_message_now(
         &mut self,

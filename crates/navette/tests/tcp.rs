@@ -552,18 +552,21 @@ fn small_sends_at_once_survive_a_full_socket() {
             "{len} bytes: {:?}",
             stats[0]
         );
-        if pieces {
-            // The driver copied each packet's headers and 4-byte piece, not
-            // its large piece, but for the rests of the packets the socket
-            // did not take whole.
-            let s = &stats[0];
-            let buffered = (PacketHeader::LEN + 2 * EagerHeader::LEN + 4) as u64;
-            let whole = (PacketHeader::LEN + 2 * EagerHeader::LEN + len) as u64;
-            assert!(s.sent_now_bytes >= s.sent_now * buffered, "{s:?}");
-            assert!(
-                s.sent_now_bytes <= s.sent_now * buffered + s.sent_now_deferred * whole,
-                "{s:?}"
-            );
-        }
+        // The driver copied each packet's headers and small data, not its
+        // 16 KiB piece, but for the rests of the packets the socket did not
+        // take whole.
+        let s = &stats[0];
+        let headers = PacketHeader::LEN + EagerHeader::LEN * if pieces { 2 } else { 1 };
+        let small = match (pieces, len) {
+            (true, _) => 4,
+            (false, 4) => 4,
+            (false, _) => 0,
+        };
+        let (buffered, whole) = ((headers + small) as u64, (headers + len) as u64);
+        assert!(s.sent_now_bytes >= s.sent_now * buffered, "{s:?}");
+        assert!(
+            s.sent_now_bytes <= s.sent_now * buffered + s.sent_now_deferred * whole,
+            "{s:?}"
+        );
     }
 }

@@ -162,11 +162,30 @@ impl Engine {
         data: &[u8],
         out: &mut [u8],
     ) {
-        assert_eq!(
-            out.len(),
-            Self::tagged_packet_len(data.len()),
-            "packet buffer length"
-        );
+        self.gather_tagged_now(channel, peer, tag, data, usize::MAX, out);
+    }
+
+    /// [`Self::send_tagged_now`] for a driver that gathers: data of more
+    /// than `copy_max` bytes is not copied into `buffer`, which then holds
+    /// the headers alone ([`Self::tagged_packet_len`]`(0)` bytes; else the
+    /// whole packet); the returned [`NowGather`] says how the packet is
+    /// made of the buffer and the data (piece 0).
+    ///
+    /// # Panics
+    /// If `buffer` has another length (a caller bug).
+    #[inline]
+    pub fn gather_tagged_now(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+        data: &[u8],
+        copy_max: usize,
+        buffer: &mut [u8],
+    ) -> NowGather {
+        let copied = data.len() <= copy_max;
+        let buffered = Self::tagged_packet_len(if copied { data.len() } else { 0 });
+        assert_eq!(buffer.len(), buffered, "packet buffer length");
         let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];
         let (seq, msg) = (g.next_seq, g.next_msg);
@@ -185,14 +204,20 @@ impl Engine {
             tag,
             len,
         };
-        let (head, rest) = out.split_at_mut(PacketHeader::LEN);
+        let (head, rest) = buffer.split_at_mut(PacketHeader::LEN);
         let (eager_head, body) = rest.split_at_mut(EagerHeader::LEN);
         head.copy_from_slice(&packet.to_bytes());
         eager_head.copy_from_slice(&eager.to_bytes());
-        body.copy_from_slice(data);
+        let mut gather = NowGather::whole(buffered);
+        if copied {
+            body.copy_from_slice(data);
+        } else {
+            gather.push(NowPart::Piece(0));
+        }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += 1;
         g.stats.bytes_sent += u64::from(packet.body_len);
+        gather
     }
 
     /// Length of the packet [`Self::send_message_now`] writes for

@@ -482,55 +482,70 @@ fn sending_a_whole_message_at_once_when_the_rail_is_idle() {
 /// A message sent at once by a driver that gathers: the pieces above the
 /// copy bound stay out of the buffer, and the parts, put together in
 /// order, are exactly the packet [`Engine::send_message_now`] writes (the
-/// same message from a twin engine); the receiver unpacks it.
+/// same message from a twin engine); the receiver unpacks it. Left out:
+/// pieces between copied ones, an empty piece kept, the last piece; then
+/// the first two in a row.
 #[test]
 fn a_message_sent_at_once_gathers_its_large_pieces() {
-    let sizes = [3, 40, 0, 300, 7, 200];
     let copy_max = 32;
-    let mut net = Net::new(2, 1, caps(1024, 1000));
-    let mut twin = Net::new(2, 1, caps(1024, 1000));
-    let rail = |net: &Net| {
-        let link = net
-            .links
-            .iter()
-            .position(|l| l.from == 0)
-            .expect("a link from 0");
-        (net.links[link].from_rail, net.links[link].to_rail)
-    };
-    let (rail_a, rail_b) = rail(&net);
-    let message = pieces(&sizes, 5);
-    let posted = net.recv(1, from(0), TagMatch::exact(6), &message, false);
-    let now_pieces = now(&message);
+    let cases: [(&[usize], &[usize]); 2] = [
+        (&[3, 40, 0, 300, 7, 200], &[1, 3, 5]),
+        (&[300, 200, 3], &[0, 1]),
+    ];
+    for (sizes, want_left_out) in cases {
+        let mut net = Net::new(2, 1, caps(1024, 1000));
+        let mut twin = Net::new(2, 1, caps(1024, 1000));
+        let rail = |net: &Net| {
+            let link = net
+                .links
+                .iter()
+                .position(|l| l.from == 0)
+                .expect("a link from 0");
+            (net.links[link].from_rail, net.links[link].to_rail)
+        };
+        let (rail_a, rail_b) = rail(&net);
+        let message = pieces(sizes, 5);
+        let posted = net.recv(1, from(0), TagMatch::exact(6), &message, false);
+        let now_pieces = now(&message);
 
-    let mut out = net.begin(0, 1, 6);
-    assert!(net.engines[0].can_send_message_now(&out, rail_a, &now_pieces));
-    let buffered = Engine::message_buffer_len(&now_pieces, copy_max);
-    let mut buffer = vec![0u8; buffered];
-    let gather = net.engines[0].gather_message_now(&mut out, &now_pieces, copy_max, &mut buffer);
-    let mut packet = Vec::new();
-    let mut left_out = Vec::new();
-    for part in gather.parts() {
-        match part {
-            NowPart::Buffer(range) => packet.extend_from_slice(&buffer[range.clone()]),
-            NowPart::Piece(i) => {
-                left_out.push(*i);
-                packet.extend_from_slice(now_pieces[*i].data);
+        let mut out = net.begin(0, 1, 6);
+        assert!(net.engines[0].can_send_message_now(&out, rail_a, &now_pieces));
+        let buffered = Engine::message_buffer_len(&now_pieces, copy_max);
+        let mut buffer = vec![0u8; buffered];
+        let gather =
+            net.engines[0].gather_message_now(&mut out, &now_pieces, copy_max, &mut buffer);
+        let mut packet = Vec::new();
+        let mut left_out = Vec::new();
+        for part in gather.parts() {
+            match part {
+                NowPart::Buffer(range) => {
+                    assert!(!range.is_empty(), "{sizes:?}: an empty part");
+                    packet.extend_from_slice(&buffer[range.clone()]);
+                }
+                NowPart::Piece(i) => {
+                    left_out.push(*i);
+                    packet.extend_from_slice(now_pieces[*i].data);
+                }
             }
         }
+        assert_eq!(left_out, want_left_out, "{sizes:?}: above {copy_max} bytes");
+        let large: usize = left_out.iter().map(|&i| sizes[i]).sum();
+        assert_eq!(buffered + large, packet.len());
+
+        let mut twin_out = twin.begin(0, 1, 6);
+        let (twin_rail, _) = rail(&twin);
+        assert!(twin.engines[0].can_send_message_now(&twin_out, twin_rail, &now_pieces));
+        let mut whole = vec![0u8; Engine::message_packet_len(&now_pieces)];
+        twin.engines[0].send_message_now(&mut twin_out, &now_pieces, &mut whole);
+        assert!(
+            whole == packet,
+            "{sizes:?}: gathered and copied packets differ"
+        );
+
+        net.inject(1, rail_b, &packet).expect("a valid packet");
+        net.run();
+        net.check_received(1, 0, 6, &posted, &message);
     }
-    assert_eq!(left_out, [1, 3, 5], "the pieces above {copy_max} bytes");
-    assert_eq!(buffered + 40 + 300 + 200, packet.len());
-
-    let mut twin_out = twin.begin(0, 1, 6);
-    let (twin_rail, _) = rail(&twin);
-    assert!(twin.engines[0].can_send_message_now(&twin_out, twin_rail, &now_pieces));
-    let mut whole = vec![0u8; Engine::message_packet_len(&now_pieces)];
-    twin.engines[0].send_message_now(&mut twin_out, &now_pieces, &mut whole);
-    assert!(whole == packet, "gathered and copied packets differ");
-
-    net.inject(1, rail_b, &packet).expect("a valid packet");
-    net.run();
-    net.check_received(1, 0, 6, &posted, &message);
 }
 
 /// A tagged message sent at once by a driver that gathers: data above the

@@ -71,7 +71,7 @@ pub enum NowPart {
 /// piece left where it lies.
 #[derive(Clone, Debug, Default)]
 pub struct NowGather {
-    parts: [NowPart; 2 * MOST_PIECES_AT_ONCE + 1],
+    parts: [NowPart; Self::MOST_PARTS],
     count: usize,
 }
 
@@ -82,12 +82,8 @@ impl Default for NowPart {
 }
 
 impl NowGather {
-    /// A packet of `len` bytes written whole into its buffer.
-    pub fn whole(len: usize) -> Self {
-        let mut gather = Self::default();
-        gather.push(NowPart::Buffer(0..len));
-        gather
-    }
+    /// Most parts of a packet: a buffer range around each piece left out.
+    pub const MOST_PARTS: usize = 2 * MOST_PIECES_AT_ONCE + 1;
 
     /// The parts, in the packet's order.
     pub fn parts(&self) -> &[NowPart] {
@@ -162,7 +158,7 @@ impl Engine {
         data: &[u8],
         out: &mut [u8],
     ) {
-        self.gather_tagged_now(channel, peer, tag, data, usize::MAX, out);
+        self.write_tagged_now(channel, peer, tag, data, out, None);
     }
 
     /// [`Self::send_tagged_now`] for a driver that gathers: data of more
@@ -173,7 +169,6 @@ impl Engine {
     ///
     /// # Panics
     /// If `buffer` has another length (a caller bug).
-    #[inline]
     pub fn gather_tagged_now(
         &mut self,
         channel: ChannelId,
@@ -183,7 +178,34 @@ impl Engine {
         copy_max: usize,
         buffer: &mut [u8],
     ) -> NowGather {
-        let copied = data.len() <= copy_max;
+        let mut gather = NowGather::default();
+        self.write_tagged_now(
+            channel,
+            peer,
+            tag,
+            data,
+            buffer,
+            Some((&mut gather, copy_max)),
+        );
+        gather
+    }
+
+    /// The packet of a tagged message sent at once, into `buffer`; with a
+    /// gather and its copy bound, data above the bound is left out of the
+    /// buffer and the parts go into the gather.
+    #[inline]
+    fn write_tagged_now(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+        data: &[u8],
+        buffer: &mut [u8],
+        gather: Option<(&mut NowGather, usize)>,
+    ) {
+        let copied = gather
+            .as_ref()
+            .is_none_or(|&(_, copy_max)| data.len() <= copy_max);
         let buffered = Self::tagged_packet_len(if copied { data.len() } else { 0 });
         assert_eq!(buffer.len(), buffered, "packet buffer length");
         let gate = self.gate(channel, peer);
@@ -208,16 +230,18 @@ impl Engine {
         let (eager_head, body) = rest.split_at_mut(EagerHeader::LEN);
         head.copy_from_slice(&packet.to_bytes());
         eager_head.copy_from_slice(&eager.to_bytes());
-        let mut gather = NowGather::whole(buffered);
         if copied {
             body.copy_from_slice(data);
-        } else {
-            gather.push(NowPart::Piece(0));
+        }
+        if let Some((gather, _)) = gather {
+            gather.push(NowPart::Buffer(0..buffered));
+            if !copied {
+                gather.push(NowPart::Piece(0));
+            }
         }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += 1;
         g.stats.bytes_sent += u64::from(packet.body_len);
-        gather
     }
 
     /// Length of the packet [`Self::send_message_now`] writes for
@@ -275,7 +299,7 @@ impl Engine {
         pieces: &[NowPiece<'_>],
         packet: &mut [u8],
     ) {
-        self.gather_message_now(out, pieces, usize::MAX, packet);
+        self.write_message_now(out, pieces, packet, None);
     }
 
     /// Bytes of the buffer [`Self::gather_message_now`] writes for `pieces`
@@ -300,7 +324,9 @@ impl Engine {
     /// the caller's transfer of all of them has.
     ///
     /// # Panics
-    /// If `buffer` has another length, or `out` was started (caller bugs).
+    /// If `buffer` has another length, `out` was started, or there are more
+    /// than [`MOST_PIECES_AT_ONCE`] pieces (caller bugs:
+    /// [`Self::can_send_message_now`] refuses such a message).
     pub fn gather_message_now(
         &mut self,
         out: &mut OutMsg,
@@ -308,20 +334,35 @@ impl Engine {
         copy_max: usize,
         buffer: &mut [u8],
     ) -> NowGather {
+        let mut gather = NowGather::default();
+        self.write_message_now(out, pieces, buffer, Some((&mut gather, copy_max)));
+        gather
+    }
+
+    /// The packet of the whole message `out` sent at once, into `buffer`;
+    /// with a gather and its copy bound, pieces above the bound are left
+    /// out of the buffer and the parts go into the gather.
+    fn write_message_now(
+        &mut self,
+        out: &mut OutMsg,
+        pieces: &[NowPiece<'_>],
+        buffer: &mut [u8],
+        mut gather: Option<(&mut NowGather, usize)>,
+    ) {
         assert!(!out.started(), "a message sent at once was not started");
-        assert_eq!(
-            buffer.len(),
-            Self::message_buffer_len(pieces, copy_max),
-            "packet buffer length"
-        );
-        let body_len = Self::message_packet_len(pieces) - PacketHeader::LEN;
+        let packet_len = Self::message_packet_len(pieces);
+        let buffered = match &gather {
+            Some((_, copy_max)) => Self::message_buffer_len(pieces, *copy_max),
+            None => packet_len,
+        };
+        assert_eq!(buffer.len(), buffered, "packet buffer length");
+        let body_len = packet_len - PacketHeader::LEN;
         let g = &mut self.gates[out.gate.0];
         let header = PacketHeader {
             chunk_count: u16::try_from(pieces.len()).expect("checked by can_send_message_now"),
             body_len: u32::try_from(body_len).expect("checked by can_send_message_now"),
         };
         buffer[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
-        let mut gather = NowGather::default();
         // The buffer's range not yet in `gather` starts here; it ends at `at`.
         let mut run = 0;
         let mut at = PacketHeader::LEN;
@@ -339,17 +380,22 @@ impl Engine {
             };
             buffer[at..at + EagerHeader::LEN].copy_from_slice(&eager.to_bytes());
             at += EagerHeader::LEN;
-            if piece.data.len() <= copy_max {
-                buffer[at..at + piece.data.len()].copy_from_slice(piece.data);
-                at += piece.data.len();
-            } else {
-                gather.push(NowPart::Buffer(run..at));
-                gather.push(NowPart::Piece(i));
-                run = at;
+            match &mut gather {
+                Some((gather, copy_max)) if piece.data.len() > *copy_max => {
+                    gather.push(NowPart::Buffer(run..at));
+                    gather.push(NowPart::Piece(i));
+                    run = at;
+                }
+                _ => {
+                    buffer[at..at + piece.data.len()].copy_from_slice(piece.data);
+                    at += piece.data.len();
+                }
             }
         }
-        if run < at {
-            gather.push(NowPart::Buffer(run..at));
+        if let Some((gather, _)) = gather {
+            if run < at {
+                gather.push(NowPart::Buffer(run..at));
+            }
         }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += count as u64;
@@ -361,7 +407,6 @@ impl Engine {
             .sum::<u64>();
         out.started = true;
         out.ended = true;
-        gather
     }
 
     /// Whether a tagged receive on `channel` from `source` may wait outside

@@ -230,12 +230,12 @@ pub struct TcpStats {
     /// Rendezvous data bytes that had come with their headers and were
     /// copied from the connection's buffer into their destination.
     pub landed_copied: u64,
-    /// Small messages sent at once (one `write`, no request).
+    /// Small messages sent at once (one `write`, or one vectored write
+    /// with their large pieces, no request).
     pub sent_now: u64,
-    /// Bytes of the packets sent at once that were copied into the
-    /// driver's buffer first: all but their pieces of more than 4 KiB,
-    /// written from where they lie (and all of a packet the socket did
-    /// not take whole).
+    /// Bytes the driver copied to send packets at once: into its buffer,
+    /// all but pieces of more than 4 KiB (written from where they lie);
+    /// then, of a packet the socket did not take whole, the rest again.
     pub sent_now_bytes: u64,
     /// Of those, the ones the socket did not take whole: the rest went out
     /// later, before anything else on their connection.

@@ -145,9 +145,13 @@ pub struct ShmConfig {
     /// 13.7 shared. A ping-pong that sends back the very buffer it
     /// received into (its lines dirty in the other core's cache) favours
     /// the cells up to 4 MiB (256 KiB: 15 against 25 µs); from 16 MiB both
-    /// are even. The default takes single copy from 256 KiB: no copy by
-    /// Navette and half the memory traffic for large data, as MPI's
-    /// shared-memory paths do.
+    /// are even. Measured again on 2026-11-23, the host's copies faster:
+    /// the same message 6.9–7.8 µs through cells, 12–15 shared, a
+    /// 256 KiB ping-pong 6.1 against 14 (a `process_vm_readv` of 256 KiB
+    /// takes 23–24 µs here, a `memcpy` 2.7: see `docs/profiling.md`). The
+    /// default takes single copy from 256 KiB: no copy by Navette and half
+    /// the memory traffic for large data, as MPI's shared-memory paths do
+    /// where the kernel's single copy is cheap.
     pub single_copy_min: usize,
     /// Single or two copies for rendezvous data; `NAVETTE_SHM_COPY`
     /// overrides it (see [`ShmConfig::from_env`]).

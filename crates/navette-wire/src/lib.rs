@@ -47,4 +47,4 @@ pub use chunk::{
 pub use codec::Reader;
 pub use error::DecodeError;
 pub use limits::Limits;
-pub use packet::{Chunks, Packet, PacketHeader, encode_packet};
+pub use packet::{Chunks, EagerChunks, Packet, PacketHeader, encode_packet};

@@ -128,8 +128,9 @@ impl<'a> Packet<'a> {
         bytes: &'a [u8],
         limits: &Limits,
     ) -> Result<Option<Chunk<'a>>, DecodeError> {
-        if let Some(eager) = Self::lone_eager(bytes, limits) {
-            return Ok(Some(Chunk::Eager(eager)));
+        // The commonest packet, one eager chunk, read at fixed offsets.
+        if let Some(lone) = Self::eager_chunks::<1>(bytes, limits) {
+            return Ok(Some(Chunk::Eager(lone.chunks[0])));
         }
         let header = PacketHeader::decode(bytes, limits)?;
         if header.chunk_count != 1 {
@@ -144,38 +145,30 @@ impl<'a> Packet<'a> {
         Ok(Some(chunk))
     }
 
-    /// The commonest packet, one eager chunk, read at fixed offsets: the
-    /// same checks as the general path, without its error reporting. `None`
-    /// for anything else, valid or not (the general path then decides).
-    fn lone_eager(bytes: &'a [u8], limits: &Limits) -> Option<Eager<'a>> {
-        let (count, body) = Self::fixed_header(bytes, limits)?;
-        if count != 1 {
-            return None;
-        }
-        let (eager, len) = Eager::read_fixed(body, limits)?;
-        (len == body.len()).then_some(eager)
-    }
-
     /// A packet made of 1 to `N` eager chunks and nothing else, read at
-    /// fixed offsets with exactly the checks of [`Self::decode`], each chunk
-    /// decoded once: the chunks, in order, and how many there are. `None`
-    /// for anything else, valid or not (the general path then decides).
+    /// fixed offsets with exactly the checks of [`Self::decode`], without
+    /// its error reporting, each chunk decoded once. `None` for anything
+    /// else, valid or not (the general path then decides).
     pub fn eager_chunks<const N: usize>(
         bytes: &'a [u8],
         limits: &Limits,
-    ) -> Option<([Option<Eager<'a>>; N], usize)> {
-        let (count, mut body) = Self::fixed_header(bytes, limits)?;
+    ) -> Option<EagerChunks<'a, N>> {
+        let (count, body) = Self::fixed_header(bytes, limits)?;
         let count = usize::from(count);
         if !(1..=N).contains(&count) {
             return None;
         }
-        let mut chunks = [None; N];
-        for slot in &mut chunks[..count] {
+        let (first, len) = Eager::read_fixed(body, limits)?;
+        let mut body = &body[len..];
+        // The slots past `count` keep this copy of the first and are never
+        // shown.
+        let mut chunks = [first; N];
+        for slot in &mut chunks[1..count] {
             let (eager, len) = Eager::read_fixed(body, limits)?;
-            *slot = Some(eager);
+            *slot = eager;
             body = &body[len..];
         }
-        body.is_empty().then_some((chunks, count))
+        body.is_empty().then_some(EagerChunks { chunks, count })
     }
 
     /// The chunk count and body of a packet whose header [`PacketHeader::decode`]
@@ -252,5 +245,20 @@ pub fn encode_packet(chunks: &[Chunk<'_>], out: &mut Vec<u8>) {
     .encode(out);
     for chunk in chunks {
         chunk.encode(out);
+    }
+}
+
+/// The eager chunks of a packet read by [`Packet::eager_chunks`]: 1 to
+/// `N`, in order.
+#[derive(Clone, Copy, Debug)]
+pub struct EagerChunks<'a, const N: usize> {
+    chunks: [Eager<'a>; N],
+    count: usize,
+}
+
+impl<'a, const N: usize> EagerChunks<'a, N> {
+    /// The chunks, in order.
+    pub fn as_slice(&self) -> &[Eager<'a>] {
+        &self.chunks[..self.count]
     }
 }

@@ -391,11 +391,12 @@ impl Engine {
         // The usual small packet, eager chunks only, decoded once; one
         // whole message is handled in one step.
         let limits = &self.config.limits;
-        if let Some((eager, count)) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, limits) {
-            if self.arrive_whole(peer, &eager[..count], mem) {
+        if let Some(eager) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, limits) {
+            let eager = eager.as_slice();
+            if self.arrive_whole(peer, eager, mem) {
                 return Ok(());
             }
-            let chunks = eager[..count].iter().flatten().map(|&e| Chunk::Eager(e));
+            let chunks = eager.iter().map(|&e| Chunk::Eager(e));
             return self.on_chunks(rail, peer, chunks, mem);
         }
         let packet = Packet::decode(bytes, limits).map_err(|source| ProtocolError::Decode {

@@ -119,6 +119,14 @@ impl Engine {
         PacketHeader::LEN + EagerHeader::LEN + len
     }
 
+    /// Bytes of the buffer [`Self::gather_tagged_now`] writes for `len`
+    /// bytes of data with `copy_max`: the headers, and the data if it is
+    /// at most `copy_max` bytes.
+    #[inline]
+    pub const fn tagged_buffer_len(len: usize, copy_max: usize) -> usize {
+        Self::tagged_packet_len(if len <= copy_max { len } else { 0 })
+    }
+
     /// Whether a one-piece tagged message of `len` bytes to `peer` on
     /// `channel` may leave at once on `rail`: the rail leads to `peer`, is
     /// open and idle, the gate's window is empty, and the message is eager
@@ -162,10 +170,10 @@ impl Engine {
     }
 
     /// [`Self::send_tagged_now`] for a driver that gathers: data of more
-    /// than `copy_max` bytes is not copied into `buffer`, which then holds
-    /// the headers alone ([`Self::tagged_packet_len`]`(0)` bytes; else the
-    /// whole packet); the returned [`NowGather`] says how the packet is
-    /// made of the buffer and the data (piece 0).
+    /// than `copy_max` bytes is not copied into `buffer` (exactly
+    /// [`Self::tagged_buffer_len`] bytes), which then holds the headers
+    /// alone; the returned [`NowGather`] says how the packet is made of
+    /// the buffer and the data (piece 0).
     ///
     /// # Panics
     /// If `buffer` has another length (a caller bug).
@@ -203,10 +211,11 @@ impl Engine {
         buffer: &mut [u8],
         gather: Option<(&mut NowGather, usize)>,
     ) {
-        let copied = gather
+        let copy_max = gather
             .as_ref()
-            .is_none_or(|&(_, copy_max)| data.len() <= copy_max);
-        let buffered = Self::tagged_packet_len(if copied { data.len() } else { 0 });
+            .map_or(usize::MAX, |&(_, copy_max)| copy_max);
+        let copied = data.len() <= copy_max;
+        let buffered = Self::tagged_buffer_len(data.len(), copy_max);
         assert_eq!(buffer.len(), buffered, "packet buffer length");
         let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];

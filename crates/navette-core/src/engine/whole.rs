@@ -197,7 +197,7 @@ impl Engine {
     pub(super) fn arrive_whole(
         &mut self,
         peer: crate::Rank,
-        eager: &[Option<navette_wire::Eager<'_>>],
+        eager: &[navette_wire::Eager<'_>],
         mem: &mut dyn crate::Memory,
     ) -> bool {
         // A one-piece message gains nothing here (the usual path binds it
@@ -207,14 +207,11 @@ impl Engine {
         if !(2..=ARRIVE_MOST).contains(&count) {
             return false;
         }
-        let Some(Some(first)) = eager.first() else {
+        let Some(first) = eager.first() else {
             return false;
         };
         let h = first.header;
         for (i, e) in eager.iter().enumerate() {
-            let Some(e) = e else {
-                return false;
-            };
             let f = e.header.flags;
             let in_place = e.header.channel == h.channel
                 && e.header.msg == h.msg
@@ -227,7 +224,6 @@ impl Engine {
                 return false;
             }
         }
-        let pieces = eager;
         let channel = ChannelId(h.channel);
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];
@@ -252,15 +248,14 @@ impl Engine {
             }
             Some(_) => return false,
         };
-        let data_len: usize = pieces.iter().flatten().map(|e| e.data.len()).sum();
+        let data_len: usize = eager.iter().map(|e| e.data.len()).sum();
         let held = count * super::piece::PIECE_COST + data_len;
         if self.buffered.saturating_add(held) > self.config.max_buffered_bytes {
             // The usual path reports the overflow.
             return false;
         }
-        let arrived: VecDeque<Piece<Vec<u8>>> = pieces
+        let arrived: VecDeque<Piece<Vec<u8>>> = eager
             .iter()
-            .flatten()
             .map(|e| Piece {
                 flags: e.header.flags,
                 body: Body::Eager(e.data.to_vec()),

@@ -1064,12 +1064,7 @@ impl Inner {
     ) -> Option<crate::Result<navette_core::Status>> {
         use navette_core::Engine;
         let len = Engine::tagged_packet_len(data.len());
-        let copied = if data.len() <= NOW_COPY_MAX {
-            data.len()
-        } else {
-            0
-        };
-        let buffered = Engine::tagged_packet_len(copied);
+        let buffered = Engine::tagged_buffer_len(data.len(), NOW_COPY_MAX);
         let fill = |port: &mut DriverPort<'_>, rail, buffer: &mut [u8]| {
             if !port.can_send_now(gate, rail, data.len()) {
                 return None;

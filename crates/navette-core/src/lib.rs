@@ -41,7 +41,7 @@ pub use config::{EngineConfig, RailCaps, StrategySettingError};
 pub use engine::{
     Engine, Event, GateStats, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, OutMsg,
     PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport, RecvNow, RecvNowOutcome,
-    RecvPiece, Report, WholeMessage,
+    RecvPiece, Report, WholeMessage, WholeNowOutcome,
 };
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};

@@ -59,7 +59,7 @@ impl Node {
                 out,
                 "{comma}{{\"channel\":{},\"peer\":{},\"packets_sent\":{},\"chunks_sent\":{},\
                  \"bytes_sent\":{},\"chunks_per_packet\":{:.3},\"chunks_received\":{},\
-                 \"bytes_copied\":{},\"messages_whole\":{}}}",
+                 \"bytes_copied\":{},\"messages_whole\":{},\"messages_at_once\":{}}}",
                 g.channel.0,
                 g.peer,
                 g.packets_sent,
@@ -68,7 +68,8 @@ impl Node {
                 g.chunks_per_packet(),
                 g.chunks_received,
                 g.bytes_copied,
-                g.messages_whole
+                g.messages_whole,
+                g.messages_at_once
             );
         }
         out.push_str("]}");

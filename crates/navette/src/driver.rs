@@ -170,11 +170,8 @@ impl<'a> DriverPort<'a> {
         rail: RailId,
         bytes: &[u8],
     ) -> Result<(), ProtocolError> {
-        if let Some(outcome) = self.state.recv_now(rail, bytes) {
-            self.core.lean_slot.record(outcome);
-            if matches!(outcome, RecvNowOutcome::Landed(_)) {
-                return Ok(());
-            }
+        if self.land_now(rail, bytes) {
+            return Ok(());
         }
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);
@@ -189,17 +186,19 @@ impl<'a> DriverPort<'a> {
         out
     }
 
-    /// Shows a packet to the receive waiting outside the engine only:
-    /// whether it landed there (the packet is then handled). Otherwise the
-    /// packet must still go through [`Self::handle_packet`].
+    /// Shows a packet to the receives waiting outside the engine only (a
+    /// blocking tagged receive's, a whole message's): whether it landed
+    /// in one (the packet is then handled). Otherwise the packet must
+    /// still go through [`Self::handle_packet`].
     pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
-        match self.state.recv_now(rail, bytes) {
-            Some(outcome) => {
-                self.core.lean_slot.record(outcome);
-                matches!(outcome, RecvNowOutcome::Landed(_))
+        if let Some(outcome) = self.state.recv_now(rail, bytes) {
+            self.core.lean_slot.record(outcome);
+            if matches!(outcome, RecvNowOutcome::Landed(_)) {
+                return true;
             }
-            None => false,
         }
+        self.state
+            .recv_whole_now(rail, bytes, &self.core.lean_whole_settled)
     }
 
     /// Reports that the rail's packet has been sent.

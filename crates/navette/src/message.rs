@@ -161,18 +161,7 @@ impl Node {
             s.watch(key, None);
             key
         });
-        Ok(Unpacking {
-            core: UnpackingCore {
-                node: self,
-                key,
-                matched: None,
-                pieces: Vec::new(),
-                open: true,
-                whole: None,
-                tried_whole: false,
-            },
-            cheaper: Vec::new(),
-        })
+        Ok(Unpacking::from_posted(self, key))
     }
 }
 
@@ -579,6 +568,23 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
 }
 
 impl<'n> Unpacking<'n, '_> {
+    /// The message of the engine's receive `key` (from
+    /// [`navette_core::Engine::recv_begin`], watched), nothing unpacked yet.
+    pub(crate) fn from_posted(node: &'n Node, key: ReqId) -> Self {
+        Self {
+            core: UnpackingCore {
+                node,
+                key,
+                matched: None,
+                pieces: Vec::new(),
+                open: true,
+                whole: None,
+                tried_whole: false,
+            },
+            cheaper: Vec::new(),
+        }
+    }
+
     /// A message taken whole out of the engine (see
     /// [`navette_core::Engine::take_unexpected_whole`]): every piece is
     /// unpacked from it with no lock.

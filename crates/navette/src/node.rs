@@ -125,6 +125,9 @@ pub(crate) struct State {
     slots: FxHashMap<ReqId, Slot>,
     /// At most one receive waits outside the engine at a time.
     pub(crate) lean: Option<crate::lean::LeanRecv>,
+    /// Whole-message receives waiting outside the engine: an RPC reply's,
+    /// and the next RPC call's (see [`crate::lean_whole`]).
+    pub(crate) lean_whole: crate::lean_whole::LeanWholes,
     /// Wakers of requests awaited as futures, by request.
     wakers: FxHashMap<ReqId, Waker>,
     /// Wakers whose requests completed, to wake once the lock is released
@@ -258,6 +261,10 @@ pub struct NodeCore {
     /// What became of the receive waiting outside the engine (read without
     /// the lock by its spinning thread).
     pub(crate) lean_slot: crate::lean::LeanSlot,
+    /// Whether each whole-message receive waiting outside the engine has
+    /// settled (landed or posted) and its owner has not taken it yet: read
+    /// without the lock. Set under the lock.
+    pub(crate) lean_whole_settled: [AtomicBool; 2],
     /// Progress threads running: while there is one, a pending future
     /// sleeps until its completion wakes it.
     pub(crate) progress_threads: AtomicUsize,
@@ -373,6 +380,7 @@ impl Node {
                     mem: MemTable::default(),
                     slots: FxHashMap::default(),
                     lean: None,
+                    lean_whole: [None, None],
                     wakers: FxHashMap::default(),
                     woken: Vec::new(),
                     unwaited_failures: 0,
@@ -381,6 +389,7 @@ impl Node {
                 dirty: AtomicBool::new(false),
                 arrivals: AtomicU64::new(0),
                 lean_slot: crate::lean::LeanSlot::default(),
+                lean_whole_settled: [AtomicBool::new(false), AtomicBool::new(false)],
                 progress_threads: AtomicUsize::new(0),
                 futures: AtomicUsize::new(0),
                 rpc: OnceLock::new(),

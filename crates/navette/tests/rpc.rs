@@ -531,3 +531,137 @@ fn a_call_abandoned_while_packing_runs_no_handler() {
     });
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
+
+/// Messages of `node` on the RPC channel that were received at once,
+/// outside the engine.
+fn rpc_at_once(node: &Node) -> u64 {
+    node.gate_stats()
+        .iter()
+        .filter(|g| g.channel == ChannelId::RPC)
+        .map(|g| g.messages_at_once)
+        .sum()
+}
+
+#[test]
+fn lone_small_calls_and_their_replies_are_received_at_once() {
+    // Waits that spin for ever: a reply is never posted for having taken
+    // long (on a busy machine) before it came.
+    let spin = navette::NodeConfig {
+        spin_rounds: u32::MAX,
+        oversubscribed_spin_rounds: u32::MAX,
+        ..navette::NodeConfig::default()
+    };
+    let cluster = cluster(2).rdv_threshold(RDV).node_config(spin).build();
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    const CALLS: u64 = 20;
+    serving(&cluster, |node| {
+        for salt in 0..CALLS {
+            let body = pattern(100, salt);
+            check(&call_echo(node, 1, "echo", &body).unwrap(), 100, salt);
+        }
+    });
+    // Every reply waited outside the engine and came whole in one packet;
+    // so did every call but the first, if it came before the server first
+    // looked for calls.
+    assert_eq!(rpc_at_once(cluster.node(0)), CALLS);
+    let calls = rpc_at_once(cluster.node(1));
+    assert!(calls >= CALLS - 1, "{calls} calls received at once");
+}
+
+#[test]
+fn overlapping_calls_and_large_ones_keep_their_order_and_replies() {
+    let cluster = ranks(2);
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&order);
+    cluster
+        .node(1)
+        .register_service("note", HandlerMode::Inline, move |call| {
+            let (mut args, responder) = call.split();
+            let mut n = [0u8; 8];
+            args.unpack_express(&mut n, SendMode::Safer)?;
+            let mut len = [0u8; 8];
+            args.unpack_express(&mut len, SendMode::Safer)?;
+            let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
+            args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+            args.end_unpacking()?;
+            seen.lock().unwrap().push(u64::from_le_bytes(n));
+            responder.reply(|msg| msg.pack_safer(&n, ReceiveMode::Express))?;
+            Ok(())
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        // Calls in flight together, small and large (rendezvous) mixed:
+        // the first one's reply waits outside the engine, the others'
+        // are posted; each gets its own reply, whatever order they are
+        // waited for in.
+        let bodies: Vec<Vec<u8>> = (0..6u64)
+            .map(|i| pattern(if i % 3 == 1 { 3 * RDV } else { 16 }, i))
+            .collect();
+        let lens: Vec<[u8; 8]> = bodies
+            .iter()
+            .map(|b| (b.len() as u64).to_le_bytes())
+            .collect();
+        let numbers: Vec<[u8; 8]> = (0..6u64).map(u64::to_le_bytes).collect();
+        let calls: Vec<_> = (0..6)
+            .map(|i| {
+                node.call(1, "note", |msg| {
+                    msg.pack(&numbers[i], SendMode::Safer, ReceiveMode::Express)?;
+                    msg.pack(&lens[i], SendMode::Safer, ReceiveMode::Express)?;
+                    msg.pack(&bodies[i], SendMode::Cheaper, ReceiveMode::Cheaper)
+                })
+                .unwrap()
+            })
+            .collect();
+        for (i, call) in calls.into_iter().enumerate().rev() {
+            let mut reply = call.wait().unwrap().unpacking();
+            let mut n = [0u8; 8];
+            reply.unpack_express(&mut n, SendMode::Safer).unwrap();
+            reply.end_unpacking().unwrap();
+            assert_eq!(u64::from_le_bytes(n), i as u64, "call {i}'s own reply");
+        }
+    });
+    // Calls from one sender are served in the order they were made, the
+    // large ones (which cannot come at once) among them.
+    assert_eq!(*order.lock().unwrap(), (0..6).collect::<Vec<u64>>());
+}
+
+#[test]
+fn a_call_given_up_while_its_reply_waits_outside_the_engine_drops_it() {
+    let cluster = ranks(2);
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&release);
+    cluster
+        .node(1)
+        .register_service("slow", HandlerMode::Pool, move |call| {
+            while !gate.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            call.split()
+                .1
+                .reply(|msg| msg.pack_safer(b"late", ReceiveMode::Express))?;
+            Ok(())
+        })
+        .unwrap();
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    serving(&cluster, |node| {
+        // Dropped before its reply: the reply, when it comes, is dropped
+        // and does not stand in the way of the next call's.
+        let call = node.call(1, "slow", |_| Ok(())).unwrap();
+        assert!(!call.test().unwrap());
+        drop(call);
+        release.store(true, Ordering::Release);
+        for salt in 0..5 {
+            let body = pattern(32, salt);
+            check(&call_echo(node, 1, "echo", &body).unwrap(), 32, salt);
+        }
+        node.progress().unwrap();
+        let any = RecvFrom::any_on(ChannelId::RPC);
+        assert_eq!(node.probe(any, TagMatch::any()).unwrap(), None);
+    });
+}

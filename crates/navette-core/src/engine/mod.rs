@@ -44,7 +44,9 @@ use crate::{
     RequestError, Status, Window,
 };
 
-pub use now::{MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome};
+pub use now::{
+    MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome, WholeNowOutcome,
+};
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};
@@ -231,6 +233,10 @@ pub struct GateStats {
     /// Messages of this gate received whole: unpacked out of the engine,
     /// with no request per piece (see [`WholeMessage`]).
     pub messages_whole: u64,
+    /// Messages of this gate received at once, outside the engine: a
+    /// blocking tagged receive's ([`Engine::recv_now`]) and whole messages
+    /// ([`Engine::recv_whole_now`], counted among `messages_whole` too).
+    pub messages_at_once: u64,
 }
 
 impl GateStats {

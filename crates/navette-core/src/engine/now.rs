@@ -24,7 +24,7 @@ use std::ops::Range;
 
 use navette_wire::{Chunk, EagerHeader, Packet, PacketHeader, PieceFlags, ReceiveMode, SendMode};
 
-use super::{Engine, OutMsg};
+use super::{Engine, OutMsg, WholeMessage};
 use crate::{ChannelId, RailId, Rank, Source, Status, TagMatch};
 
 /// Most pieces of a message sent at once ([`Engine::can_send_message_now`]);
@@ -108,6 +108,19 @@ pub enum RecvNowOutcome {
     /// The packet might match the receive in a way only the usual path
     /// handles: post the receive with [`Engine::recv_tagged`], then handle
     /// the packet with [`Engine::handle_packet`].
+    Post,
+}
+
+/// What [`Engine::recv_whole_now`] made of a packet.
+#[derive(Debug)]
+pub enum WholeNowOutcome {
+    /// The packet was the receive's whole message, now out of the engine:
+    /// the packet is handled.
+    Landed(WholeMessage),
+    /// As [`RecvNowOutcome::Unrelated`].
+    Unrelated,
+    /// As [`RecvNowOutcome::Post`]: post the receive with
+    /// [`Engine::recv_begin`] first.
     Post,
 }
 
@@ -490,6 +503,7 @@ impl Engine {
         let g = &mut self.gates[gate.0];
         g.reorder.take_next();
         g.stats.chunks_received += 1;
+        g.stats.messages_at_once += 1;
         g.stats.bytes_copied += e.data.len() as u64;
         dest[..e.data.len()].copy_from_slice(e.data);
         RecvNowOutcome::Landed(Status {
@@ -506,22 +520,112 @@ impl Engine {
         let Ok(packet) = Packet::decode(bytes, &self.config.limits) else {
             return RecvNowOutcome::Post;
         };
-        let held = self
-            .gate_index
-            .get(&(want.channel, peer))
-            .is_some_and(|g| !self.gates[g.0].reorder.is_empty());
-        let might_match = packet.chunks().any(|chunk| {
-            sequenced(&chunk).is_some_and(|(channel, flags, tag)| {
-                let accepted = ChannelId(channel) == want.channel && want.source.accepts(peer);
-                // In order, it releases chunks held behind it.
-                accepted && (held || (flags.first() && want.tag.matches(tag)))
-            })
-        });
-        if might_match {
+        if self.might_match(peer, want, packet.chunks().filter_map(|c| sequenced(&c))) {
             RecvNowOutcome::Post
         } else {
             RecvNowOutcome::Unrelated
         }
+    }
+
+    /// Whether any of `chunks` (channel, flags and tag of each sequenced
+    /// one) from `peer` might, on the usual path, match the receive `want`
+    /// or release chunks held for its gate that might.
+    fn might_match(
+        &self,
+        peer: Rank,
+        want: &RecvNow,
+        mut chunks: impl Iterator<Item = (u16, PieceFlags, u64)>,
+    ) -> bool {
+        let held = self
+            .gate_index
+            .get(&(want.channel, peer))
+            .is_some_and(|g| !self.gates[g.0].reorder.is_empty());
+        chunks.any(|(channel, flags, tag)| {
+            let accepted = ChannelId(channel) == want.channel && want.source.accepts(peer);
+            // In order, it releases chunks held behind it.
+            accepted && (held || (flags.first() && want.tag.matches(tag)))
+        })
+    }
+
+    /// [`Self::recv_now`] for a receive of a whole message (a Madeleine
+    /// message's receive with nothing unpacked yet, [`Self::recv_begin`]'s),
+    /// waiting outside the engine after [`Self::can_recv_now`] allowed it:
+    /// a packet that is exactly one in-order message of up to
+    /// [`MOST_PIECES_AT_ONCE`] eager pieces that `want` accepts leaves the
+    /// engine at once as a [`WholeMessage`], its data copied back to back
+    /// (without allocation when small), taking the gate's sequence numbers
+    /// as the usual path would have.
+    pub fn recv_whole_now(
+        &mut self,
+        rail: RailId,
+        bytes: &[u8],
+        want: &RecvNow,
+    ) -> WholeNowOutcome {
+        let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) if !r.closed => r.peer,
+            _ => return WholeNowOutcome::Unrelated,
+        };
+        let Some(eager) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, &self.config.limits)
+        else {
+            return match self.recv_now_several(peer, bytes, want) {
+                RecvNowOutcome::Unrelated => WholeNowOutcome::Unrelated,
+                _ => WholeNowOutcome::Post,
+            };
+        };
+        let eager = eager.as_slice();
+        let h = eager[0].header;
+        let count = eager.len();
+        let one_message = eager.iter().enumerate().all(|(i, e)| {
+            let (eh, f) = (e.header, e.header.flags);
+            eh.channel == h.channel
+                && eh.msg == h.msg
+                && eh.tag == h.tag
+                && eh.seq == h.seq.wrapping_add(i as u32)
+                && f.first() == (i == 0)
+                && f.last() == (i + 1 == count)
+                && !f.aborted()
+        });
+        let accepted = ChannelId(h.channel) == want.channel
+            && want.source.accepts(peer)
+            && want.tag.matches(h.tag);
+        if !one_message || !accepted {
+            let chunks = eager.iter().map(|e| {
+                let h = e.header;
+                (h.channel, h.flags, h.tag)
+            });
+            return if self.might_match(peer, want, chunks) {
+                WholeNowOutcome::Post
+            } else {
+                WholeNowOutcome::Unrelated
+            };
+        }
+        let gate = self.gate(want.channel, peer);
+        let g = &self.gates[gate.0];
+        let quiet = self.channels[g.channel_index].posted.is_empty();
+        if !quiet
+            || !g.reorder.is_empty()
+            || !g.reorder.is_next(h.seq)
+            || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
+        {
+            return WholeNowOutcome::Post;
+        }
+        let g = &mut self.gates[gate.0];
+        for _ in 0..count {
+            g.reorder.take_next();
+        }
+        let len: usize = eager.iter().map(|e| e.data.len()).sum();
+        g.stats.chunks_received += count as u64;
+        // Two copies: out of the packet now, into the receiver's memory as
+        // it unpacks.
+        g.stats.bytes_copied += 2 * len as u64;
+        g.stats.messages_whole += 1;
+        g.stats.messages_at_once += 1;
+        let status = Status {
+            peer,
+            tag: h.tag,
+            len,
+        };
+        WholeNowOutcome::Landed(WholeMessage::packed(status, eager))
     }
 }
 

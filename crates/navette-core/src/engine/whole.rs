@@ -13,7 +13,8 @@
 
 use std::collections::VecDeque;
 
-use navette_wire::{ReceiveMode, SendMode};
+use navette_wire::{PieceFlags, ReceiveMode, SendMode};
+use smallvec::SmallVec;
 
 use super::incoming::Incoming;
 use super::piece::{Body, Piece};
@@ -26,12 +27,98 @@ use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
 #[derive(Debug)]
 pub struct WholeMessage {
     status: Status,
-    pieces: VecDeque<Piece<Vec<u8>>>,
+    pieces: Pieces,
     unpacked: u32,
     failed: Option<RequestError>,
 }
 
+/// The pieces of a whole message.
+#[derive(Debug)]
+enum Pieces {
+    /// As the engine kept them, each in a buffer of its own.
+    Kept(VecDeque<Piece<Vec<u8>>>),
+    /// Received at once ([`Engine::recv_whole_now`]), in one allocation:
+    /// boxed, so that a message moves cheaply from the engine to the
+    /// caller's hands.
+    Packed(Box<Packed>),
+}
+
+/// The pieces of a message received at once: their data back to back,
+/// held inline up to [`PACKED_INLINE`] bytes, and each piece's flags and
+/// length; `at` is where the next piece starts.
+#[derive(Debug)]
+struct Packed {
+    data: SmallVec<[u8; PACKED_INLINE]>,
+    lens: SmallVec<[(PieceFlags, u32); ARRIVE_MOST]>,
+    next: usize,
+    at: usize,
+}
+
+/// Bytes of a message received at once held without allocation: the usual
+/// RPC call or reply (a header or two and a small body).
+const PACKED_INLINE: usize = 192;
+
+impl Pieces {
+    /// Checks the next piece, the `index`th, against `spec` and copies it
+    /// into `dest`; `None` if no piece is left.
+    fn unpack_next(
+        &mut self,
+        index: u32,
+        spec: &RecvPiece,
+        dest: &mut [u8],
+    ) -> Option<Result<(), RequestError>> {
+        match self {
+            Self::Kept(pieces) => {
+                let piece = pieces.pop_front()?;
+                let checked = check_piece(index, spec, piece.flags, piece.len());
+                Some(checked.map(|()| {
+                    let Body::Eager(data) = &piece.body else {
+                        unreachable!("a whole message is eager");
+                    };
+                    dest.copy_from_slice(data);
+                }))
+            }
+            Self::Packed(packed) => {
+                let &(flags, len) = packed.lens.get(packed.next)?;
+                packed.next += 1;
+                let start = packed.at;
+                packed.at += len as usize;
+                let checked = check_piece(index, spec, flags, u64::from(len));
+                Some(checked.map(|()| dest.copy_from_slice(&packed.data[start..packed.at])))
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Kept(pieces) => pieces.is_empty(),
+            Self::Packed(packed) => packed.next == packed.lens.len(),
+        }
+    }
+}
+
 impl WholeMessage {
+    /// The message made of `eager`, its pieces in order, copied back to
+    /// back.
+    pub(super) fn packed(status: Status, eager: &[navette_wire::Eager<'_>]) -> Self {
+        let mut packed = Box::new(Packed {
+            data: SmallVec::with_capacity(status.len),
+            lens: SmallVec::new(),
+            next: 0,
+            at: 0,
+        });
+        for e in eager {
+            packed.data.extend_from_slice(e.data);
+            packed.lens.push((e.header.flags, e.header.len));
+        }
+        Self {
+            status,
+            pieces: Pieces::Packed(packed),
+            unpacked: 0,
+            failed: None,
+        }
+    }
+
     /// The sender, the tag, and the total length of the pieces.
     pub fn status(&self) -> Status {
         self.status
@@ -49,16 +136,7 @@ impl WholeMessage {
         if let Some(err) = &self.failed {
             return Err(RequestError::MessageFailed(Box::new(err.clone())));
         }
-        let Some(piece) = self.pieces.pop_front() else {
-            let err = RequestError::PieceCountMismatch {
-                sent: self.unpacked.to_string(),
-                unpacked: self.unpacked + 1,
-            };
-            self.failed = Some(err.clone());
-            return Err(RequestError::MessageFailed(Box::new(err)));
-        };
         let index = self.unpacked;
-        self.unpacked += 1;
         let spec = RecvPiece {
             dest: None,
             len: dest.len(),
@@ -66,15 +144,19 @@ impl WholeMessage {
             recv,
             exact: true,
         };
-        if let Err(err) = check_piece(index, &spec, piece.flags, piece.len()) {
+        let Some(unpacked) = self.pieces.unpack_next(index, &spec, dest) else {
+            let err = RequestError::PieceCountMismatch {
+                sent: index.to_string(),
+                unpacked: index + 1,
+            };
             self.failed = Some(err.clone());
-            return Err(err);
-        }
-        let Body::Eager(data) = &piece.body else {
-            unreachable!("a whole message is eager");
+            return Err(RequestError::MessageFailed(Box::new(err)));
         };
-        dest.copy_from_slice(data);
-        Ok(())
+        self.unpacked += 1;
+        if let Err(err) = &unpacked {
+            self.failed = Some(err.clone());
+        }
+        unpacked
     }
 
     /// Ends the message: fails if a piece failed or the sender packed more
@@ -170,7 +252,7 @@ impl Engine {
         status.len = len;
         WholeMessage {
             status,
-            pieces,
+            pieces: Pieces::Kept(pieces),
             unpacked: 0,
             failed: None,
         }

@@ -6,10 +6,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use navette_core::{Rank, SendMode, Source, TagMatch};
+use navette_core::{Rank, RecvNow, SendMode, Source, TagMatch};
 
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{RpcError, ServiceName};
+use crate::lean_whole::{Settled, WholeFor};
 use crate::message::Sent;
 use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
@@ -29,7 +30,12 @@ pub struct CallRequest<'n, 'a> {
     /// Why the arguments failed to leave, if they did: the call's error,
     /// unless the reply (a server that refused them) says more.
     send_failed: Option<Error>,
+    /// The reply's receive, once it is the engine's or its message came;
+    /// `None` while it waits outside the engine (`lean`) and once read.
     reply: Option<Unpacking<'n, 'static>>,
+    /// The reply's receive waits outside the engine (see
+    /// [`crate::lean_whole`]): the node's one such receive is this call's.
+    lean: bool,
     deadline: Option<(Instant, Duration)>,
 }
 
@@ -82,20 +88,32 @@ impl Node {
     ) -> Result<CallRequest<'_, 'a>> {
         let service = service.into();
         let call = self.rpc().next_call();
-        // The reply's receive is posted before the call leaves: a reply
-        // is never unexpected, unless its call was abandoned.
-        let from = RecvFrom {
+        // The reply's receive is made before the call leaves: a reply is
+        // never unexpected, unless its call was abandoned. It waits outside
+        // the engine if it can (the usual lone call), else it is posted.
+        let want = RecvNow {
             channel: wire::CHANNEL,
             source: Source::Rank(peer),
+            tag: TagMatch::exact(wire::reply_tag(call)),
         };
-        let reply = self.begin_unpacking(from, TagMatch::exact(wire::reply_tag(call)))?;
+        let lean = self.await_reply_lean(want);
+        let reply = if lean {
+            None
+        } else {
+            let from = RecvFrom {
+                channel: want.channel,
+                source: want.source,
+            };
+            Some(self.begin_unpacking(from, want.tag)?)
+        };
         let mut request = CallRequest {
             node: self,
             peer,
             service,
             sending: None,
             send_failed: None,
-            reply: Some(reply),
+            reply,
+            lean,
             deadline: None,
         };
         match self.send_call(peer, &request.service, call, false, pack) {
@@ -106,6 +124,9 @@ impl Node {
                 // and none is waited for.
                 if let Some(reply) = request.reply.take() {
                     reply.abandon();
+                }
+                if std::mem::take(&mut request.lean) {
+                    request.node.drop_reply_lean();
                 }
                 return Err(err);
             }
@@ -164,6 +185,10 @@ impl<'n> CallRequest<'n, '_> {
     /// Makes a round of progress and tells whether the reply has come (or
     /// the call has failed): [`Self::wait`] would not block.
     pub fn test(&self) -> Result<bool> {
+        if self.lean {
+            self.node.progress()?;
+            return Ok(self.node.whole_lean_settled(WholeFor::Reply) || self.is_late());
+        }
         match self.match_request() {
             Some(req) => Ok(self.node.test_id(req)? || self.is_late()),
             None => Ok(true),
@@ -182,6 +207,9 @@ impl<'n> CallRequest<'n, '_> {
                 Err(sent @ Error::Request(_)) => self.send_failed = Some(sent),
                 Err(other) => return Err(other),
             }
+        }
+        if self.lean && !self.wait_lean()? {
+            return Err(self.abandon());
         }
         if let Some(req) = self.match_request() {
             let (service, peer) = (&self.service, self.peer);
@@ -209,6 +237,50 @@ impl<'n> CallRequest<'n, '_> {
             }
         }
         self.finish()
+    }
+
+    /// Spins until the reply's receive waiting outside the engine settles
+    /// (its message came, or a packet had it posted), or until the spin
+    /// phase ends, which posts it: then it is [`Self::reply`], and any
+    /// further wait is the usual one. Calls for this node's services are
+    /// served meanwhile. `Ok(false)` if the deadline passed first.
+    fn wait_lean(&mut self) -> Result<bool> {
+        let node = self.node;
+        let core = node.core();
+        let mut idle: u32 = 0;
+        loop {
+            let progressed = core.driver().progress_lean(core)?;
+            if let Some(rpc) = core.rpc.get() {
+                rpc.dispatch(node);
+            }
+            let spun = idle >= node.spin_rounds();
+            if (node.whole_lean_settled(WholeFor::Reply) || spun) && self.settle_lean(spun) {
+                return Ok(true);
+            }
+            if self.is_late() {
+                return Ok(false);
+            }
+            if progressed {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Takes the reply's receive back from outside the engine if it
+    /// settled (with `post`, posting it if not): whether it did.
+    fn settle_lean(&mut self, post: bool) -> bool {
+        let Some(settled) = self.node.settle_reply_lean(post) else {
+            return false;
+        };
+        self.lean = false;
+        self.reply = Some(match settled {
+            Settled::Landed(whole) => Unpacking::from_whole(self.node, whole),
+            Settled::Posted(key) => Unpacking::from_posted(self.node, key),
+        });
+        true
     }
 
     fn match_request(&self) -> Option<navette_core::ReqId> {
@@ -283,10 +355,12 @@ impl CallRequest<'_, '_> {
     /// Abandons the reply's receive; if the reply may still come, the
     /// node's progress drops it when it does.
     fn give_up(&mut self) {
-        if let Some(reply) = self.reply.take() {
-            if reply.abandon() {
-                self.node.rpc().abandon_one();
-            }
+        let may_come = match self.reply.take() {
+            Some(reply) => reply.abandon(),
+            None => std::mem::take(&mut self.lean) && self.node.drop_reply_lean(),
+        };
+        if may_come {
+            self.node.rpc().abandon_one();
         }
     }
 }
@@ -316,6 +390,11 @@ impl<'n> Future for CallRequest<'n, '_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        // A future's reply is received the usual way, whose wake-ups a
+        // progress thread drives.
+        if this.lean {
+            this.settle_lean(true);
+        }
         assert!(this.reply.is_some(), "a call polled after it completed");
         if let Some(sending) = &mut this.sending {
             match sending.poll(cx.waker()) {

@@ -90,6 +90,7 @@ pub use service::{HandlerError, HandlerMode, HandlerResult, ServiceId, ServiceNa
 pub use typed::MAX_TYPED_LEN;
 pub use wire::HeaderError;
 
+use crate::lean_whole::WholeFor;
 use server::Pool;
 use service::{Registry, Service};
 
@@ -237,6 +238,7 @@ impl Rpc {
         let arrivals = &node.core().arrivals;
         if arrivals.load(Ordering::Acquire) == self.looked.load(Ordering::SeqCst)
             && !self.missed.load(Ordering::Acquire)
+            && !node.whole_lean_settled(WholeFor::Calls)
         {
             return;
         }

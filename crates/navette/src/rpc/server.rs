@@ -6,12 +6,13 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, mpsc};
 
-use navette_core::{Rank, RequestError, SendMode, Source, Status, TagMatch};
+use navette_core::{Rank, RecvNow, RequestError, SendMode, Source, Status, TagMatch};
 use parking_lot::Mutex;
 
 use super::service::Service;
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{HandlerMode, Rpc, RpcError, ServiceName};
+use crate::lean_whole::{Settled, WholeFor};
 use crate::message::Parked;
 use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
@@ -141,18 +142,36 @@ fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -
 /// the handler threads. Failures concern one call and one peer: they are
 /// logged, and the others go on.
 pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
+    let core = node.core();
+    let settled = &core.lean_whole_settled;
     loop {
         let arrived = {
-            let mut state = node.core().lock();
-            let engine = &mut state.engine;
-            // A call come whole (the usual small one) leaves the engine at
+            let mut state = core.lock();
+            // A call landed at once came before any unexpected one; a
+            // call come whole (the usual small one) leaves the engine at
             // once; another is received the usual way.
-            match engine.take_unexpected_whole(wire::CHANNEL, Source::Any, wire::CALLS) {
-                Some(whole) => Ok(whole),
-                None => match engine.probe(wire::CHANNEL, Source::Any, wire::CALLS) {
-                    Some(status) => Err(status),
-                    None => return,
-                },
+            let landed = match state.settle_whole(WholeFor::Calls, false, settled) {
+                Some(Settled::Landed(whole)) => Some(whole),
+                _ => None,
+            };
+            let engine = &mut state.engine;
+            let arrived = match landed {
+                Some(whole) => Some(Ok(whole)),
+                None => engine
+                    .take_unexpected_whole(wire::CHANNEL, Source::Any, wire::CALLS)
+                    .map(Ok)
+                    .or_else(|| {
+                        engine
+                            .probe(wire::CHANNEL, Source::Any, wire::CALLS)
+                            .map(Err)
+                    }),
+            };
+            // With no call left waiting, the next one may land at once,
+            // even while this one is served.
+            state.await_whole(WholeFor::Calls, CALLS_AT_ONCE, settled);
+            match arrived {
+                Some(arrived) => arrived,
+                None => return,
             }
         };
         let (peer, tag, args) = match arrived {
@@ -179,6 +198,13 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
         take_call(rpc, node, peer, tag, args);
     }
 }
+
+/// The receive of the next call, waiting outside the engine.
+const CALLS_AT_ONCE: RecvNow = RecvNow {
+    channel: wire::CHANNEL,
+    source: Source::Any,
+    tag: wire::CALLS,
+};
 
 /// Reads the header of the call `args` from `peer` with `tag`, and runs
 /// or queues its handler.

@@ -1,0 +1,318 @@
+//! Whole messages received at once: a receive of a Madeleine message
+//! waiting outside the engine ([`Engine::recv_whole_now`]) takes exactly
+//! the message the usual path would have matched to it, whole, when its
+//! packet is that message alone and in order; it asks to be posted whenever
+//! only the usual path can tell, and is unrelated to what it cannot match.
+
+mod common;
+
+use common::{CH, Net, Order, Piece, caps, from, pieces};
+use navette_core::{
+    ChannelId, Engine, RailId, ReceiveMode, RecvNow, RequestError, SendMode, Status, TagMatch,
+    WholeMessage, WholeNowOutcome,
+};
+use navette_wire::PacketHeader;
+
+/// Two nodes, eager below 1000 bytes.
+fn eager_below_1000() -> Net {
+    Net::new(2, 1, caps(1000, 4000))
+}
+
+/// Node 1's receive of a message from node 0 with `tag`.
+fn want(net: &Net, tag: u64) -> RecvNow {
+    assert!(net.engines[1].can_recv_now(CH, from(0)), "a quiet channel");
+    RecvNow {
+        channel: CH,
+        source: from(0),
+        tag: TagMatch::exact(tag),
+    }
+}
+
+/// What became of the waiting receive.
+#[derive(Debug)]
+enum Outcome {
+    Landed(WholeMessage),
+    /// Posted the usual way: its key.
+    Posted(navette_core::ReqId),
+}
+
+/// Shows `packets` to `want` in order, as a node does: a landed message
+/// ends the waiting, an unrelated packet is handled the usual way, and a
+/// packet that might match posts the receive before it is handled. Every
+/// packet is handled.
+fn show(net: &mut Net, want: &RecvNow, packets: &[(RailId, Vec<u8>)]) -> Option<Outcome> {
+    let mut outcome = None;
+    for (rail, bytes) in packets {
+        if outcome.is_none() {
+            match net.engines[1].recv_whole_now(*rail, bytes, want) {
+                WholeNowOutcome::Landed(whole) => {
+                    outcome = Some(Outcome::Landed(whole));
+                    continue;
+                }
+                WholeNowOutcome::Unrelated => {}
+                WholeNowOutcome::Post => {
+                    let key = net.recv_begin(1, want.source, want.tag);
+                    outcome = Some(Outcome::Posted(key));
+                }
+            }
+        }
+        net.inject(1, *rail, bytes).expect("a valid packet");
+    }
+    outcome
+}
+
+/// Unpacks every piece of `whole` as `sent` was packed: their data, and
+/// the end's status.
+fn unpack_all(mut whole: WholeMessage, sent: &[Piece]) -> (Vec<Vec<u8>>, Status) {
+    let data = sent
+        .iter()
+        .map(|p| {
+            let mut dest = vec![0xee; p.data.len()];
+            whole.unpack(&mut dest, p.send, p.recv).expect("unpacks");
+            dest
+        })
+        .collect();
+    (data, whole.end().expect("ends"))
+}
+
+/// Receives the message with `tag` from node 0 the usual way, and checks
+/// that it is exactly `sent`.
+#[track_caller]
+fn recv_usual(net: &mut Net, tag: u64, sent: &[Piece]) {
+    let received = net.recv(1, from(0), TagMatch::exact(tag), sent, false);
+    net.run();
+    net.check_received(1, 0, tag, &received, sent);
+}
+
+fn data(sent: &[Piece]) -> Vec<Vec<u8>> {
+    sent.iter().map(|p| p.data.clone()).collect()
+}
+
+/// One packet made of the chunks of `packets`.
+fn aggregate(packets: Vec<(RailId, Vec<u8>)>) -> Vec<(RailId, Vec<u8>)> {
+    let rail = packets[0].0;
+    let body: Vec<u8> = packets
+        .iter()
+        .flat_map(|(_, p)| p[PacketHeader::LEN..].iter().copied())
+        .collect();
+    let mut packet = Vec::new();
+    PacketHeader {
+        chunk_count: u16::try_from(packets.len()).expect("a few packets"),
+        body_len: u32::try_from(body.len()).expect("a small body"),
+    }
+    .encode(&mut packet);
+    packet.extend_from_slice(&body);
+    vec![(rail, packet)]
+}
+
+fn at_once(engine: &Engine) -> u64 {
+    engine.gate_stats().map(|g| g.messages_at_once).sum()
+}
+
+#[test]
+fn a_message_alone_in_its_packet_leaves_the_engine_whole() {
+    let mut net = eager_below_1000();
+    let other = pieces(&[4], 1);
+    let mine = pieces(&[8, 0, 200, 600], 2);
+    let next = pieces(&[16, 32], 3);
+    // Each message in a packet of its own.
+    let mut packets = Vec::new();
+    for (tag, msg) in [(7, &other), (5, &mine), (5, &next)] {
+        net.send(0, 1, tag, msg);
+        let packet = net.capture(0, 1);
+        assert_eq!(packet.len(), 1, "one packet per message");
+        packets.extend(packet);
+    }
+    let w = want(&net, 5);
+    let outcome = show(&mut net, &w, &packets);
+    let Some(Outcome::Landed(whole)) = outcome else {
+        panic!("the receive's message lands: {outcome:?} {:?}", net.errors);
+    };
+    let total = mine.iter().map(|p| p.data.len()).sum();
+    let status = Status {
+        peer: 0,
+        tag: 5,
+        len: total,
+    };
+    assert_eq!(whole.status(), status);
+    assert_eq!(unpack_all(whole, &mine), (data(&mine), status));
+    assert_eq!(at_once(&net.engines[1]), 1);
+    // The message before it and the one after it wait, unexpected, in
+    // order; the gate's sequence went on as if the usual path had run.
+    recv_usual(&mut net, 7, &other);
+    recv_usual(&mut net, 5, &next);
+    let later = pieces(&[8], 4);
+    net.send(0, 1, 5, &later);
+    net.run();
+    recv_usual(&mut net, 5, &later);
+    assert!(net.errors.is_empty(), "{:?}", net.errors);
+    assert_eq!(net.engines[1].buffered_bytes(), 0);
+}
+
+#[test]
+fn other_tags_channels_and_peers_are_unrelated() {
+    let mut net = Net::new(3, 1, caps(1000, 4000));
+    let w = want(&net, 5);
+    net.send(0, 1, 6, &pieces(&[8, 8], 1));
+    let packets = net.capture(0, 1);
+    assert!(show(&mut net, &w, &packets).is_none(), "another tag");
+    let out = net.engines[0].send_begin(ChannelId(9), 1, 5).unwrap();
+    let bytes = net.alloc(0, b"channel 9".to_vec());
+    net.engines[0].send_tagged(out, bytes);
+    let packets = net.capture(0, 1);
+    assert!(show(&mut net, &w, &packets).is_none(), "another channel");
+    net.send(2, 1, 5, &pieces(&[8], 2));
+    let packets = net.capture(2, 1);
+    assert!(show(&mut net, &w, &packets).is_none(), "another peer");
+    let mine = pieces(&[3, 5], 3);
+    net.send(0, 1, 5, &mine);
+    let packets = net.capture(0, 1);
+    let Some(Outcome::Landed(whole)) = show(&mut net, &w, &packets) else {
+        panic!("the receive's own message lands");
+    };
+    assert_eq!(unpack_all(whole, &mine).0, data(&mine));
+}
+
+/// Shows `packets` to a receive of tag 5, which they must post (`why`),
+/// then receives `sent` through the posted receive.
+#[track_caller]
+fn posted_and_received(net: &mut Net, packets: &[(RailId, Vec<u8>)], sent: &[Piece], why: &str) {
+    let w = want(net, 5);
+    let Some(Outcome::Posted(key)) = show(net, &w, packets) else {
+        panic!("{why}");
+    };
+    let posted: Vec<_> = sent
+        .iter()
+        .map(|p| net.unpack(1, key, p.data.len(), p.send, p.recv, false))
+        .collect();
+    let end = net.recv_end(1, key);
+    net.run();
+    for (posted, piece) in posted.iter().zip(sent) {
+        assert!(net.read(1, posted.dest) == piece.data, "{why}");
+    }
+    assert_eq!(net.ok(1, end).tag, 5, "{why}");
+}
+
+#[test]
+fn what_only_the_usual_path_can_match_posts_the_receive() {
+    // A rendezvous piece: its data is still at the sender.
+    let mut net = eager_below_1000();
+    let big = pieces(&[8, 5000], 1);
+    net.send(0, 1, 5, &big);
+    let packets = net.capture(0, 1);
+    posted_and_received(&mut net, &packets, &big, "a rendezvous request");
+
+    // A message cut over several packets.
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1000, 4000));
+    let split = pieces(&[8, 8], 2);
+    net.send(0, 1, 5, &split);
+    let packets = net.capture(0, 1);
+    assert_eq!(packets.len(), 2);
+    posted_and_received(&mut net, &packets, &split, "a message cut in two");
+
+    // Ahead of its sequence: the message before it is missing.
+    let mut net = eager_below_1000();
+    let first = pieces(&[8], 3);
+    let second = pieces(&[4, 4], 4);
+    net.send(0, 1, 5, &first);
+    net.send(0, 1, 5, &second);
+    let mut packets = net.capture(0, 1);
+    packets.reverse();
+    posted_and_received(&mut net, &packets, &first, "a message out of order");
+    recv_usual(&mut net, 5, &second);
+
+    // Two messages in one packet, as an aggregating window sends them.
+    let mut net = Net::one_chunk_per_packet(2, 1, caps(1000, 4000)).order(Order::Fifo);
+    let seven = pieces(&[8], 5);
+    let five = pieces(&[8, 2], 6);
+    net.send(0, 1, 7, &seven);
+    net.send(0, 1, 5, &five);
+    let packets = aggregate(net.capture(0, 1));
+    posted_and_received(&mut net, &packets, &five, "two messages in one packet");
+    recv_usual(&mut net, 7, &seven);
+}
+
+#[test]
+fn only_a_quiet_channel_lets_a_receive_wait_outside() {
+    let mut net = eager_below_1000();
+    net.send(0, 1, 7, &pieces(&[8], 1));
+    net.run();
+    assert!(
+        !net.engines[1].can_recv_now(CH, from(0)),
+        "an unexpected message"
+    );
+    recv_usual(&mut net, 7, &pieces(&[8], 1));
+    assert!(net.engines[1].can_recv_now(CH, from(0)));
+    let key = net.recv_begin(1, from(0), TagMatch::exact(3));
+    assert!(
+        !net.engines[1].can_recv_now(CH, from(0)),
+        "a posted receive"
+    );
+    // A receive posted after the waiting one started: its message goes
+    // the usual way, which matches in posting order.
+    let w = RecvNow {
+        channel: CH,
+        source: from(0),
+        tag: TagMatch::exact(3),
+    };
+    let sent = pieces(&[8, 8], 2);
+    net.send(0, 1, 3, &sent);
+    let packets = net.capture(0, 1);
+    assert!(matches!(
+        show(&mut net, &w, &packets),
+        Some(Outcome::Posted(_))
+    ));
+    let posted: Vec<_> = sent
+        .iter()
+        .map(|p| net.unpack(1, key, p.data.len(), p.send, p.recv, false))
+        .collect();
+    let end = net.recv_end(1, key);
+    net.run();
+    assert!(net.read(1, posted[1].dest) == sent[1].data);
+    assert_eq!(net.ok(1, end).tag, 3, "the first receive posted got it");
+}
+
+/// Each receiver mistake gives the same errors, piece by piece and at the
+/// end, whether the message came at once or was received the usual way.
+#[test]
+fn mistakes_fail_as_the_usual_path_does() {
+    let sent = vec![
+        Piece::new(8, 1).modes(SendMode::Safer, ReceiveMode::Express),
+        Piece::new(100, 2),
+    ];
+    let unpack = |whole: &mut WholeMessage, len: usize, piece: usize| {
+        let mut dest = vec![0; len];
+        let sent = &sent[piece.min(1)];
+        whole.unpack(&mut dest, sent.send, sent.recv)
+    };
+    let landed = |tag: u64| {
+        let mut net = eager_below_1000();
+        net.send(0, 1, tag, &sent);
+        let packets = net.capture(0, 1);
+        let w = want(&net, tag);
+        match show(&mut net, &w, &packets) {
+            Some(Outcome::Landed(whole)) => whole,
+            other => panic!("expected a landing, got {other:?}"),
+        }
+    };
+    // Too short a destination: the piece fails, so do the next and the end.
+    let mut whole = landed(1);
+    let err = unpack(&mut whole, 4, 0).unwrap_err();
+    assert!(matches!(err, RequestError::SizeMismatch { .. }), "{err:?}");
+    let next = unpack(&mut whole, 100, 1).unwrap_err();
+    assert!(matches!(next, RequestError::MessageFailed(_)), "{next:?}");
+    assert!(whole.end().is_err());
+    // Too many unpacks, then too few.
+    let mut whole = landed(2);
+    unpack(&mut whole, 8, 0).unwrap();
+    unpack(&mut whole, 100, 1).unwrap();
+    let extra = unpack(&mut whole, 100, 2).unwrap_err();
+    assert!(matches!(extra, RequestError::MessageFailed(_)), "{extra:?}");
+    let mut whole = landed(3);
+    unpack(&mut whole, 8, 0).unwrap();
+    let end = whole.end().unwrap_err();
+    assert!(
+        matches!(end, RequestError::PieceCountMismatch { unpacked: 1, .. }),
+        "{end:?}"
+    );
+}

@@ -1,0 +1,213 @@
+//! Receiving whole messages at once: the reply of an RPC call, and the
+//! next call for a node's services, wait outside the engine.
+//!
+//! Each is kept in the node's state as a [`LeanWhole`] in its own slot
+//! ([`WholeFor`]), at most one of each kind at a time, made only when
+//! nothing posted or unexpected could come before it on its channel.
+//! Drivers show every packet to the waiting ones (through
+//! [`crate::driver::DriverPort::handle_packet`], after the tagged receive
+//! of [`crate::lean`]): a packet that is exactly one in-order message,
+//! every piece eager, that a receive accepts leaves the engine at once as a
+//! [`WholeMessage`] whose data is copied back to back, inline when small
+//! ([`navette_core::Engine::recv_whole_now`]) — no receive message, posted
+//! entry, unexpected entry, binding, request or completion.
+//!
+//! A packet that only the usual path can match correctly goes that way:
+//! - a reply's receive is posted first, as
+//!   [`crate::Node::begin_unpacking`] would have made it (so is one whose
+//!   owner stops spinning, or polls it as a future);
+//! - the wait for calls is given up, and the call comes unexpected, as it
+//!   would have; the dispatcher takes the landed call, if any, before the
+//!   unexpected ones, so calls keep their order.
+//!
+//! The packet's thread may be any thread making progress: what became of
+//! a receive stays in the state until its owner takes it, and
+//! `NodeCore::lean_whole_settled` tells the owner, without the lock, that
+//! there is something to take.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use navette_core::{RailId, RecvNow, ReqId, WholeMessage, WholeNowOutcome};
+
+use crate::Node;
+use crate::node::State;
+
+/// Which whole message waits outside the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WholeFor {
+    /// The reply of one call of this node.
+    Reply = 0,
+    /// The next call for this node's services.
+    Calls = 1,
+}
+
+/// The slots, in the order packets are shown to them.
+const SLOTS: [WholeFor; 2] = [WholeFor::Reply, WholeFor::Calls];
+
+/// A receive of a whole message waiting outside the engine, in the node's
+/// state.
+#[derive(Debug)]
+pub(crate) enum LeanWhole {
+    /// Shown every received packet.
+    Waiting(RecvNow),
+    /// Its message came, out of the engine.
+    Landed(WholeMessage),
+    /// Posted to the engine as the usual receive message, under this key
+    /// (a reply's receive only).
+    Posted(ReqId),
+}
+
+/// What became of a receive waiting outside the engine, once settled.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// Its message came whole.
+    Landed(WholeMessage),
+    /// It is the engine's receive message under this key.
+    Posted(ReqId),
+}
+
+/// The state's whole-message receives waiting outside the engine.
+pub(crate) type LeanWholes = [Option<LeanWhole>; 2];
+
+impl State {
+    /// Shows a received packet to the whole-message receives waiting
+    /// outside the engine: whether it landed in one (the packet is then
+    /// handled). A receive that settles (landed or posted) raises its flag
+    /// in `settled`.
+    pub(crate) fn recv_whole_now(
+        &mut self,
+        rail: RailId,
+        bytes: &[u8],
+        settled: &[AtomicBool; 2],
+    ) -> bool {
+        for slot in SLOTS {
+            let Some(LeanWhole::Waiting(want)) = &self.lean_whole[slot as usize] else {
+                continue;
+            };
+            match self.engine.recv_whole_now(rail, bytes, want) {
+                WholeNowOutcome::Landed(whole) => {
+                    self.lean_whole[slot as usize] = Some(LeanWhole::Landed(whole));
+                    settled[slot as usize].store(true, Ordering::Release);
+                    return true;
+                }
+                WholeNowOutcome::Unrelated => {}
+                WholeNowOutcome::Post => match slot {
+                    WholeFor::Reply => {
+                        self.post_lean_whole(slot);
+                        settled[slot as usize].store(true, Ordering::Release);
+                    }
+                    // The call comes unexpected, as it would have.
+                    WholeFor::Calls => self.lean_whole[slot as usize] = None,
+                },
+            }
+        }
+        false
+    }
+
+    /// Posts the waiting receive of `slot` as the usual receive message.
+    fn post_lean_whole(&mut self, slot: WholeFor) {
+        let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
+            return;
+        };
+        let key = self.engine.recv_begin(want.channel, want.source, want.tag);
+        self.watch(key, None);
+        self.lean_whole[slot as usize] = Some(LeanWhole::Posted(key));
+    }
+
+    /// Makes `want` the receive of `slot` waiting outside the engine, if
+    /// the slot is free and nothing posted or unexpected could come before
+    /// it: whether it did.
+    pub(crate) fn await_whole(
+        &mut self,
+        slot: WholeFor,
+        want: RecvNow,
+        settled: &[AtomicBool; 2],
+    ) -> bool {
+        let free = self.lean_whole[slot as usize].is_none();
+        if !free || !self.engine.can_recv_now(want.channel, want.source) {
+            return false;
+        }
+        self.lean_whole[slot as usize] = Some(LeanWhole::Waiting(want));
+        settled[slot as usize].store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes what became of the receive of `slot`, if it settled; with
+    /// `post`, one still waiting is posted first. `None` leaves it as it
+    /// is (waiting, or no receive).
+    pub(crate) fn settle_whole(
+        &mut self,
+        slot: WholeFor,
+        post: bool,
+        settled: &[AtomicBool; 2],
+    ) -> Option<Settled> {
+        if post {
+            self.post_lean_whole(slot);
+        }
+        let out = match self.lean_whole[slot as usize].take() {
+            Some(LeanWhole::Landed(whole)) => Settled::Landed(whole),
+            Some(LeanWhole::Posted(key)) => Settled::Posted(key),
+            waiting => {
+                self.lean_whole[slot as usize] = waiting;
+                return None;
+            }
+        };
+        settled[slot as usize].store(false, Ordering::Relaxed);
+        Some(out)
+    }
+}
+
+impl Node {
+    /// Makes `want` the reply's receive waiting outside the engine, if the
+    /// slot is free and nothing could come before it: whether it did (if
+    /// not, the caller posts it the usual way).
+    pub(crate) fn await_reply_lean(&self, want: RecvNow) -> bool {
+        let core = self.core();
+        core.lock()
+            .await_whole(WholeFor::Reply, want, &core.lean_whole_settled)
+    }
+
+    /// Whether the receive of `slot` waiting outside the engine has
+    /// settled, read without the lock.
+    pub(crate) fn whole_lean_settled(&self, slot: WholeFor) -> bool {
+        self.core().lean_whole_settled[slot as usize].load(Ordering::Acquire)
+    }
+
+    /// Takes what became of the reply's receive waiting outside the
+    /// engine, if it settled; with `post`, one still waiting is posted
+    /// first (then it is the engine's). `None` leaves it waiting.
+    pub(crate) fn settle_reply_lean(&self, post: bool) -> Option<Settled> {
+        let core = self.core();
+        let take =
+            |state: &mut State| state.settle_whole(WholeFor::Reply, post, &core.lean_whole_settled);
+        if post {
+            // As any change the API makes: the driver looks again.
+            return self.with_state(take);
+        }
+        let mut state = core.lock();
+        let settled = take(&mut state);
+        crate::node::unlock(state);
+        settled
+    }
+
+    /// Gives up the reply's receive waiting outside the engine: returns
+    /// whether its message may still come (it had not landed, nor matched
+    /// once posted), which the caller then expects to come unexpected.
+    pub(crate) fn drop_reply_lean(&self) -> bool {
+        let core = self.core();
+        self.with_state(|state| {
+            let slot = WholeFor::Reply as usize;
+            core.lean_whole_settled[slot].store(false, Ordering::Relaxed);
+            match state.lean_whole[slot].take() {
+                None | Some(LeanWhole::Landed(_)) => false,
+                Some(LeanWhole::Waiting(_)) => true,
+                Some(LeanWhole::Posted(key)) => {
+                    let unmatched = state.engine.recv_unmatched(key);
+                    state.engine.recv_abandon(key);
+                    state.detach(key);
+                    unmatched
+                }
+            }
+        })
+    }
+}

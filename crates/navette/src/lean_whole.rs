@@ -158,15 +158,6 @@ impl State {
 }
 
 impl Node {
-    /// Makes `want` the reply's receive waiting outside the engine, if the
-    /// slot is free and nothing could come before it: whether it did (if
-    /// not, the caller posts it the usual way).
-    pub(crate) fn await_reply_lean(&self, want: RecvNow) -> bool {
-        let core = self.core();
-        core.lock()
-            .await_whole(WholeFor::Reply, want, &core.lean_whole_settled)
-    }
-
     /// Whether the receive of `slot` waiting outside the engine has
     /// settled, read without the lock.
     pub(crate) fn whole_lean_settled(&self, slot: WholeFor) -> bool {

@@ -128,11 +128,24 @@ struct OutPiece<'a> {
 impl Node {
     /// Starts a message to `gate` with `tag`.
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
-        let (out, copy_below) = self.with_state(|s| {
+        self.begin_packing_then(gate, tag, |_| ())
+            .map(|(msg, ())| msg)
+    }
+
+    /// [`Self::begin_packing`], then `also` under the same lock (once the
+    /// message has begun).
+    pub(crate) fn begin_packing_then<'a, R>(
+        &self,
+        gate: Gate,
+        tag: u64,
+        also: impl FnOnce(&mut State) -> R,
+    ) -> Result<(Packing<'_, 'a>, R)> {
+        let (out, copy_below, also) = self.with_state(|s| {
             let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
-            Ok::<_, Error>((out, s.engine.rdv_threshold(gate.peer)))
+            let copy_below = s.engine.rdv_threshold(gate.peer);
+            Ok::<_, Error>((out, copy_below, also(s)))
         })?;
-        Ok(Packing {
+        let msg = Packing {
             core: PackingCore {
                 node: self,
                 out: Some(out),
@@ -145,7 +158,8 @@ impl Node {
             deferred: SmallVec::new(),
             copies: [0; INLINE_COPIES],
             copied: 0,
-        })
+        };
+        Ok((msg, also))
     }
 
     /// Starts receiving a message from `from` whose tag matches `tag`.

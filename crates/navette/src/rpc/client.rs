@@ -90,13 +90,19 @@ impl Node {
         let call = self.rpc().next_call();
         // The reply's receive is made before the call leaves: a reply is
         // never unexpected, unless its call was abandoned. It waits outside
-        // the engine if it can (the usual lone call), else it is posted.
+        // the engine if it can (the usual lone call), made under the lock
+        // that starts the call; else it is posted.
         let want = RecvNow {
             channel: wire::CHANNEL,
             source: Source::Rank(peer),
             tag: TagMatch::exact(wire::reply_tag(call)),
         };
-        let lean = self.await_reply_lean(want);
+        let settled = &self.core().lean_whole_settled;
+        let (msg, lean) = self.begin_packing_then(
+            Gate::new(wire::CHANNEL, peer),
+            wire::call_tag(service.id()),
+            |state| state.await_whole(WholeFor::Reply, want, settled),
+        )?;
         let reply = if lean {
             None
         } else {
@@ -116,7 +122,7 @@ impl Node {
             lean,
             deadline: None,
         };
-        match self.send_call(peer, &request.service, call, false, pack) {
+        match finish_call(msg, &request.service, call, false, pack) {
             Ok(sent) => request.sending = Some(sent),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
@@ -143,30 +149,31 @@ impl Node {
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<()> {
+        let service = service.into();
         let call = self.rpc().next_call();
-        self.send_call(peer, &service.into(), call, true, pack)?
-            .wait()
-    }
-
-    fn send_call<'a>(
-        &self,
-        peer: Rank,
-        service: &ServiceName,
-        call: u64,
-        one_way: bool,
-        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
-    ) -> Result<Sent<'_, 'a>> {
-        let header = CallHeader {
-            service: service.id(),
-            call,
-            one_way,
-        };
         let gate = Gate::new(wire::CHANNEL, peer);
-        let mut msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
-        msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
-        pack(&mut msg)?;
-        msg.end_later()
+        let msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
+        finish_call(msg, &service, call, true, pack)?.wait()
     }
+}
+
+/// Packs the call's header and the caller's pieces into `msg`, and sends
+/// them.
+fn finish_call<'n, 'a>(
+    mut msg: Packing<'n, 'a>,
+    service: &ServiceName,
+    call: u64,
+    one_way: bool,
+    pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+) -> Result<Sent<'n, 'a>> {
+    let header = CallHeader {
+        service: service.id(),
+        call,
+        one_way,
+    };
+    msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
+    pack(&mut msg)?;
+    msg.end_later()
 }
 
 impl<'n> CallRequest<'n, '_> {

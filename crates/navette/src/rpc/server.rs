@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 
 use navette_core::{Rank, RecvNow, RequestError, SendMode, Source, Status, TagMatch};
@@ -12,7 +13,7 @@ use parking_lot::Mutex;
 use super::service::Service;
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{HandlerMode, Rpc, RpcError, ServiceName};
-use crate::lean_whole::{Settled, WholeFor};
+use crate::lean_whole::{LeanWhole, Settled, WholeFor};
 use crate::message::Parked;
 use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
@@ -169,11 +170,19 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
             // With no call left waiting, the next one may land at once,
             // even while this one is served.
             state.await_whole(WholeFor::Calls, CALLS_AT_ONCE, settled);
+            // Then no unexpected call is queued: one that comes later
+            // moves the count of arrivals.
+            let waiting = matches!(
+                state.lean_whole[WholeFor::Calls as usize],
+                Some(LeanWhole::Waiting(_))
+            );
+            let seen = core.arrivals.load(Ordering::Acquire);
             match arrived {
-                Some(arrived) => arrived,
+                Some(arrived) => (arrived, waiting.then_some(seen)),
                 None => return,
             }
         };
+        let (arrived, quiet_at) = arrived;
         let (peer, tag, args) = match arrived {
             Ok(whole) => {
                 let Status { peer, tag, .. } = whole.status();
@@ -196,6 +205,12 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
             }
         };
         take_call(rpc, node, peer, tag, args);
+        // Nothing came since (no call landed, none unexpected): no need
+        // to lock and look again.
+        let unchanged = |seen| core.arrivals.load(Ordering::Acquire) == seen;
+        if quiet_at.is_some_and(unchanged) && !node.whole_lean_settled(WholeFor::Calls) {
+            return;
+        }
     }
 }
 

@@ -198,7 +198,7 @@ impl<'a> DriverPort<'a> {
             }
         }
         self.state
-            .recv_whole_now(rail, bytes, &self.core.lean_whole_settled)
+            .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
     }
 
     /// Reports that the rail's packet has been sent.
@@ -240,6 +240,12 @@ impl<'a> DriverPort<'a> {
     /// Stops using a rail.
     pub fn close_rail(&mut self, rail: RailId) {
         self.state.engine.close_rail(rail);
+        // Receives waiting outside the engine learn of a lost peer only
+        // the usual way: posted, the engine fails them if they were its.
+        if self.state.post_waiting_lean() {
+            self.core.lean_slot.record(RecvNowOutcome::Post);
+        }
+        self.state.post_waiting_reply(&self.core.lean_whole_settled);
     }
 
     /// Where the data of a rendezvous data chunk received on `rail` goes

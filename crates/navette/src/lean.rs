@@ -112,6 +112,17 @@ impl State {
         Some(outcome)
     }
 
+    /// Posts the receive waiting outside the engine as the usual request,
+    /// if one waits so: whether it did (record the outcome with
+    /// [`LeanSlot::record`]).
+    pub(crate) fn post_waiting_lean(&mut self) -> bool {
+        if !matches!(self.lean, Some(LeanRecv::Waiting { .. })) {
+            return false;
+        }
+        self.post_lean();
+        true
+    }
+
     /// Posts the receive waiting outside the engine as the usual request.
     fn post_lean(&mut self) {
         let Some(LeanRecv::Waiting { want, dest }) = self.lean.take() else {

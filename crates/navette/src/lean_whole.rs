@@ -42,7 +42,10 @@ pub(crate) enum WholeFor {
 }
 
 /// The slots, in the order packets are shown to them.
-const SLOTS: [WholeFor; 2] = [WholeFor::Reply, WholeFor::Calls];
+const SLOTS: [WholeFor; SLOT_COUNT] = [WholeFor::Reply, WholeFor::Calls];
+
+/// How many slots there are.
+pub(crate) const SLOT_COUNT: usize = 2;
 
 /// A receive of a whole message waiting outside the engine, in the node's
 /// state.
@@ -67,18 +70,21 @@ pub(crate) enum Settled {
 }
 
 /// The state's whole-message receives waiting outside the engine.
-pub(crate) type LeanWholes = [Option<LeanWhole>; 2];
+pub(crate) type LeanWholes = [Option<LeanWhole>; SLOT_COUNT];
+
+/// Whether each slot's receive settled and its owner has not taken it yet.
+pub(crate) type SettledFlags = [AtomicBool; SLOT_COUNT];
 
 impl State {
     /// Shows a received packet to the whole-message receives waiting
     /// outside the engine: whether it landed in one (the packet is then
     /// handled). A receive that settles (landed or posted) raises its flag
     /// in `settled`.
-    pub(crate) fn recv_whole_now(
+    pub(crate) fn land_whole_now(
         &mut self,
         rail: RailId,
         bytes: &[u8],
-        settled: &[AtomicBool; 2],
+        settled: &SettledFlags,
     ) -> bool {
         for slot in SLOTS {
             let Some(LeanWhole::Waiting(want)) = &self.lean_whole[slot as usize] else {
@@ -121,7 +127,7 @@ impl State {
         &mut self,
         slot: WholeFor,
         want: RecvNow,
-        settled: &[AtomicBool; 2],
+        settled: &SettledFlags,
     ) -> bool {
         let free = self.lean_whole[slot as usize].is_none();
         if !free || !self.engine.can_recv_now(want.channel, want.source) {
@@ -139,7 +145,7 @@ impl State {
         &mut self,
         slot: WholeFor,
         post: bool,
-        settled: &[AtomicBool; 2],
+        settled: &SettledFlags,
     ) -> Option<Settled> {
         if post {
             self.post_lean_whole(slot);
@@ -157,10 +163,57 @@ impl State {
     }
 }
 
+impl State {
+    /// Takes the message landed in `slot`, if one did; anything else stays.
+    pub(crate) fn take_landed(
+        &mut self,
+        slot: WholeFor,
+        settled: &SettledFlags,
+    ) -> Option<WholeMessage> {
+        let landed = &mut self.lean_whole[slot as usize];
+        if !matches!(landed, Some(LeanWhole::Landed(_))) {
+            return None;
+        }
+        settled[slot as usize].store(false, Ordering::Relaxed);
+        match landed.take() {
+            Some(LeanWhole::Landed(whole)) => Some(whole),
+            _ => None,
+        }
+    }
+
+    /// Posts the reply's receive if it waits outside the engine: a peer
+    /// was lost (the engine then fails it, if it was that peer's), and
+    /// only the usual path reports that.
+    pub(crate) fn post_waiting_reply(&mut self, settled: &SettledFlags) {
+        let slot = WholeFor::Reply;
+        if matches!(self.lean_whole[slot as usize], Some(LeanWhole::Waiting(_))) {
+            self.post_lean_whole(slot);
+            settled[slot as usize].store(true, Ordering::Release);
+        }
+    }
+}
+
 impl Node {
+    /// Whether waiting for the reply whose receive waits outside the
+    /// engine would not block: it landed, or, posted, it was matched (or
+    /// failed).
+    pub(crate) fn reply_lean_ready(&self) -> bool {
+        let mut state = self.core().lock();
+        let ready = match state.lean_whole[WholeFor::Reply as usize] {
+            Some(LeanWhole::Landed(_)) => true,
+            Some(LeanWhole::Posted(key)) => {
+                state.collect();
+                state.is_done(key)
+            }
+            _ => false,
+        };
+        crate::node::unlock(state);
+        ready
+    }
+
     /// Whether the receive of `slot` waiting outside the engine has
     /// settled, read without the lock.
-    pub(crate) fn whole_lean_settled(&self, slot: WholeFor) -> bool {
+    pub(crate) fn lean_whole_settled(&self, slot: WholeFor) -> bool {
         self.core().lean_whole_settled[slot as usize].load(Ordering::Acquire)
     }
 

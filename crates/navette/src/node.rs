@@ -264,7 +264,7 @@ pub struct NodeCore {
     /// Whether each whole-message receive waiting outside the engine has
     /// settled (landed or posted) and its owner has not taken it yet: read
     /// without the lock. Set under the lock.
-    pub(crate) lean_whole_settled: [AtomicBool; 2],
+    pub(crate) lean_whole_settled: crate::lean_whole::SettledFlags,
     /// Progress threads running: while there is one, a pending future
     /// sleeps until its completion wakes it.
     pub(crate) progress_threads: AtomicUsize,

@@ -544,14 +544,8 @@ fn rpc_at_once(node: &Node) -> u64 {
 
 #[test]
 fn lone_small_calls_and_their_replies_are_received_at_once() {
-    // Waits that spin for ever: a reply is never posted for having taken
-    // long (on a busy machine) before it came.
-    let spin = navette::NodeConfig {
-        spin_rounds: u32::MAX,
-        oversubscribed_spin_rounds: u32::MAX,
-        ..navette::NodeConfig::default()
-    };
-    let cluster = cluster(2).rdv_threshold(RDV).node_config(spin).build();
+    // A reply is never posted for having taken long (on a busy machine).
+    let cluster = spinning_ranks(2);
     cluster
         .node(1)
         .register_service("echo", HandlerMode::Inline, echo)
@@ -663,5 +657,44 @@ fn a_call_given_up_while_its_reply_waits_outside_the_engine_drops_it() {
         node.progress().unwrap();
         let any = RecvFrom::any_on(ChannelId::RPC);
         assert_eq!(node.probe(any, TagMatch::any()).unwrap(), None);
+    });
+}
+
+/// A cluster whose waits spin for ever: a reply's receive waiting outside
+/// the engine is never posted for having waited long.
+fn spinning_ranks(n: u32) -> SimCluster {
+    let spin = navette::NodeConfig {
+        spin_rounds: u32::MAX,
+        oversubscribed_spin_rounds: u32::MAX,
+        ..navette::NodeConfig::default()
+    };
+    cluster(n).rdv_threshold(RDV).node_config(spin).build()
+}
+
+#[test]
+fn a_reply_waiting_outside_the_engine_learns_that_its_server_is_lost() {
+    let cluster = spinning_ranks(2);
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&release);
+    cluster
+        .node(1)
+        .register_service("hang", HandlerMode::Pool, move |_| {
+            while !gate.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        let pending = node.call(1, "hang", |_| Ok(())).unwrap();
+        assert!(!pending.test().unwrap(), "no reply yet");
+        cluster.cut(cluster.links_between(0, 1)[0]);
+        // Ready: waiting would not block, and fails.
+        while !pending.test().unwrap() {}
+        match pending.wait() {
+            Err(Error::Request(RequestError::PeerUnreachable { peer: 1 })) => {}
+            other => panic!("expected the peer unreachable, got {other:?}"),
+        }
+        release.store(true, Ordering::Release);
     });
 }

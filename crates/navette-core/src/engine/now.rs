@@ -553,8 +553,8 @@ impl Engine {
     /// a packet that is exactly one in-order message of up to
     /// [`MOST_PIECES_AT_ONCE`] eager pieces that `want` accepts leaves the
     /// engine at once as a [`WholeMessage`], its data copied back to back
-    /// (without allocation when small), taking the gate's sequence numbers
-    /// as the usual path would have.
+    /// in one allocation, taking the gate's sequence numbers as the usual
+    /// path would have.
     pub fn recv_whole_now(
         &mut self,
         rail: RailId,
@@ -575,16 +575,7 @@ impl Engine {
         let eager = eager.as_slice();
         let h = eager[0].header;
         let count = eager.len();
-        let one_message = eager.iter().enumerate().all(|(i, e)| {
-            let (eh, f) = (e.header, e.header.flags);
-            eh.channel == h.channel
-                && eh.msg == h.msg
-                && eh.tag == h.tag
-                && eh.seq == h.seq.wrapping_add(i as u32)
-                && f.first() == (i == 0)
-                && f.last() == (i + 1 == count)
-                && !f.aborted()
-        });
+        let one_message = super::whole::is_one_message(eager);
         let accepted = ChannelId(h.channel) == want.channel
             && want.source.accepts(peer)
             && want.tag.matches(h.tag);
@@ -599,10 +590,16 @@ impl Engine {
                 WholeNowOutcome::Unrelated
             };
         }
+        let len: usize = eager.iter().map(|e| e.data.len()).sum();
+        // The usual path would have held it, and refuses what is beyond
+        // its bound: it reports the overflow.
+        let held = count * super::piece::PIECE_COST + len;
+        let bounded = self.buffered.saturating_add(held) <= self.config.max_buffered_bytes;
         let gate = self.gate(want.channel, peer);
         let g = &self.gates[gate.0];
         let quiet = self.channels[g.channel_index].posted.is_empty();
         if !quiet
+            || !bounded
             || !g.reorder.is_empty()
             || !g.reorder.is_next(h.seq)
             || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
@@ -613,7 +610,6 @@ impl Engine {
         for _ in 0..count {
             g.reorder.take_next();
         }
-        let len: usize = eager.iter().map(|e| e.data.len()).sum();
         g.stats.chunks_received += count as u64;
         // Two copies: out of the packet now, into the receiver's memory as
         // it unpacks.

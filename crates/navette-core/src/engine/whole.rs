@@ -259,6 +259,25 @@ impl Engine {
     }
 }
 
+/// Whether `eager` (decoded, in order) are exactly one whole message: its
+/// first to its last piece, in sequence, none aborted.
+pub(super) fn is_one_message(eager: &[navette_wire::Eager<'_>]) -> bool {
+    let Some(first) = eager.first() else {
+        return false;
+    };
+    let (h, count) = (first.header, eager.len());
+    eager.iter().enumerate().all(|(i, e)| {
+        let f = e.header.flags;
+        e.header.channel == h.channel
+            && e.header.msg == h.msg
+            && e.header.tag == h.tag
+            && e.header.seq == h.seq.wrapping_add(i as u32)
+            && f.first() == (i == 0)
+            && f.last() == (i + 1 == count)
+            && !f.aborted()
+    })
+}
+
 /// Whether `pieces` are a whole message: its last piece among them, and
 /// every one eager and not aborted.
 fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
@@ -293,18 +312,8 @@ impl Engine {
             return false;
         };
         let h = first.header;
-        for (i, e) in eager.iter().enumerate() {
-            let f = e.header.flags;
-            let in_place = e.header.channel == h.channel
-                && e.header.msg == h.msg
-                && e.header.tag == h.tag
-                && e.header.seq == h.seq.wrapping_add(i as u32)
-                && f.first() == (i == 0)
-                && f.last() == (i + 1 == count)
-                && !f.aborted();
-            if !in_place {
-                return false;
-            }
+        if !is_one_message(eager) {
+            return false;
         }
         let channel = ChannelId(h.channel);
         let gate = self.gate(channel, peer);

@@ -194,7 +194,7 @@ impl<'n> CallRequest<'n, '_> {
     pub fn test(&self) -> Result<bool> {
         if self.lean {
             self.node.progress()?;
-            return Ok(self.node.whole_lean_settled(WholeFor::Reply) || self.is_late());
+            return Ok(self.node.reply_lean_ready() || self.is_late());
         }
         match self.match_request() {
             Some(req) => Ok(self.node.test_id(req)? || self.is_late()),
@@ -261,7 +261,7 @@ impl<'n> CallRequest<'n, '_> {
                 rpc.dispatch(node);
             }
             let spun = idle >= node.spin_rounds();
-            if (node.whole_lean_settled(WholeFor::Reply) || spun) && self.settle_lean(spun) {
+            if (node.lean_whole_settled(WholeFor::Reply) || spun) && self.settle_lean(spun) {
                 return Ok(true);
             }
             if self.is_late() {

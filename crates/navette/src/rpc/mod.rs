@@ -66,6 +66,18 @@
 //! its own waits.
 //!
 //! Calls and replies travel on the reserved channel [`crate::ChannelId::RPC`].
+//!
+//! # Small calls
+//!
+//! A small call or reply leaves in one packet when its rail is idle (over
+//! shared memory, written straight into the peer's ring). On arrival, a
+//! lone call's reply and a server's next call are received at once: each
+//! waits outside the engine, and a packet that is exactly its message,
+//! in order and all eager, is taken out whole, its data copied back to
+//! back in one allocation, with no receive posted, matched or completed
+//! (see `GateStats::messages_at_once`). Anything else — concurrent calls,
+//! large arguments by rendezvous, a message cut over packets — is
+//! received the usual way, in the same order.
 
 mod client;
 mod server;
@@ -189,7 +201,8 @@ pub(crate) struct Rpc {
     next_call: AtomicU64,
     /// The node's count of messages come unexpected on the RPC channel
     /// (`NodeCore::arrivals`) when calls were last looked for: until it
-    /// moves, no call can have arrived.
+    /// moves, no call can have arrived unexpected (one received at once
+    /// raises the calls slot's flag instead, see [`crate::lean_whole`]).
     looked: AtomicU64,
     /// Replies of calls past their deadline that may still come: progress
     /// drops unexpected replies while there are some.
@@ -233,12 +246,12 @@ impl Rpc {
         if !self.serving.load(Ordering::Acquire) && self.abandoned.load(Ordering::Acquire) == 0 {
             return;
         }
-        // Spinning waits call this on every round: one load when nothing
-        // arrived.
+        // Spinning waits call this on every round: a few loads when
+        // nothing arrived.
         let arrivals = &node.core().arrivals;
         if arrivals.load(Ordering::Acquire) == self.looked.load(Ordering::SeqCst)
             && !self.missed.load(Ordering::Acquire)
-            && !node.whole_lean_settled(WholeFor::Calls)
+            && !node.lean_whole_settled(WholeFor::Calls)
         {
             return;
         }

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use super::service::Service;
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{HandlerMode, Rpc, RpcError, ServiceName};
-use crate::lean_whole::{LeanWhole, Settled, WholeFor};
+use crate::lean_whole::{LeanWhole, WholeFor};
 use crate::message::Parked;
 use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
 
@@ -146,44 +146,41 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
     let core = node.core();
     let settled = &core.lean_whole_settled;
     loop {
-        let arrived = {
+        let (next, quiet_at) = {
             let mut state = core.lock();
             // A call landed at once came before any unexpected one; a
             // call come whole (the usual small one) leaves the engine at
             // once; another is received the usual way.
-            let landed = match state.settle_whole(WholeFor::Calls, false, settled) {
-                Some(Settled::Landed(whole)) => Some(whole),
-                _ => None,
-            };
-            let engine = &mut state.engine;
-            let arrived = match landed {
+            let next = match state.take_landed(WholeFor::Calls, settled) {
                 Some(whole) => Some(Ok(whole)),
-                None => engine
-                    .take_unexpected_whole(wire::CHANNEL, Source::Any, wire::CALLS)
-                    .map(Ok)
-                    .or_else(|| {
-                        engine
-                            .probe(wire::CHANNEL, Source::Any, wire::CALLS)
-                            .map(Err)
-                    }),
+                None => {
+                    let engine = &mut state.engine;
+                    engine
+                        .take_unexpected_whole(wire::CHANNEL, Source::Any, wire::CALLS)
+                        .map(Ok)
+                        .or_else(|| {
+                            engine
+                                .probe(wire::CHANNEL, Source::Any, wire::CALLS)
+                                .map(Err)
+                        })
+                }
             };
             // With no call left waiting, the next one may land at once,
             // even while this one is served.
             state.await_whole(WholeFor::Calls, CALLS_AT_ONCE, settled);
-            // Then no unexpected call is queued: one that comes later
-            // moves the count of arrivals.
+            // Then no call is queued unexpected: a later one either lands
+            // (raising the slot's flag) or moves the count of arrivals.
             let waiting = matches!(
                 state.lean_whole[WholeFor::Calls as usize],
                 Some(LeanWhole::Waiting(_))
             );
             let seen = core.arrivals.load(Ordering::Acquire);
-            match arrived {
-                Some(arrived) => (arrived, waiting.then_some(seen)),
+            match next {
+                Some(next) => (next, waiting.then_some(seen)),
                 None => return,
             }
         };
-        let (arrived, quiet_at) = arrived;
-        let (peer, tag, args) = match arrived {
+        let (peer, tag, args) = match next {
             Ok(whole) => {
                 let Status { peer, tag, .. } = whole.status();
                 (peer, tag, Unpacking::from_whole(node, whole))
@@ -208,7 +205,7 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
         // Nothing came since (no call landed, none unexpected): no need
         // to lock and look again.
         let unchanged = |seen| core.arrivals.load(Ordering::Acquire) == seen;
-        if quiet_at.is_some_and(unchanged) && !node.whole_lean_settled(WholeFor::Calls) {
+        if quiet_at.is_some_and(unchanged) && !node.lean_whole_settled(WholeFor::Calls) {
             return;
         }
     }

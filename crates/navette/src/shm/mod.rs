@@ -244,7 +244,8 @@ pub struct ShmStats {
     pub bytes_written_for_peers: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
-    /// Packets that landed straight in a waiting blocking receive, taken
+    /// Packets that landed straight in a receive waiting outside the
+    /// engine (a blocking tagged receive, an RPC reply or call), taken
     /// from the ring under the node's lock alone (see
     /// [`Driver::progress_lean`]).
     pub landed_at_once: u64,

@@ -392,9 +392,16 @@ impl Node {
     /// Makes progress (serving calls) until `done` returns true, checking
     /// it after every round; idles as waits do (spin, yield, block).
     pub fn serve_until(&self, done: impl Fn() -> bool) -> Result<()> {
+        let core = self.core();
         let mut idle: u32 = 0;
         while !done() {
-            if self.progress()? {
+            // A call that lands at once costs the node's lock alone, not
+            // a whole round of the driver's (see `Driver::progress_lean`).
+            let moved = core.driver().progress_lean(core)?;
+            if let Some(rpc) = core.rpc.get() {
+                rpc.dispatch(self);
+            }
+            if moved {
                 idle = 0;
             } else {
                 idle = idle.saturating_add(1);

@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::{CH, Net, Order, Piece, caps, from};
+use common::{CH, Net, Order, Piece, aggregate, caps, from};
 use navette_core::{
     ChannelId, MemRef, Memory, RailId, RecvNow, RecvNowOutcome, RequestError, Status, TagMatch,
 };
-use navette_wire::PacketHeader;
 
 /// What became of a receive that waited outside the engine.
 #[derive(Debug)]
@@ -250,23 +249,6 @@ fn reordered_messages_keep_their_order() {
         b"held"
     );
     assert_eq!(recv_usual(&mut net, 7, 16).1, b"gap");
-}
-
-/// One packet made of the chunks of `packets`.
-fn aggregate(packets: Vec<(RailId, Vec<u8>)>) -> Vec<(RailId, Vec<u8>)> {
-    let rail = packets[0].0;
-    let body: Vec<u8> = packets
-        .iter()
-        .flat_map(|(_, p)| p[PacketHeader::LEN..].iter().copied())
-        .collect();
-    let mut packet = Vec::new();
-    PacketHeader {
-        chunk_count: u16::try_from(packets.len()).expect("a few packets"),
-        body_len: u32::try_from(body.len()).expect("a small body"),
-    }
-    .encode(&mut packet);
-    packet.extend_from_slice(&body);
-    vec![(rail, packet)]
 }
 
 #[test]

@@ -6,12 +6,11 @@
 
 mod common;
 
-use common::{CH, Net, Order, Piece, caps, from, pieces};
+use common::{CH, Net, Order, Piece, aggregate, caps, from, pieces};
 use navette_core::{
     ChannelId, Engine, RailId, ReceiveMode, RecvNow, RequestError, SendMode, Status, TagMatch,
     WholeMessage, WholeNowOutcome,
 };
-use navette_wire::PacketHeader;
 
 /// Two nodes, eager below 1000 bytes.
 fn eager_below_1000() -> Net {
@@ -86,23 +85,6 @@ fn recv_usual(net: &mut Net, tag: u64, sent: &[Piece]) {
 
 fn data(sent: &[Piece]) -> Vec<Vec<u8>> {
     sent.iter().map(|p| p.data.clone()).collect()
-}
-
-/// One packet made of the chunks of `packets`.
-fn aggregate(packets: Vec<(RailId, Vec<u8>)>) -> Vec<(RailId, Vec<u8>)> {
-    let rail = packets[0].0;
-    let body: Vec<u8> = packets
-        .iter()
-        .flat_map(|(_, p)| p[PacketHeader::LEN..].iter().copied())
-        .collect();
-    let mut packet = Vec::new();
-    PacketHeader {
-        chunk_count: u16::try_from(packets.len()).expect("a few packets"),
-        body_len: u32::try_from(body.len()).expect("a small body"),
-    }
-    .encode(&mut packet);
-    packet.extend_from_slice(&body);
-    vec![(rail, packet)]
 }
 
 fn at_once(engine: &Engine) -> u64 {
@@ -181,6 +163,13 @@ fn posted_and_received(net: &mut Net, packets: &[(RailId, Vec<u8>)], sent: &[Pie
     let Some(Outcome::Posted(key)) = show(net, &w, packets) else {
         panic!("{why}");
     };
+    assert_eq!(receive_posted(net, key, sent), 5, "{why}");
+}
+
+/// Receives `sent` through the receive message `key`, posted: checks each
+/// piece's data and returns the tag it matched.
+#[track_caller]
+fn receive_posted(net: &mut Net, key: navette_core::ReqId, sent: &[Piece]) -> u64 {
     let posted: Vec<_> = sent
         .iter()
         .map(|p| net.unpack(1, key, p.data.len(), p.send, p.recv, false))
@@ -188,9 +177,9 @@ fn posted_and_received(net: &mut Net, packets: &[(RailId, Vec<u8>)], sent: &[Pie
     let end = net.recv_end(1, key);
     net.run();
     for (posted, piece) in posted.iter().zip(sent) {
-        assert!(net.read(1, posted.dest) == piece.data, "{why}");
+        assert!(net.read(1, posted.dest) == piece.data);
     }
-    assert_eq!(net.ok(1, end).tag, 5, "{why}");
+    net.ok(1, end).tag
 }
 
 #[test]
@@ -262,14 +251,8 @@ fn only_a_quiet_channel_lets_a_receive_wait_outside() {
         show(&mut net, &w, &packets),
         Some(Outcome::Posted(_))
     ));
-    let posted: Vec<_> = sent
-        .iter()
-        .map(|p| net.unpack(1, key, p.data.len(), p.send, p.recv, false))
-        .collect();
-    let end = net.recv_end(1, key);
-    net.run();
-    assert!(net.read(1, posted[1].dest) == sent[1].data);
-    assert_eq!(net.ok(1, end).tag, 3, "the first receive posted got it");
+    let tag = receive_posted(&mut net, key, &sent);
+    assert_eq!(tag, 3, "the first receive posted got it");
 }
 
 /// Each receiver mistake gives the same errors, piece by piece and at the

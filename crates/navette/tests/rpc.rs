@@ -33,6 +33,39 @@ fn serving<R>(cluster: &SimCluster, client: impl FnOnce(&Node) -> R) -> R {
     })
 }
 
+/// Registers on `node` the pool service `name`, which waits until the
+/// returned flag is raised, then replies "late" (with `reply`) or returns
+/// without replying.
+fn register_held(node: &Node, name: &str, reply: bool) -> Arc<AtomicBool> {
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&release);
+    node.register_service(name, HandlerMode::Pool, move |call| {
+        while !gate.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if reply {
+            call.split()
+                .1
+                .reply(|msg| msg.pack_safer(b"late", ReceiveMode::Express))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    release
+}
+
+/// Two ranks, rank 1 serving "slow" (held until the returned flag is
+/// raised, then replying) and "echo".
+fn slow_and_echo() -> (SimCluster, Arc<AtomicBool>) {
+    let cluster = ranks(2);
+    let release = register_held(cluster.node(1), "slow", true);
+    cluster
+        .node(1)
+        .register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
+    (cluster, release)
+}
+
 /// The echo handler: a length EXPRESS, then that many bytes CHEAPER into
 /// memory allocated after reading it; replies with the same two pieces
 /// from that memory.
@@ -234,25 +267,7 @@ fn one_way_calls_run_their_handler_and_send_nothing_back() {
 
 #[test]
 fn a_call_past_its_deadline_fails_and_its_late_reply_is_dropped() {
-    let cluster = ranks(2);
-    let release = Arc::new(AtomicBool::new(false));
-    let gate = Arc::clone(&release);
-    cluster
-        .node(1)
-        .register_service("slow", HandlerMode::Pool, move |call| {
-            while !gate.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            call.split()
-                .1
-                .reply(|msg| msg.pack_safer(b"late", ReceiveMode::Express))?;
-            Ok(())
-        })
-        .unwrap();
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    let (cluster, release) = slow_and_echo();
     serving(&cluster, |node| {
         let call = node
             .call(1, "slow", |_| Ok(()))
@@ -298,17 +313,7 @@ fn a_call_to_a_lost_peer_fails_with_peer_unreachable() {
         .unwrap();
     serving(&cluster, |node| {
         // A call in flight when the link goes: the server never answers.
-        let release = Arc::new(AtomicBool::new(false));
-        let gate = Arc::clone(&release);
-        cluster
-            .node(1)
-            .register_service("hang", HandlerMode::Pool, move |_| {
-                while !gate.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Ok(())
-            })
-            .unwrap();
+        let release = register_held(cluster.node(1), "hang", false);
         let pending = node.call(1, "hang", |_| Ok(())).unwrap();
         cluster.cut(cluster.links_between(0, 1)[0]);
         match pending.wait() {
@@ -624,25 +629,7 @@ fn overlapping_calls_and_large_ones_keep_their_order_and_replies() {
 
 #[test]
 fn a_call_given_up_while_its_reply_waits_outside_the_engine_drops_it() {
-    let cluster = ranks(2);
-    let release = Arc::new(AtomicBool::new(false));
-    let gate = Arc::clone(&release);
-    cluster
-        .node(1)
-        .register_service("slow", HandlerMode::Pool, move |call| {
-            while !gate.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            call.split()
-                .1
-                .reply(|msg| msg.pack_safer(b"late", ReceiveMode::Express))?;
-            Ok(())
-        })
-        .unwrap();
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    let (cluster, release) = slow_and_echo();
     serving(&cluster, |node| {
         // Dropped before its reply: the reply, when it comes, is dropped
         // and does not stand in the way of the next call's.
@@ -674,17 +661,7 @@ fn spinning_ranks(n: u32) -> SimCluster {
 #[test]
 fn a_reply_waiting_outside_the_engine_learns_that_its_server_is_lost() {
     let cluster = spinning_ranks(2);
-    let release = Arc::new(AtomicBool::new(false));
-    let gate = Arc::clone(&release);
-    cluster
-        .node(1)
-        .register_service("hang", HandlerMode::Pool, move |_| {
-            while !gate.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Ok(())
-        })
-        .unwrap();
+    let release = register_held(cluster.node(1), "hang", false);
     serving(&cluster, |node| {
         let pending = node.call(1, "hang", |_| Ok(())).unwrap();
         assert!(!pending.test().unwrap(), "no reply yet");

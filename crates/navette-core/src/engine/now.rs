@@ -573,6 +573,7 @@ impl Engine {
             };
         };
         let eager = eager.as_slice();
+        // `eager_chunks` gives 1 to N chunks.
         let h = eager[0].header;
         let count = eager.len();
         let one_message = super::whole::is_one_message(eager);

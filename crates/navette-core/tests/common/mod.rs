@@ -559,3 +559,21 @@ pub struct Received {
 pub fn from(rank: usize) -> Source {
     Source::Rank(rank as Rank)
 }
+
+/// One packet made of the chunks of `packets` (captured packets of one
+/// rail), as an aggregating strategy would send them.
+pub fn aggregate(packets: Vec<(RailId, Vec<u8>)>) -> Vec<(RailId, Vec<u8>)> {
+    let rail = packets[0].0;
+    let body: Vec<u8> = packets
+        .iter()
+        .flat_map(|(_, p)| p[navette_wire::PacketHeader::LEN..].iter().copied())
+        .collect();
+    let mut packet = Vec::new();
+    navette_wire::PacketHeader {
+        chunk_count: u16::try_from(packets.len()).expect("a few packets"),
+        body_len: u32::try_from(body.len()).expect("a small body"),
+    }
+    .encode(&mut packet);
+    packet.extend_from_slice(&body);
+    vec![(rail, packet)]
+}

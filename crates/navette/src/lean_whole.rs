@@ -15,7 +15,8 @@
 //! A packet that only the usual path can match correctly goes that way:
 //! - a reply's receive is posted first, as
 //!   [`crate::Node::begin_unpacking`] would have made it (so is one whose
-//!   owner stops spinning, or polls it as a future);
+//!   owner stops spinning, or polls it as a future while a progress thread
+//!   runs, or whose peer is lost);
 //! - the wait for calls is given up, and the call comes unexpected, as it
 //!   would have; the dispatcher takes the landed call, if any, before the
 //!   unexpected ones, so calls keep their order.

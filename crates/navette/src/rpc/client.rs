@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -397,12 +398,10 @@ impl<'n> Future for CallRequest<'n, '_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        // A future's reply is received the usual way, whose wake-ups a
-        // progress thread drives.
-        if this.lean {
-            this.settle_lean(true);
-        }
-        assert!(this.reply.is_some(), "a call polled after it completed");
+        assert!(
+            this.reply.is_some() || this.lean,
+            "a call polled after it completed"
+        );
         if let Some(sending) = &mut this.sending {
             match sending.poll(cx.waker()) {
                 None if this.is_late() => return Poll::Ready(Err(this.abandon())),
@@ -413,6 +412,11 @@ impl<'n> Future for CallRequest<'n, '_> {
                     this.send_failed = Some(sent);
                 }
                 Some(Err(other)) => return Poll::Ready(Err(other)),
+            }
+        }
+        if this.lean {
+            if let Some(not_done) = this.poll_lean(cx) {
+                return not_done;
             }
         }
         if let Some(req) = this.match_request() {
@@ -427,7 +431,30 @@ impl<'n> Future for CallRequest<'n, '_> {
     }
 }
 
-impl CallRequest<'_, '_> {
+impl<'n> CallRequest<'n, '_> {
+    /// For a future whose reply's receive waits outside the engine: after
+    /// a round of progress, takes it back if it settled. A progress thread
+    /// wakes only requests, so with one running it is posted at once.
+    /// `Some` while the call is not done (polled again at once) or failed.
+    fn poll_lean(&mut self, cx: &Context<'_>) -> Option<Poll<Result<Reply<'n>>>> {
+        let threads = self.node.core().progress_threads.load(Ordering::Acquire);
+        if threads > 0 {
+            self.settle_lean(true);
+            return None;
+        }
+        if let Err(err) = self.node.progress() {
+            return Some(Poll::Ready(Err(err)));
+        }
+        if self.settle_lean(false) {
+            return None;
+        }
+        if self.is_late() {
+            return Some(Poll::Ready(Err(self.abandon())));
+        }
+        cx.waker().wake_by_ref();
+        Some(Poll::Pending)
+    }
+
     fn pending<T>(&self, cx: &Context<'_>) -> Poll<T> {
         // No timer wakes a deadline: poll again.
         if self.deadline.is_some() {

@@ -796,12 +796,17 @@ impl Engine {
         self.channel(channel).strategy = strategy;
     }
 
+    /// Whether the engine may hold `len` more bytes of peer data (as
+    /// `Piece::held` counts them) within `max_buffered_bytes`.
+    fn may_hold(&self, len: usize) -> bool {
+        self.buffered.saturating_add(len) <= self.config.max_buffered_bytes
+    }
+
     fn hold_bytes(&mut self, len: usize) -> Result<(), Violation> {
-        let total = self.buffered.saturating_add(len);
-        if total > self.config.max_buffered_bytes {
+        if !self.may_hold(len) {
             return Err(Violation::BufferOverflow(self.config.max_buffered_bytes));
         }
-        self.buffered = total;
+        self.buffered += len;
         Ok(())
     }
 

@@ -594,8 +594,7 @@ impl Engine {
         let len: usize = eager.iter().map(|e| e.data.len()).sum();
         // The usual path would have held it, and refuses what is beyond
         // its bound: it reports the overflow.
-        let held = count * super::piece::PIECE_COST + len;
-        let bounded = self.buffered.saturating_add(held) <= self.config.max_buffered_bytes;
+        let bounded = self.may_hold(count * super::piece::PIECE_COST + len);
         let gate = self.gate(want.channel, peer);
         let g = &self.gates[gate.0];
         let quiet = self.channels[g.channel_index].posted.is_empty();

@@ -341,7 +341,7 @@ impl Engine {
         };
         let data_len: usize = eager.iter().map(|e| e.data.len()).sum();
         let held = count * super::piece::PIECE_COST + data_len;
-        if self.buffered.saturating_add(held) > self.config.max_buffered_bytes {
+        if !self.may_hold(held) {
             // The usual path reports the overflow.
             return false;
         }

@@ -59,11 +59,14 @@ fn register_held(node: &Node, name: &str, reply: bool) -> Arc<AtomicBool> {
 fn slow_and_echo() -> (SimCluster, Arc<AtomicBool>) {
     let cluster = ranks(2);
     let release = register_held(cluster.node(1), "slow", true);
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    register_echo(cluster.node(1));
     (cluster, release)
+}
+
+/// Registers the inline service "echo" ([`echo`]) on `node`.
+fn register_echo(node: &Node) {
+    node.register_service("echo", HandlerMode::Inline, echo)
+        .unwrap();
 }
 
 /// The echo handler: a length EXPRESS, then that many bytes CHEAPER into
@@ -86,14 +89,22 @@ fn echo(call: Call<'_>) -> HandlerResult {
 /// Calls `service` at `peer` with `body` in the echo shape; returns the
 /// body of the reply.
 fn call_echo(node: &Node, peer: u32, service: &str, body: &[u8]) -> navette::Result<Vec<u8>> {
+    receive_echo(start_echo(node, peer, service, body)?.wait()?)
+}
+
+/// Calls `service` at `peer` with `body` in the echo shape, without
+/// waiting.
+fn start_echo<'n, 'a>(
+    node: &'n Node,
+    peer: u32,
+    service: &str,
+    body: &'a [u8],
+) -> navette::Result<navette::rpc::CallRequest<'n, 'a>> {
     let len = (body.len() as u64).to_le_bytes();
-    let reply = node
-        .call(peer, service, |msg| {
-            msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
-            msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
-        })?
-        .wait()?;
-    receive_echo(reply)
+    node.call(peer, service, |msg| {
+        msg.pack_safer(&len, ReceiveMode::Express)?;
+        msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })
 }
 
 fn receive_echo(reply: navette::rpc::Reply<'_>) -> navette::Result<Vec<u8>> {
@@ -303,14 +314,8 @@ fn a_call_past_its_deadline_fails_and_its_late_reply_is_dropped() {
 #[test]
 fn a_call_to_a_lost_peer_fails_with_peer_unreachable() {
     let cluster = ranks(3);
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
-    cluster
-        .node(2)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    register_echo(cluster.node(1));
+    register_echo(cluster.node(2));
     serving(&cluster, |node| {
         // A call in flight when the link goes: the server never answers.
         let release = register_held(cluster.node(1), "hang", false);
@@ -355,10 +360,7 @@ fn pool_handlers_may_block_and_make_calls_of_their_own() {
 #[test]
 fn many_threads_call_at_once_and_get_their_own_replies() {
     let cluster = ranks(2);
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    register_echo(cluster.node(1));
     serving(&cluster, |node| {
         std::thread::scope(|s| {
             for thread in 0..4u64 {
@@ -381,10 +383,7 @@ fn calls_are_futures_on_any_executor() {
     use futures::task::LocalSpawnExt;
 
     let cluster = ranks(2);
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    register_echo(cluster.node(1));
     serving(&cluster, |node| {
         // With and without a progress thread to wake the pending calls.
         for with_thread in [false, true] {
@@ -396,13 +395,7 @@ fn calls_are_futures_on_any_executor() {
                 pool.spawner()
                     .spawn_local(async move {
                         let body = pattern(100 + task as usize * 500, task);
-                        let len = (body.len() as u64).to_le_bytes();
-                        let request = node
-                            .call(1, "echo", |msg| {
-                                msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
-                                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-                            })
-                            .unwrap();
+                        let request = start_echo(&node, 1, "echo", &body).unwrap();
                         let got = receive_echo(request.await.unwrap()).unwrap();
                         assert_eq!(got, body);
                         // Point-to-point requests are futures too.
@@ -551,10 +544,7 @@ fn rpc_at_once(node: &Node) -> u64 {
 fn lone_small_calls_and_their_replies_are_received_at_once() {
     // A reply is never posted for having taken long (on a busy machine).
     let cluster = spinning_ranks(2);
-    cluster
-        .node(1)
-        .register_service("echo", HandlerMode::Inline, echo)
-        .unwrap();
+    register_echo(cluster.node(1));
     const CALLS: u64 = 20;
     serving(&cluster, |node| {
         for salt in 0..CALLS {
@@ -563,13 +553,7 @@ fn lone_small_calls_and_their_replies_are_received_at_once() {
         }
         // Awaited with no progress thread: the same.
         let body = pattern(100, CALLS);
-        let len = (body.len() as u64).to_le_bytes();
-        let request = node
-            .call(1, "echo", |msg| {
-                msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
-                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-            })
-            .unwrap();
+        let request = start_echo(node, 1, "echo", &body).unwrap();
         let reply = futures::executor::block_on(request).unwrap();
         check(&receive_echo(reply).unwrap(), 100, CALLS);
     });

@@ -299,3 +299,68 @@ fn mistakes_fail_as_the_usual_path_does() {
         "{end:?}"
     );
 }
+
+/// Whole messages reuse the storage of those their thread dropped: a
+/// message dropped half unpacked, or failed and never ended, leaves
+/// nothing behind for the next, whether the next came at once or was kept
+/// by the engine.
+#[test]
+fn a_message_after_one_dropped_starts_clean() {
+    let mut net = eager_below_1000();
+    let first = pieces(&[8, 300, 40], 1);
+    let second = pieces(&[8, 16], 2);
+    let third = pieces(&[600], 3);
+    let landed = |net: &mut Net, tag: u64, sent: &[Piece]| {
+        net.send(0, 1, tag, sent);
+        let packets = net.capture(0, 1);
+        let w = want(net, tag);
+        match show(net, &w, &packets) {
+            Some(Outcome::Landed(whole)) => whole,
+            other => panic!("expected a landing, got {other:?}"),
+        }
+    };
+    // Dropped after one piece of three.
+    let mut whole = landed(&mut net, 1, &first);
+    let mut dest = vec![0; 8];
+    whole
+        .unpack(&mut dest, first[0].send, first[0].recv)
+        .expect("the first piece unpacks");
+    drop(whole);
+    let whole = landed(&mut net, 2, &second);
+    let status = Status {
+        peer: 0,
+        tag: 2,
+        len: 24,
+    };
+    assert_eq!(unpack_all(whole, &second), (data(&second), status));
+    // Failed (a destination too short), then dropped without its end.
+    let mut whole = landed(&mut net, 3, &third);
+    let mut short = vec![0; 10];
+    assert!(
+        whole
+            .unpack(&mut short, third[0].send, third[0].recv)
+            .is_err()
+    );
+    drop(whole);
+    // The next, kept by the engine (it came before its receive), is
+    // whole and intact.
+    net.send(0, 1, 4, &first);
+    net.run();
+    let kept = net.engines[1]
+        .take_unexpected_whole(CH, from(0), TagMatch::exact(4))
+        .expect("the message came whole");
+    let status = Status {
+        peer: 0,
+        tag: 4,
+        len: 348,
+    };
+    assert_eq!(unpack_all(kept, &first), (data(&first), status));
+    // And once more at once, after the kept one.
+    let whole = landed(&mut net, 5, &third);
+    let status = Status {
+        peer: 0,
+        tag: 5,
+        len: 600,
+    };
+    assert_eq!(unpack_all(whole, &third), (data(&third), status));
+}

@@ -11,6 +11,7 @@
 //! each one against the receiver's sizes and modes exactly as pairing does,
 //! with the same errors.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use navette_wire::{PieceFlags, ReceiveMode, SendMode};
@@ -24,29 +25,31 @@ use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
 
 /// A whole message out of the engine, to unpack piece by piece in the
 /// order it was packed.
+///
+/// One pointer: it moves cheaply from the engine to the caller's hands
+/// (inside an RPC's reply, for one). Its box is recycled (see [`SPARE`]),
+/// so that receiving one usually allocates nothing.
 #[derive(Debug)]
-pub struct WholeMessage {
+pub struct WholeMessage(Recycled);
+
+/// What a [`WholeMessage`] holds.
+#[derive(Debug)]
+struct Whole {
     status: Status,
-    pieces: Pieces,
+    /// The pieces as the engine kept them, each in a buffer of its own
+    /// (empty for a message received at once).
+    kept: VecDeque<Piece<Vec<u8>>>,
+    /// The pieces of a message received at once
+    /// ([`Engine::recv_whole_now`]), back to back (empty otherwise).
+    packed: Packed,
     unpacked: u32,
     failed: Option<RequestError>,
-}
-
-/// The pieces of a whole message.
-#[derive(Debug)]
-enum Pieces {
-    /// As the engine kept them, each in a buffer of its own.
-    Kept(VecDeque<Piece<Vec<u8>>>),
-    /// Received at once ([`Engine::recv_whole_now`]), in one allocation:
-    /// boxed, so that a message moves cheaply from the engine to the
-    /// caller's hands.
-    Packed(Box<Packed>),
 }
 
 /// The pieces of a message received at once: their data back to back,
 /// held inline up to [`PACKED_INLINE`] bytes, and each piece's flags and
 /// length; `at` is where the next piece starts.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Packed {
     data: SmallVec<[u8; PACKED_INLINE]>,
     lens: SmallVec<[(PieceFlags, u32); ARRIVE_MOST]>,
@@ -58,7 +61,89 @@ struct Packed {
 /// RPC call or reply (a header or two and a small body).
 const PACKED_INLINE: usize = 192;
 
-impl Pieces {
+/// A spare [`Whole`] whose data grew beyond this is freed, not kept.
+const KEEP_SPARE: usize = 64 << 10;
+
+thread_local! {
+    /// The box of the last whole message this thread dropped: the next
+    /// one reuses it (and its data's buffer, up to [`KEEP_SPARE`]). A
+    /// message is usually taken and unpacked by the same thread (an RPC
+    /// client waiting for its reply, a server serving calls), so a round
+    /// trip allocates nothing. Per thread rather than in the engine: a
+    /// message is dropped outside the node's lock.
+    static SPARE: Cell<Option<Box<Whole>>> = const { Cell::new(None) };
+}
+
+/// A boxed [`Whole`] that goes back to its thread's spare when dropped.
+#[derive(Debug)]
+struct Recycled(Option<Box<Whole>>);
+
+impl Recycled {
+    /// An empty message from `status`, with room for `len` data bytes
+    /// received at once: the spare if this thread has one.
+    fn new(status: Status, len: usize) -> Self {
+        let whole = match SPARE.take() {
+            Some(mut spare) => {
+                spare.status = status;
+                spare.packed.data.clear();
+                spare.packed.data.reserve(len);
+                spare.packed.lens.clear();
+                spare.packed.next = 0;
+                spare.packed.at = 0;
+                spare.unpacked = 0;
+                spare
+            }
+            None => Box::new(Whole {
+                status,
+                kept: VecDeque::new(),
+                packed: Packed {
+                    data: SmallVec::with_capacity(len),
+                    ..Packed::default()
+                },
+                unpacked: 0,
+                failed: None,
+            }),
+        };
+        Self(Some(whole))
+    }
+}
+
+impl std::ops::Deref for Recycled {
+    type Target = Whole;
+
+    fn deref(&self) -> &Whole {
+        self.0
+            .as_deref()
+            .expect("a Recycled holds its box until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Recycled {
+    fn deref_mut(&mut self) -> &mut Whole {
+        self.0
+            .as_deref_mut()
+            .expect("a Recycled holds its box until dropped")
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let Some(mut whole) = self.0.take() else {
+            return;
+        };
+        if whole.packed.data.capacity() > KEEP_SPARE {
+            return;
+        }
+        // Kept pieces and a failure own allocations of their own: freed
+        // now, not kept with the spare.
+        whole.kept = VecDeque::new();
+        whole.failed = None;
+        // `try_with`: while the thread exits, its spare may be gone.
+        let _ = SPARE.try_with(|spare| spare.set(Some(whole)));
+    }
+}
+
+impl Whole {
     /// Checks the next piece, the `index`th, against `spec` and copies it
     /// into `dest`; `None` if no piece is left.
     fn unpack_next(
@@ -67,33 +152,27 @@ impl Pieces {
         spec: &RecvPiece,
         dest: &mut [u8],
     ) -> Option<Result<(), RequestError>> {
-        match self {
-            Self::Kept(pieces) => {
-                let piece = pieces.pop_front()?;
-                let checked = check_piece(index, spec, piece.flags, piece.len());
-                Some(checked.map(|()| {
-                    let Body::Eager(data) = &piece.body else {
-                        unreachable!("a whole message is eager");
-                    };
-                    dest.copy_from_slice(data);
-                }))
-            }
-            Self::Packed(packed) => {
-                let &(flags, len) = packed.lens.get(packed.next)?;
-                packed.next += 1;
-                let start = packed.at;
-                packed.at += len as usize;
-                let checked = check_piece(index, spec, flags, u64::from(len));
-                Some(checked.map(|()| dest.copy_from_slice(&packed.data[start..packed.at])))
-            }
+        if let Some(piece) = self.kept.pop_front() {
+            let checked = check_piece(index, spec, piece.flags, piece.len());
+            return Some(checked.map(|()| {
+                let Body::Eager(data) = &piece.body else {
+                    unreachable!("a whole message is eager");
+                };
+                dest.copy_from_slice(data);
+            }));
         }
+        let packed = &mut self.packed;
+        let &(flags, len) = packed.lens.get(packed.next)?;
+        packed.next += 1;
+        let start = packed.at;
+        packed.at += len as usize;
+        let checked = check_piece(index, spec, flags, u64::from(len));
+        Some(checked.map(|()| dest.copy_from_slice(&packed.data[start..packed.at])))
     }
 
+    /// Whether every piece was unpacked.
     fn is_empty(&self) -> bool {
-        match self {
-            Self::Kept(pieces) => pieces.is_empty(),
-            Self::Packed(packed) => packed.next == packed.lens.len(),
-        }
+        self.kept.is_empty() && self.packed.next == self.packed.lens.len()
     }
 }
 
@@ -101,27 +180,25 @@ impl WholeMessage {
     /// The message made of `eager`, its pieces in order, copied back to
     /// back.
     pub(super) fn packed(status: Status, eager: &[navette_wire::Eager<'_>]) -> Self {
-        let mut packed = Box::new(Packed {
-            data: SmallVec::with_capacity(status.len),
-            lens: SmallVec::new(),
-            next: 0,
-            at: 0,
-        });
+        let mut whole = Recycled::new(status, status.len);
+        let packed = &mut whole.packed;
         for e in eager {
             packed.data.extend_from_slice(e.data);
             packed.lens.push((e.header.flags, e.header.len));
         }
-        Self {
-            status,
-            pieces: Pieces::Packed(packed),
-            unpacked: 0,
-            failed: None,
-        }
+        Self(whole)
+    }
+
+    /// The message made of the pieces the engine kept.
+    fn kept(status: Status, pieces: VecDeque<Piece<Vec<u8>>>) -> Self {
+        let mut whole = Recycled::new(status, 0);
+        whole.kept = pieces;
+        Self(whole)
     }
 
     /// The sender, the tag, and the total length of the pieces.
     pub fn status(&self) -> Status {
-        self.status
+        self.0.status
     }
 
     /// Copies the next piece into `dest`, after checking that the sender
@@ -133,10 +210,11 @@ impl WholeMessage {
         send: SendMode,
         recv: ReceiveMode,
     ) -> Result<(), RequestError> {
-        if let Some(err) = &self.failed {
+        let whole = &mut *self.0;
+        if let Some(err) = &whole.failed {
             return Err(RequestError::MessageFailed(Box::new(err.clone())));
         }
-        let index = self.unpacked;
+        let index = whole.unpacked;
         let spec = RecvPiece {
             dest: None,
             len: dest.len(),
@@ -144,34 +222,35 @@ impl WholeMessage {
             recv,
             exact: true,
         };
-        let Some(unpacked) = self.pieces.unpack_next(index, &spec, dest) else {
+        let Some(unpacked) = whole.unpack_next(index, &spec, dest) else {
             let err = RequestError::PieceCountMismatch {
                 sent: index.to_string(),
                 unpacked: index + 1,
             };
-            self.failed = Some(err.clone());
+            whole.failed = Some(err.clone());
             return Err(RequestError::MessageFailed(Box::new(err)));
         };
-        self.unpacked += 1;
+        whole.unpacked += 1;
         if let Err(err) = &unpacked {
-            self.failed = Some(err.clone());
+            whole.failed = Some(err.clone());
         }
         unpacked
     }
 
     /// Ends the message: fails if a piece failed or the sender packed more
     /// pieces than were unpacked; else the sender, tag and total length.
-    pub fn end(self) -> Result<Status, RequestError> {
-        if let Some(err) = self.failed {
+    pub fn end(mut self) -> Result<Status, RequestError> {
+        let whole = &mut *self.0;
+        if let Some(err) = whole.failed.take() {
             return Err(err);
         }
-        if !self.pieces.is_empty() {
+        if !whole.is_empty() {
             return Err(RequestError::PieceCountMismatch {
-                sent: format!("more than {}", self.unpacked),
-                unpacked: self.unpacked,
+                sent: format!("more than {}", whole.unpacked),
+                unpacked: whole.unpacked,
             });
         }
-        Ok(self.status)
+        Ok(whole.status)
     }
 }
 
@@ -250,12 +329,7 @@ impl Engine {
         self.copied(gate, len);
         self.gates[gate.0].stats.messages_whole += 1;
         status.len = len;
-        WholeMessage {
-            status,
-            pieces: Pieces::Kept(pieces),
-            unpacked: 0,
-            failed: None,
-        }
+        WholeMessage::kept(status, pieces)
     }
 }
 

@@ -39,9 +39,9 @@ mod window;
 
 pub use config::{EngineConfig, RailCaps, StrategySettingError};
 pub use engine::{
-    Engine, Event, GateStats, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, OutMsg,
-    PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport, RecvNow, RecvNowOutcome,
-    RecvPiece, Report, WholeMessage, WholeNowOutcome,
+    Engine, Event, GateStats, HAND_OVER_MIN, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece,
+    OutMsg, PIECE_COST, PendingRequest, PendingState, PieceSpec, RailReport, RecvNow,
+    RecvNowOutcome, RecvPiece, Report, WholeMessage, WholeNowOutcome,
 };
 pub use error::{ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};

@@ -364,3 +364,68 @@ fn a_message_after_one_dropped_starts_clean() {
     };
     assert_eq!(unpack_all(whole, &third), (data(&third), status));
 }
+
+/// A large message that lands whole from a buffer its driver may give
+/// away keeps that buffer once its thread has a spare message, and leaves
+/// the buffer the message before it kept in its place: buffers go round
+/// between the driver and the messages, and the data is copied once (into
+/// the receiver's memory) instead of twice. Small messages, and large ones
+/// before any spare, are copied out of the buffer, which stays.
+#[test]
+fn a_large_message_keeps_the_buffer_its_driver_hands_over() {
+    let mut net = Net::new(2, 1, caps(64 << 10, 64 << 10));
+    let copied = |net: &Net| -> u64 { net.engines[1].gate_stats().map(|g| g.bytes_copied).sum() };
+    let large = |seed| pieces(&[8, 16 << 10], seed);
+    // Lands `sent` with `tag` from `buf`, the packet at `skip..`, and
+    // checks the message unpacked; returns whether the buffer was taken
+    // and the bytes counted as copied, and keeps the length of the buffer
+    // given in `given_len`.
+    let given_len = std::cell::Cell::new(0);
+    let land = |net: &mut Net, tag: u64, sent: &[Piece], buf: &mut Vec<u8>, skip: usize| {
+        net.send(0, 1, tag, sent);
+        let mut packets = net.capture(0, 1);
+        assert_eq!(packets.len(), 1, "one packet");
+        let (rail, packet) = packets.pop().expect("one packet");
+        buf.clear();
+        buf.resize(skip, 0xaa);
+        buf.extend_from_slice(&packet);
+        // A driver's buffer is longer than its packet.
+        buf.resize(skip + packet.len() + 100, 0xbb);
+        given_len.set(buf.len());
+        let w = want(net, tag);
+        let before = copied(net);
+        let range = skip..skip + packet.len();
+        let (outcome, taken) = net.engines[1].recv_whole_now_in(rail, buf, range, &w);
+        let WholeNowOutcome::Landed(whole) = outcome else {
+            panic!("the message lands: {outcome:?}");
+        };
+        let status = Status {
+            peer: 0,
+            tag,
+            len: sent.iter().map(|p| p.data.len()).sum(),
+        };
+        assert_eq!(unpack_all(whole, sent), (data(sent), status));
+        (taken, copied(net) - before)
+    };
+    let mut buf = Vec::new();
+    // No spare yet on this thread: copied out, the buffer stays.
+    let first = large(1);
+    let len = 8 + (16 << 10) as u64;
+    assert_eq!(land(&mut net, 1, &first, &mut buf, 0), (false, 2 * len));
+    // Its message dropped, the next keeps the buffer: a new one, as long,
+    // takes its place.
+    let first_buffer = buf.as_ptr();
+    assert_eq!(land(&mut net, 2, &large(2), &mut buf, 40), (true, len));
+    assert_ne!(buf.as_ptr(), first_buffer, "another buffer in its place");
+    assert_eq!(buf.len(), given_len.get(), "as long as the one given");
+    // The next gets back the buffer given before.
+    assert_eq!(land(&mut net, 3, &large(3), &mut buf, 0), (true, len));
+    assert_eq!(buf.as_ptr(), first_buffer, "the buffer given before");
+    // A small message is copied, whatever the spare: the buffer stays.
+    let small = pieces(&[8, 100], 4);
+    let given = buf.as_ptr();
+    assert_eq!(land(&mut net, 4, &small, &mut buf, 0), (false, 2 * 108));
+    assert_eq!(buf.as_ptr(), given);
+    // And a large one after it is handed over again, intact.
+    assert_eq!(land(&mut net, 5, &large(5), &mut buf, 7), (true, len));
+}

@@ -5,6 +5,7 @@
 //! of each idle rail. Protocol logic never lives in a driver.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -173,6 +174,17 @@ impl<'a> DriverPort<'a> {
         if self.land_now(rail, bytes) {
             return Ok(());
         }
+        self.handle_unlanded(now, rail, bytes)
+    }
+
+    /// Hands the engine a packet that landed in no receive waiting outside
+    /// it.
+    fn handle_unlanded(
+        &mut self,
+        now: impl FnOnce() -> Duration,
+        rail: RailId,
+        bytes: &[u8],
+    ) -> Result<(), ProtocolError> {
         let State { engine, mem, .. } = &mut *self.state;
         let out = engine.handle_packet(now(), rail, bytes, mem);
         // For the RPC dispatcher, if there is one: it looks only when a
@@ -186,19 +198,51 @@ impl<'a> DriverPort<'a> {
         out
     }
 
+    /// [`Self::handle_packet`] for the packet `buf[range]`, in a buffer
+    /// whose other bytes the driver no longer needs: a large message that
+    /// lands whole at once may keep `buf` rather than a copy of its data
+    /// (see [`navette_core::Engine::recv_whole_now_in`]), leaving another
+    /// buffer in its place. `Ok(true)` then: the driver holds nothing in
+    /// `buf` any more.
+    pub fn handle_packet_in(
+        &mut self,
+        now: impl FnOnce() -> Duration,
+        rail: RailId,
+        buf: &mut Vec<u8>,
+        range: Range<usize>,
+    ) -> Result<bool, ProtocolError> {
+        if self.land_tagged_now(rail, &buf[range.clone()]) {
+            return Ok(false);
+        }
+        let settled = &self.core.lean_whole_settled;
+        match self
+            .state
+            .land_whole_now_in(rail, buf, range.clone(), settled)
+        {
+            (true, taken) => Ok(taken),
+            (false, _) => self.handle_unlanded(now, rail, &buf[range]).map(|()| false),
+        }
+    }
+
     /// Shows a packet to the receives waiting outside the engine only (a
     /// blocking tagged receive's, a whole message's): whether it landed
     /// in one (the packet is then handled). Otherwise the packet must
     /// still go through [`Self::handle_packet`].
     pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
-        if let Some(outcome) = self.state.recv_now(rail, bytes) {
-            self.core.lean_slot.record(outcome);
-            if matches!(outcome, RecvNowOutcome::Landed(_)) {
-                return true;
-            }
-        }
-        self.state
-            .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
+        self.land_tagged_now(rail, bytes)
+            || self
+                .state
+                .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
+    }
+
+    /// Shows a packet to the blocking tagged receive waiting outside the
+    /// engine, if any: whether it landed there.
+    fn land_tagged_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
+        let Some(outcome) = self.state.recv_now(rail, bytes) else {
+            return false;
+        };
+        self.core.lean_slot.record(outcome);
+        matches!(outcome, RecvNowOutcome::Landed(_))
     }
 
     /// Reports that the rail's packet has been sent.

@@ -26,6 +26,7 @@
 //! `NodeCore::lean_whole_settled` tells the owner, without the lock, that
 //! there is something to take.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use navette_core::{RailId, RecvNow, ReqId, WholeMessage, WholeNowOutcome};
@@ -87,11 +88,42 @@ impl State {
         bytes: &[u8],
         settled: &SettledFlags,
     ) -> bool {
+        self.land_whole_with(settled, |engine, want| {
+            engine.recv_whole_now(rail, bytes, want)
+        })
+    }
+
+    /// [`Self::land_whole_now`] for the packet `buf[range]`, which a large
+    /// message that lands may keep (see
+    /// [`navette_core::Engine::recv_whole_now_in`]): whether it landed,
+    /// and whether it took `buf`.
+    pub(crate) fn land_whole_now_in(
+        &mut self,
+        rail: RailId,
+        buf: &mut Vec<u8>,
+        range: Range<usize>,
+        settled: &SettledFlags,
+    ) -> (bool, bool) {
+        let mut taken = false;
+        let landed = self.land_whole_with(settled, |engine, want| {
+            let (outcome, took) = engine.recv_whole_now_in(rail, buf, range.clone(), want);
+            taken |= took;
+            outcome
+        });
+        (landed, taken)
+    }
+
+    /// Shows a packet, through `recv`, to each waiting receive in turn.
+    fn land_whole_with(
+        &mut self,
+        settled: &SettledFlags,
+        mut recv: impl FnMut(&mut navette_core::Engine, &RecvNow) -> WholeNowOutcome,
+    ) -> bool {
         for slot in SLOTS {
-            let Some(LeanWhole::Waiting(want)) = &self.lean_whole[slot as usize] else {
+            let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
                 continue;
             };
-            match self.engine.recv_whole_now(rail, bytes, want) {
+            match recv(&mut self.engine, &want) {
                 WholeNowOutcome::Landed(whole) => {
                     self.lean_whole[slot as usize] = Some(LeanWhole::Landed(whole));
                     settled[slot as usize].store(true, Ordering::Release);

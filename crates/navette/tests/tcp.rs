@@ -571,3 +571,96 @@ fn small_sends_at_once_survive_a_full_socket() {
         );
     }
 }
+
+/// RPC calls and replies of 16 KiB over tcp, each a whole message that
+/// lands at once: once a rank has a spare message, the packet keeps the
+/// connection's buffer instead of a copy of its data, so the data is copied
+/// once (into the handler's or the caller's memory), not twice; every body
+/// comes back intact.
+#[test]
+fn large_rpc_messages_keep_the_connections_buffer() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use navette::rpc::HandlerMode;
+
+    const CALLS: u32 = 20;
+    /// Calls before the counting starts: the connection opens, and each
+    /// rank gets its spare message.
+    const WARM: u32 = 3;
+    const LEN: usize = 16 << 10;
+    let counters = |node: &Node| -> (u64, u64) {
+        node.gate_stats().iter().fold((0, 0), |(c, a), g| {
+            (c + g.bytes_copied, a + g.messages_at_once)
+        })
+    };
+    // The service is registered before any call.
+    let registered = std::sync::Barrier::new(2);
+    // Waits spin for ever: a reply's receive is never posted for having
+    // waited long (which a loaded test machine would make happen), so
+    // every message lands at once.
+    let mut spinning = config();
+    spinning.node.spin_rounds = u32::MAX;
+    spinning.node.oversubscribed_spin_rounds = u32::MAX;
+    let ranks = run(2, spinning, |node, _| {
+        let served = Arc::new(AtomicU32::new(0));
+        let count = Arc::clone(&served);
+        node.register_service("echo16", HandlerMode::Inline, move |call| {
+            let (mut args, responder) = call.split();
+            let mut body = vec![0u8; LEN];
+            args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+            args.end_unpacking()?;
+            responder.reply(|msg| msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper))?;
+            count.fetch_add(1, Ordering::AcqRel);
+            Ok(())
+        })
+        .unwrap();
+        registered.wait();
+        let warm = std::cell::Cell::new(None);
+        let warmed = |served: u32| {
+            if served == WARM && warm.get().is_none() {
+                warm.set(Some(counters(node)));
+            }
+        };
+        if node.rank() == 0 {
+            for call in 0..CALLS {
+                warmed(call);
+                let body = pattern(LEN, u64::from(call));
+                let reply = node
+                    .call(1, "echo16", |msg| {
+                        msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    })
+                    .unwrap()
+                    .wait()
+                    .unwrap();
+                let mut back = vec![0u8; LEN];
+                let mut msg = reply.unpacking();
+                msg.unpack_cheaper(&mut back, SendMode::Cheaper).unwrap();
+                msg.end_unpacking().unwrap();
+                check(&back, LEN, u64::from(call));
+            }
+        } else {
+            node.serve_until(|| {
+                let done = served.load(Ordering::Acquire);
+                warmed(done);
+                done == CALLS
+            })
+            .unwrap();
+        }
+        let (copied, at_once) = counters(node);
+        let (warm_copied, warm_at_once) = warm.get().expect("counted after the warm calls");
+        (copied - warm_copied, at_once - warm_at_once)
+    });
+    let counted = u64::from(CALLS - WARM);
+    for (rank, &(bytes_copied, at_once)) in ranks.iter().enumerate() {
+        // Each rank received a message (a call, or a reply) per call, at
+        // once. Copied twice, they would count 2 * LEN each; kept in the
+        // connection's buffer, one copy each, and a few header bytes.
+        assert_eq!(at_once, counted, "rank {rank}");
+        let most = counted * (LEN as u64 + 64);
+        assert!(
+            (counted * LEN as u64..=most).contains(&bytes_copied),
+            "rank {rank}: {bytes_copied} bytes copied, expected at most {most}"
+        );
+    }
+}

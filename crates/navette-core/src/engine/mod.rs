@@ -45,7 +45,8 @@ use crate::{
 };
 
 pub use now::{
-    MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome, WholeNowOutcome,
+    HAND_OVER_MIN, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome,
+    WholeNowOutcome,
 };
 pub use piece::PIECE_COST;
 pub use recv::RecvPiece;

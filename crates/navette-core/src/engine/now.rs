@@ -553,24 +553,88 @@ impl Engine {
     /// a packet that is exactly one in-order message of up to
     /// [`MOST_PIECES_AT_ONCE`] eager pieces that `want` accepts leaves the
     /// engine at once as a [`WholeMessage`], its data copied back to back
-    /// in one allocation, taking the gate's sequence numbers as the usual
-    /// path would have.
+    /// into storage the message keeps, taking the gate's sequence numbers
+    /// as the usual path would have.
     pub fn recv_whole_now(
         &mut self,
         rail: RailId,
         bytes: &[u8],
         want: &RecvNow,
     ) -> WholeNowOutcome {
+        match self.take_whole_now(rail, bytes, want) {
+            Ok((gate, status, pieces)) => self.land_packed(gate, status, bytes, &pieces),
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// A message taken by [`Self::take_whole_now`], its data copied out of
+    /// its packet, `bytes`.
+    fn land_packed(
+        &mut self,
+        gate: super::GateId,
+        status: Status,
+        bytes: &[u8],
+        pieces: &WholePieces,
+    ) -> WholeNowOutcome {
+        // Two copies: out of the packet now, into the receiver's memory as
+        // it unpacks.
+        self.copied(gate, 2 * status.len);
+        WholeNowOutcome::Landed(WholeMessage::packed(status, bytes, pieces))
+    }
+
+    /// [`Self::recv_whole_now`] for the packet `buf[range]`, in a buffer
+    /// whose other bytes the driver no longer needs, and that it may give
+    /// away: a message of at least [`HAND_OVER_MIN`] bytes that lands keeps
+    /// `buf` itself, its data copied nowhere, and leaves another buffer in
+    /// its place (its bytes mean nothing), if this thread has one to give
+    /// (see [`WholeMessage`]). Whether `buf` was taken comes with the
+    /// outcome.
+    pub fn recv_whole_now_in(
+        &mut self,
+        rail: RailId,
+        buf: &mut Vec<u8>,
+        range: Range<usize>,
+        want: &RecvNow,
+    ) -> (WholeNowOutcome, bool) {
+        let Some(bytes) = buf.get(range.clone()) else {
+            return (WholeNowOutcome::Unrelated, false);
+        };
+        match self.take_whole_now(rail, bytes, want) {
+            Ok((gate, status, pieces)) => {
+                let handed = (range.len() >= HAND_OVER_MIN)
+                    .then(|| WholeMessage::handed_over(status, buf, range.start, &pieces))
+                    .flatten();
+                if let Some(whole) = handed {
+                    // One copy, into the receiver's memory as it unpacks.
+                    self.copied(gate, status.len);
+                    return (WholeNowOutcome::Landed(whole), true);
+                }
+                (self.land_packed(gate, status, &buf[range], &pieces), false)
+            }
+            Err(outcome) => (outcome, false),
+        }
+    }
+
+    /// The checks of [`Self::recv_whole_now`]: if `bytes` is a message
+    /// that lands, takes it off its gate and returns the gate, the
+    /// message's status and its pieces (flags, and where their data lies in
+    /// `bytes`); else what to do with the packet.
+    fn take_whole_now(
+        &mut self,
+        rail: RailId,
+        bytes: &[u8],
+        want: &RecvNow,
+    ) -> Result<(super::GateId, Status, WholePieces), WholeNowOutcome> {
         let peer = match self.rails.get(rail.0 as usize) {
             Some(r) if !r.closed => r.peer,
-            _ => return WholeNowOutcome::Unrelated,
+            _ => return Err(WholeNowOutcome::Unrelated),
         };
         let Some(eager) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, &self.config.limits)
         else {
-            return match self.recv_now_several(peer, bytes, want) {
+            return Err(match self.recv_now_several(peer, bytes, want) {
                 RecvNowOutcome::Unrelated => WholeNowOutcome::Unrelated,
                 _ => WholeNowOutcome::Post,
-            };
+            });
         };
         let eager = eager.as_slice();
         // `eager_chunks` gives 1 to N chunks.
@@ -585,11 +649,11 @@ impl Engine {
                 let h = e.header;
                 (h.channel, h.flags, h.tag)
             });
-            return if self.might_match(peer, want, chunks) {
+            return Err(if self.might_match(peer, want, chunks) {
                 WholeNowOutcome::Post
             } else {
                 WholeNowOutcome::Unrelated
-            };
+            });
         }
         let len: usize = eager.iter().map(|e| e.data.len()).sum();
         // The usual path would have held it, and refuses what is beyond
@@ -604,16 +668,13 @@ impl Engine {
             || !g.reorder.is_next(h.seq)
             || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
         {
-            return WholeNowOutcome::Post;
+            return Err(WholeNowOutcome::Post);
         }
         let g = &mut self.gates[gate.0];
         for _ in 0..count {
             g.reorder.take_next();
         }
         g.stats.chunks_received += count as u64;
-        // Two copies: out of the packet now, into the receiver's memory as
-        // it unpacks.
-        g.stats.bytes_copied += 2 * len as u64;
         g.stats.messages_whole += 1;
         g.stats.messages_at_once += 1;
         let status = Status {
@@ -621,9 +682,31 @@ impl Engine {
             tag: h.tag,
             len,
         };
-        WholeNowOutcome::Landed(WholeMessage::packed(status, eager))
+        // Where each piece's data lies: the decoded chunks borrow `bytes`.
+        let base = bytes.as_ptr() as usize;
+        let pieces = eager
+            .iter()
+            .map(|e| {
+                (
+                    e.header.flags,
+                    e.data.as_ptr() as usize - base,
+                    e.data.len(),
+                )
+            })
+            .collect();
+        Ok((gate, status, pieces))
     }
 }
+
+/// Packets of at least this many bytes that land whole at once keep the
+/// driver's buffer rather than a copy of their data
+/// ([`Engine::recv_whole_now_in`]): below, a copy costs less than a
+/// buffer of the driver's size moving to the message and back.
+pub const HAND_OVER_MIN: usize = 4 << 10;
+
+/// The pieces of a message landing at once: each one's flags, and the
+/// offset and length of its data in its packet.
+pub(super) type WholePieces = smallvec::SmallVec<[(PieceFlags, usize, usize); MOST_PIECES_AT_ONCE]>;
 
 /// Channel, flags and tag of a sequenced chunk (a piece of a message).
 fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {

@@ -13,11 +13,13 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use navette_wire::{PieceFlags, ReceiveMode, SendMode};
 use smallvec::SmallVec;
 
 use super::incoming::Incoming;
+use super::now::WholePieces;
 use super::piece::{Body, Piece};
 use super::recv::{RecvPiece, check_piece};
 use super::{Engine, GateId};
@@ -27,8 +29,11 @@ use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
 /// order it was packed.
 ///
 /// One pointer: it moves cheaply from the engine to the caller's hands
-/// (inside an RPC's reply, for one). Its box is recycled (see [`SPARE`]),
-/// so that receiving one usually allocates nothing.
+/// (inside an RPC's reply, for one). Its box is recycled: dropped, it is
+/// kept by its thread for the next whole message, with its buffers (up to
+/// 64 KiB copied, 1 MiB handed over by a driver), so that a thread that
+/// takes and drops whole messages (an RPC client waiting for its replies,
+/// a server serving calls) allocates nothing for them.
 #[derive(Debug)]
 pub struct WholeMessage(Recycled);
 
@@ -46,31 +51,40 @@ struct Whole {
     failed: Option<RequestError>,
 }
 
-/// The pieces of a message received at once: their data back to back,
-/// held inline up to [`PACKED_INLINE`] bytes, and each piece's flags and
-/// length; `at` is where the next piece starts.
+/// The pieces of a message received at once, and each piece's flags and
+/// where its data lies; `next` is the next piece to unpack. Their data is
+/// either copied back to back into `data` (inline up to [`PACKED_INLINE`]
+/// bytes), or, with `in_frame`, lies in `frame`: the very buffer the packet
+/// was received in, handed over by its driver
+/// ([`Engine::recv_whole_now_in`]).
 #[derive(Debug, Default)]
 struct Packed {
     data: SmallVec<[u8; PACKED_INLINE]>,
-    lens: SmallVec<[(PieceFlags, u32); ARRIVE_MOST]>,
+    /// A driver's buffer, kept at the length the driver gave it (its
+    /// bytes past the packet mean nothing), so that it can go back to a
+    /// driver as it came.
+    frame: Vec<u8>,
+    in_frame: bool,
+    pieces: SmallVec<[(PieceFlags, Range<usize>); ARRIVE_MOST]>,
     next: usize,
-    at: usize,
 }
 
 /// Bytes of a message received at once held without allocation: the usual
 /// RPC call or reply (a header or two and a small body).
 const PACKED_INLINE: usize = 192;
 
-/// A spare [`Whole`] whose data grew beyond this is freed, not kept.
-const KEEP_SPARE: usize = 64 << 10;
+/// A spare [`Whole`] does not keep a copy buffer larger than this.
+const KEEP_DATA: usize = 64 << 10;
+/// Nor a driver's buffer larger than this.
+const KEEP_FRAME: usize = 1 << 20;
 
 thread_local! {
     /// The box of the last whole message this thread dropped: the next
-    /// one reuses it (and its data's buffer, up to [`KEEP_SPARE`]). A
-    /// message is usually taken and unpacked by the same thread (an RPC
-    /// client waiting for its reply, a server serving calls), so a round
-    /// trip allocates nothing. Per thread rather than in the engine: a
-    /// message is dropped outside the node's lock.
+    /// one reuses it, with its buffers (up to [`KEEP_DATA`] and
+    /// [`KEEP_FRAME`]). A message is usually taken and unpacked by the
+    /// same thread (an RPC client waiting for its reply, a server serving
+    /// calls), so a round trip allocates nothing. Per thread rather than
+    /// in the engine: a message is dropped outside the node's lock.
     static SPARE: Cell<Option<Box<Whole>>> = const { Cell::new(None) };
 }
 
@@ -80,31 +94,32 @@ struct Recycled(Option<Box<Whole>>);
 
 impl Recycled {
     /// An empty message from `status`, with room for `len` data bytes
-    /// received at once: the spare if this thread has one.
+    /// copied: the spare if this thread has one.
     fn new(status: Status, len: usize) -> Self {
         let whole = match SPARE.take() {
-            Some(mut spare) => {
-                spare.status = status;
-                spare.packed.data.clear();
-                spare.packed.data.reserve(len);
-                spare.packed.lens.clear();
-                spare.packed.next = 0;
-                spare.packed.at = 0;
-                spare.unpacked = 0;
-                spare
-            }
+            Some(spare) => Self::reuse(spare, status),
             None => Box::new(Whole {
                 status,
                 kept: VecDeque::new(),
-                packed: Packed {
-                    data: SmallVec::with_capacity(len),
-                    ..Packed::default()
-                },
+                packed: Packed::default(),
                 unpacked: 0,
                 failed: None,
             }),
         };
-        Self(Some(whole))
+        let mut whole = Self(Some(whole));
+        whole.packed.data.reserve(len);
+        whole
+    }
+
+    /// `spare` emptied for a message from `status` (its buffers kept).
+    fn reuse(mut spare: Box<Whole>, status: Status) -> Box<Whole> {
+        spare.status = status;
+        spare.packed.data.clear();
+        spare.packed.in_frame = false;
+        spare.packed.pieces.clear();
+        spare.packed.next = 0;
+        spare.unpacked = 0;
+        spare
     }
 }
 
@@ -131,15 +146,27 @@ impl Drop for Recycled {
         let Some(mut whole) = self.0.take() else {
             return;
         };
-        if whole.packed.data.capacity() > KEEP_SPARE {
-            return;
+        let packed = &mut whole.packed;
+        if packed.data.capacity() > KEEP_DATA {
+            packed.data = SmallVec::new();
+        }
+        if packed.frame.capacity() > KEEP_FRAME {
+            packed.frame = Vec::new();
         }
         // Kept pieces and a failure own allocations of their own: freed
         // now, not kept with the spare.
         whole.kept = VecDeque::new();
         whole.failed = None;
-        // `try_with`: while the thread exits, its spare may be gone.
-        let _ = SPARE.try_with(|spare| spare.set(Some(whole)));
+        // `try_with`: while the thread exits, its spare may be gone. A
+        // spare holding a driver's buffer is worth more than one without
+        // (two messages alive at once, one of them copied).
+        let _ = SPARE.try_with(|spare| {
+            let keep = match spare.take() {
+                Some(old) if whole.packed.frame.is_empty() && !old.packed.frame.is_empty() => old,
+                _ => whole,
+            };
+            spare.set(Some(keep));
+        });
     }
 }
 
@@ -162,31 +189,64 @@ impl Whole {
             }));
         }
         let packed = &mut self.packed;
-        let &(flags, len) = packed.lens.get(packed.next)?;
+        let (flags, at) = packed.pieces.get(packed.next)?.clone();
         packed.next += 1;
-        let start = packed.at;
-        packed.at += len as usize;
-        let checked = check_piece(index, spec, flags, u64::from(len));
-        Some(checked.map(|()| dest.copy_from_slice(&packed.data[start..packed.at])))
+        let checked = check_piece(index, spec, flags, at.len() as u64);
+        // The ranges were read off the very data they index.
+        let data = if packed.in_frame {
+            &packed.frame[at]
+        } else {
+            &packed.data[at]
+        };
+        Some(checked.map(|()| dest.copy_from_slice(data)))
     }
 
     /// Whether every piece was unpacked.
     fn is_empty(&self) -> bool {
-        self.kept.is_empty() && self.packed.next == self.packed.lens.len()
+        self.kept.is_empty() && self.packed.next == self.packed.pieces.len()
     }
 }
 
 impl WholeMessage {
-    /// The message made of `eager`, its pieces in order, copied back to
-    /// back.
-    pub(super) fn packed(status: Status, eager: &[navette_wire::Eager<'_>]) -> Self {
+    /// The message whose `pieces` lie in `bytes` (each one's flags, offset
+    /// and length), its data copied back to back.
+    pub(super) fn packed(status: Status, bytes: &[u8], pieces: &WholePieces) -> Self {
         let mut whole = Recycled::new(status, status.len);
         let packed = &mut whole.packed;
-        for e in eager {
-            packed.data.extend_from_slice(e.data);
-            packed.lens.push((e.header.flags, e.header.len));
+        for &(flags, offset, len) in pieces {
+            let at = packed.data.len();
+            packed.data.extend_from_slice(&bytes[offset..offset + len]);
+            packed.pieces.push((flags, at..at + len));
         }
         Self(whole)
+    }
+
+    /// The message whose `pieces` lie in `buf` from `start` on, keeping
+    /// `buf` itself, if this thread has a spare message: the spare's
+    /// driver buffer, which an earlier message was handed over, takes
+    /// `buf`'s place (its bytes mean nothing; a buffer of `buf`'s length is
+    /// made the first time). `None`, changing nothing, if this thread has
+    /// no spare: its messages are dropped elsewhere (a progress thread's),
+    /// where no driver would get its buffers back; a copy costs less then.
+    pub(super) fn handed_over(
+        status: Status,
+        buf: &mut Vec<u8>,
+        start: usize,
+        pieces: &WholePieces,
+    ) -> Option<Self> {
+        let mut whole = Recycled(Some(Recycled::reuse(SPARE.take()?, status)));
+        let packed = &mut whole.packed;
+        let back = match std::mem::take(&mut packed.frame) {
+            spare if spare.is_empty() => vec![0; buf.len()],
+            spare => spare,
+        };
+        packed.frame = std::mem::replace(buf, back);
+        packed.in_frame = true;
+        for &(flags, offset, len) in pieces {
+            let at = start + offset;
+            packed.pieces.push((flags, at..at + len));
+        }
+        Some(Self(whole))
     }
 
     /// The message made of the pieces the engine kept.

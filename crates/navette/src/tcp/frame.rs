@@ -108,6 +108,20 @@ impl FrameReader {
         &self.buf
     }
 
+    /// The buffer, if `frame` (the range [`Self::next_frame`] just gave)
+    /// is the last of its bytes: the caller may then give the buffer away
+    /// and leave any other in its place, after which it calls
+    /// [`Self::restart`].
+    pub(super) fn last_frame_buffer(&mut self, frame: &Range<usize>) -> Option<&mut Vec<u8>> {
+        (frame.end == self.end).then_some(&mut self.buf)
+    }
+
+    /// Starts afresh in a buffer put in place by
+    /// [`Self::last_frame_buffer`]'s caller (its bytes mean nothing).
+    pub(super) fn restart(&mut self) {
+        (self.start, self.end) = (0, 0);
+    }
+
     /// Reads once from `stream`; a read of 0 bytes is the end of the stream.
     ///
     /// At most `max` bytes (at least one) are read: so that a rendezvous

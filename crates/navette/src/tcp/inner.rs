@@ -859,13 +859,30 @@ impl Inner {
                 continue;
             }
             if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
-                let bytes = &conn.frames.bytes()[frame];
                 let link_stats = &mut self.stats.links[link];
                 link_stats.packets_received += 1;
-                link_stats.bytes_received += bytes.len() as u64;
-                node.port()
-                    .handle_packet(|| start.now(), rail, bytes)
-                    .map_err(|e| ConnError::Refused(e.to_string()))?;
+                link_stats.bytes_received += frame.len() as u64;
+                let refused = |e: navette_core::ProtocolError| ConnError::Refused(e.to_string());
+                // A large packet alone in the buffer may keep the buffer,
+                // if it is a whole message that lands at once: its data is
+                // then not copied out of it.
+                let whole_buffer = (frame.len() >= navette_core::HAND_OVER_MIN)
+                    .then(|| conn.frames.last_frame_buffer(&frame))
+                    .flatten();
+                if let Some(buf) = whole_buffer {
+                    let taken = node
+                        .port()
+                        .handle_packet_in(|| start.now(), rail, buf, frame)
+                        .map_err(refused)?;
+                    if taken {
+                        conn.frames.restart();
+                    }
+                } else {
+                    let bytes = &conn.frames.bytes()[frame];
+                    node.port()
+                        .handle_packet(|| start.now(), rail, bytes)
+                        .map_err(refused)?;
+                }
                 delivered += 1;
                 if delivered == READ_BUDGET {
                     // Frames may be left in the buffer, which no readiness

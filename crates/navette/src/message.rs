@@ -269,13 +269,18 @@ impl<'n, 'a> Packing<'n, 'a> {
 
     /// Sends what remains and waits until every piece has left the caller's
     /// memory; the first failed piece's error is returned.
-    pub fn end_packing(self) -> Result<()> {
+    pub fn end_packing(mut self) -> Result<()> {
         self.end_later()?.wait()
     }
 
     /// Submits what remains without waiting: the returned [`Sent`] keeps
     /// the borrowed pieces lent until it is waited for (or dropped).
-    pub(crate) fn end_later(mut self) -> Result<Sent<'n, 'a>> {
+    ///
+    /// By reference, not by value: a `Packing` is a few hundred bytes,
+    /// which a move would copy on every message's path. The caller drops
+    /// it afterwards: a message that failed to end is then abandoned, one
+    /// that ended leaves nothing to abandon.
+    pub(crate) fn end_later(&mut self) -> Result<Sent<'n, 'a>> {
         let Some(last) = self.held.take() else {
             return Err(Error::EmptyMessage);
         };

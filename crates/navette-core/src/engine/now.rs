@@ -682,16 +682,14 @@ impl Engine {
             tag: h.tag,
             len,
         };
-        // Where each piece's data lies: the decoded chunks borrow `bytes`.
+        // Where each piece's data lies: the decoded chunks borrow `bytes`,
+        // a packet, whose length the limits keep within 32 bits.
         let base = bytes.as_ptr() as usize;
         let pieces = eager
             .iter()
             .map(|e| {
-                (
-                    e.header.flags,
-                    e.data.as_ptr() as usize - base,
-                    e.data.len(),
-                )
+                let offset = e.data.as_ptr() as usize - base;
+                (e.header.flags, offset as u32, e.header.len)
             })
             .collect();
         Ok((gate, status, pieces))
@@ -705,8 +703,8 @@ impl Engine {
 pub const HAND_OVER_MIN: usize = 4 << 10;
 
 /// The pieces of a message landing at once: each one's flags, and the
-/// offset and length of its data in its packet.
-pub(super) type WholePieces = smallvec::SmallVec<[(PieceFlags, usize, usize); MOST_PIECES_AT_ONCE]>;
+/// offset and length of its data in its packet (kept small: it moves).
+pub(super) type WholePieces = smallvec::SmallVec<[(PieceFlags, u32, u32); MOST_PIECES_AT_ONCE]>;
 
 /// Channel, flags and tag of a sequenced chunk (a piece of a message).
 fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {

@@ -214,6 +214,7 @@ impl WholeMessage {
         let mut whole = Recycled::new(status, status.len);
         let packed = &mut whole.packed;
         for &(flags, offset, len) in pieces {
+            let (offset, len) = (offset as usize, len as usize);
             let at = packed.data.len();
             packed.data.extend_from_slice(&bytes[offset..offset + len]);
             packed.pieces.push((flags, at..at + len));
@@ -243,8 +244,8 @@ impl WholeMessage {
         packed.frame = std::mem::replace(buf, back);
         packed.in_frame = true;
         for &(flags, offset, len) in pieces {
-            let at = start + offset;
-            packed.pieces.push((flags, at..at + len));
+            let at = start + offset as usize;
+            packed.pieces.push((flags, at..at + len as usize));
         }
         Some(Self(whole))
     }

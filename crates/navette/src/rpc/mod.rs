@@ -74,10 +74,16 @@
 //! lone call's reply and a server's next call are received at once: each
 //! waits outside the engine, and a packet that is exactly its message,
 //! in order and all eager, is taken out whole, its data copied back to
-//! back in one allocation, with no receive posted, matched or completed
-//! (see `GateStats::messages_at_once`). Anything else — concurrent calls,
-//! large arguments by rendezvous, a message cut over packets — is
-//! received the usual way, in the same order.
+//! back, with no receive posted, matched or completed (see
+//! `GateStats::messages_at_once`). Over tcp, such a message of 4 KiB or
+//! more keeps the connection's buffer instead: its data is copied only
+//! into the memory it is unpacked to. The storage of a message taken
+//! whole is recycled by the thread that drops it (up to 64 KiB copied and
+//! 1 MiB of a connection's buffer per thread), so a client waiting for
+//! its replies, or a server serving calls, allocates nothing for them.
+//! Anything else — concurrent calls, large arguments by rendezvous, a
+//! message cut over packets — is received the usual way, in the same
+//! order.
 
 mod client;
 mod server;

@@ -300,6 +300,11 @@ fn mistakes_fail_as_the_usual_path_does() {
     );
 }
 
+/// The status of a message from node 0.
+fn from_0(tag: u64, len: usize) -> Status {
+    Status { peer: 0, tag, len }
+}
+
 /// Whole messages reuse the storage of those their thread dropped: a
 /// message dropped half unpacked, or failed and never ended, leaves
 /// nothing behind for the next, whether the next came at once or was kept
@@ -327,11 +332,7 @@ fn a_message_after_one_dropped_starts_clean() {
         .expect("the first piece unpacks");
     drop(whole);
     let whole = landed(&mut net, 2, &second);
-    let status = Status {
-        peer: 0,
-        tag: 2,
-        len: 24,
-    };
+    let status = from_0(2, 24);
     assert_eq!(unpack_all(whole, &second), (data(&second), status));
     // Failed (a destination too short), then dropped without its end.
     let mut whole = landed(&mut net, 3, &third);
@@ -349,19 +350,11 @@ fn a_message_after_one_dropped_starts_clean() {
     let kept = net.engines[1]
         .take_unexpected_whole(CH, from(0), TagMatch::exact(4))
         .expect("the message came whole");
-    let status = Status {
-        peer: 0,
-        tag: 4,
-        len: 348,
-    };
+    let status = from_0(4, 348);
     assert_eq!(unpack_all(kept, &first), (data(&first), status));
     // And once more at once, after the kept one.
     let whole = landed(&mut net, 5, &third);
-    let status = Status {
-        peer: 0,
-        tag: 5,
-        len: 600,
-    };
+    let status = from_0(5, 600);
     assert_eq!(unpack_all(whole, &third), (data(&third), status));
 }
 
@@ -399,11 +392,7 @@ fn a_large_message_keeps_the_buffer_its_driver_hands_over() {
         let WholeNowOutcome::Landed(whole) = outcome else {
             panic!("the message lands: {outcome:?}");
         };
-        let status = Status {
-            peer: 0,
-            tag,
-            len: sent.iter().map(|p| p.data.len()).sum(),
-        };
+        let status = from_0(tag, sent.iter().map(|p| p.data.len()).sum());
         assert_eq!(unpack_all(whole, sent), (data(sent), status));
         (taken, copied(net) - before)
     };

@@ -203,7 +203,8 @@ impl<'a> DriverPort<'a> {
     /// lands whole at once may keep `buf` rather than a copy of its data
     /// (see [`navette_core::Engine::recv_whole_now_in`]), leaving another
     /// buffer in its place. `Ok(true)` then: the driver holds nothing in
-    /// `buf` any more.
+    /// `buf` any more. `range` must lie within `buf` (the driver's own
+    /// framing says where its packet is).
     pub fn handle_packet_in(
         &mut self,
         now: impl FnOnce() -> Duration,

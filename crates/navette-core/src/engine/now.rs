@@ -662,8 +662,11 @@ impl Engine {
         let gate = self.gate(want.channel, peer);
         let g = &self.gates[gate.0];
         let quiet = self.channels[g.channel_index].posted.is_empty();
+        // Its pieces are noted in 32 bits (see `WholePieces`).
+        let small = u32::try_from(bytes.len()).is_ok();
         if !quiet
             || !bounded
+            || !small
             || !g.reorder.is_empty()
             || !g.reorder.is_next(h.seq)
             || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
@@ -683,7 +686,7 @@ impl Engine {
             len,
         };
         // Where each piece's data lies: the decoded chunks borrow `bytes`,
-        // a packet, whose length the limits keep within 32 bits.
+        // whose length fits 32 bits (checked above).
         let base = bytes.as_ptr() as usize;
         let pieces = eager
             .iter()

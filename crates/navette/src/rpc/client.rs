@@ -99,7 +99,7 @@ impl Node {
             tag: TagMatch::exact(wire::reply_tag(call)),
         };
         let settled = &self.core().lean_whole_settled;
-        let (msg, lean) = self.begin_packing_then(
+        let (mut msg, lean) = self.begin_packing_then(
             Gate::new(wire::CHANNEL, peer),
             wire::call_tag(service.id()),
             |state| state.await_whole(WholeFor::Reply, want, settled),
@@ -123,12 +123,14 @@ impl Node {
             lean,
             deadline: None,
         };
-        match finish_call(msg, &request.service, call, false, pack) {
+        match finish_call(&mut msg, &request.service, call, false, pack) {
             Ok(sent) => request.sending = Some(sent),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
-                // message if it was packed in part: no reply will come,
-                // and none is waited for.
+                // message if it was packed in part (abandoned as `msg`
+                // drops, first): no reply will come, and none is waited
+                // for.
+                drop(msg);
                 if let Some(reply) = request.reply.take() {
                     reply.abandon();
                 }
@@ -153,15 +155,16 @@ impl Node {
         let service = service.into();
         let call = self.rpc().next_call();
         let gate = Gate::new(wire::CHANNEL, peer);
-        let msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
-        finish_call(msg, &service, call, true, pack)?.wait()
+        let mut msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
+        finish_call(&mut msg, &service, call, true, pack)?.wait()
     }
 }
 
 /// Packs the call's header and the caller's pieces into `msg`, and sends
-/// them.
+/// them. By reference: a `Packing` is hundreds of bytes (see
+/// [`Packing::end_later`]).
 fn finish_call<'n, 'a>(
-    mut msg: Packing<'n, 'a>,
+    msg: &mut Packing<'n, 'a>,
     service: &ServiceName,
     call: u64,
     one_way: bool,
@@ -173,7 +176,7 @@ fn finish_call<'n, 'a>(
         one_way,
     };
     msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
-    pack(&mut msg)?;
+    pack(msg)?;
     msg.end_later()
 }
 

@@ -103,7 +103,9 @@ impl Responder<'_> {
             .begin_packing(reply_gate(self.to), wire::reply_tag(self.call))?;
         msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
         pack(&mut msg)?;
-        msg.end_packing()
+        // Not `end_packing`, which would move the message (hundreds of
+        // bytes) on every reply's path.
+        msg.end_later()?.wait()
     }
 
     /// Fails the call: the caller gets [`RpcError::Handler`] with `message`

@@ -153,6 +153,26 @@ impl<'a> Packet<'a> {
         bytes: &'a [u8],
         limits: &Limits,
     ) -> Option<EagerChunks<'a, N>> {
+        Self::with_eager_chunks::<N, _>(bytes, limits, |eager| {
+            let mut chunks = [eager[0]; N];
+            chunks[..eager.len()].copy_from_slice(eager);
+            EagerChunks {
+                chunks,
+                count: eager.len(),
+            }
+        })
+    }
+
+    /// [`Self::eager_chunks`], handing the 1 to `N` chunks to `f` where
+    /// they were decoded, rather than returning them: the hot paths use
+    /// it, as a return would copy the chunks (hundreds of bytes). `None`,
+    /// without calling `f`, for any other packet.
+    #[inline]
+    pub fn with_eager_chunks<const N: usize, R>(
+        bytes: &'a [u8],
+        limits: &Limits,
+        f: impl FnOnce(&[Eager<'a>]) -> R,
+    ) -> Option<R> {
         let (count, body) = Self::fixed_header(bytes, limits)?;
         let count = usize::from(count);
         if !(1..=N).contains(&count) {
@@ -168,7 +188,7 @@ impl<'a> Packet<'a> {
             *slot = eager;
             body = &body[len..];
         }
-        body.is_empty().then_some(EagerChunks { chunks, count })
+        body.is_empty().then(|| f(&chunks[..count]))
     }
 
     /// The chunk count and body of a packet whose header [`PacketHeader::decode`]

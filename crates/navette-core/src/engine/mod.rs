@@ -397,16 +397,18 @@ impl Engine {
         };
         // The usual small packet, eager chunks only, decoded once; one
         // whole message is handled in one step.
-        let limits = &self.config.limits;
-        if let Some(eager) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, limits) {
-            let eager = eager.as_slice();
+        let limits = self.config.limits;
+        let eager = Packet::with_eager_chunks::<MOST_PIECES_AT_ONCE, _>(bytes, &limits, |eager| {
             if self.arrive_whole(peer, eager, mem) {
                 return Ok(());
             }
             let chunks = eager.iter().map(|&e| Chunk::Eager(e));
-            return self.on_chunks(rail, peer, chunks, mem);
+            self.on_chunks(rail, peer, chunks, mem)
+        });
+        if let Some(handled) = eager {
+            return handled;
         }
-        let packet = Packet::decode(bytes, limits).map_err(|source| ProtocolError::Decode {
+        let packet = Packet::decode(bytes, &limits).map_err(|source| ProtocolError::Decode {
             rail,
             peer,
             source,

@@ -629,15 +629,28 @@ impl Engine {
             Some(r) if !r.closed => r.peer,
             _ => return Err(WholeNowOutcome::Unrelated),
         };
-        let Some(eager) = Packet::eager_chunks::<MOST_PIECES_AT_ONCE>(bytes, &self.config.limits)
-        else {
-            return Err(match self.recv_now_several(peer, bytes, want) {
+        let limits = self.config.limits;
+        let taken = Packet::with_eager_chunks::<MOST_PIECES_AT_ONCE, _>(bytes, &limits, |eager| {
+            self.take_eager_now(peer, bytes, eager, want)
+        });
+        taken.unwrap_or_else(|| {
+            Err(match self.recv_now_several(peer, bytes, want) {
                 RecvNowOutcome::Unrelated => WholeNowOutcome::Unrelated,
                 _ => WholeNowOutcome::Post,
-            });
-        };
-        let eager = eager.as_slice();
-        // `eager_chunks` gives 1 to N chunks.
+            })
+        })
+    }
+
+    /// [`Self::take_whole_now`] for a packet of 1 to
+    /// [`MOST_PIECES_AT_ONCE`] eager chunks, `eager` (decoded from `bytes`),
+    /// from `peer`.
+    fn take_eager_now(
+        &mut self,
+        peer: Rank,
+        bytes: &[u8],
+        eager: &[navette_wire::Eager<'_>],
+        want: &RecvNow,
+    ) -> Result<(super::GateId, Status, WholePieces), WholeNowOutcome> {
         let h = eager[0].header;
         let count = eager.len();
         let one_message = super::whole::is_one_message(eager);

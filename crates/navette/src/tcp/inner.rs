@@ -863,13 +863,10 @@ impl Inner {
                 link_stats.packets_received += 1;
                 link_stats.bytes_received += frame.len() as u64;
                 let refused = |e: navette_core::ProtocolError| ConnError::Refused(e.to_string());
-                // A large packet alone in the buffer may keep the buffer,
-                // if it is a whole message that lands at once: its data is
-                // then not copied out of it.
-                let whole_buffer = (frame.len() >= navette_core::HAND_OVER_MIN)
-                    .then(|| conn.frames.last_frame_buffer(&frame))
-                    .flatten();
-                if let Some(buf) = whole_buffer {
+                // A packet that ends the buffer may keep the buffer (the
+                // engine decides: a large whole message landing at once),
+                // its data then not copied out of it.
+                if let Some(buf) = conn.frames.last_frame_buffer(&frame) {
                     let taken = node
                         .port()
                         .handle_packet_in(|| start.now(), rail, buf, frame)

@@ -255,6 +255,19 @@ fn only_a_quiet_channel_lets_a_receive_wait_outside() {
     assert_eq!(tag, 3, "the first receive posted got it");
 }
 
+/// Sends `sent` with `tag` from node 0 in a packet of its own, and lands
+/// it at once in node 1's receive waiting outside the engine.
+#[track_caller]
+fn land_alone(net: &mut Net, tag: u64, sent: &[Piece]) -> WholeMessage {
+    net.send(0, 1, tag, sent);
+    let packets = net.capture(0, 1);
+    let w = want(net, tag);
+    match show(net, &w, &packets) {
+        Some(Outcome::Landed(whole)) => whole,
+        other => panic!("expected a landing, got {other:?}"),
+    }
+}
+
 /// Each receiver mistake gives the same errors, piece by piece and at the
 /// end, whether the message came at once or was received the usual way.
 #[test]
@@ -268,16 +281,7 @@ fn mistakes_fail_as_the_usual_path_does() {
         let sent = &sent[piece.min(1)];
         whole.unpack(&mut dest, sent.send, sent.recv)
     };
-    let landed = |tag: u64| {
-        let mut net = eager_below_1000();
-        net.send(0, 1, tag, &sent);
-        let packets = net.capture(0, 1);
-        let w = want(&net, tag);
-        match show(&mut net, &w, &packets) {
-            Some(Outcome::Landed(whole)) => whole,
-            other => panic!("expected a landing, got {other:?}"),
-        }
-    };
+    let landed = |tag: u64| land_alone(&mut eager_below_1000(), tag, &sent);
     // Too short a destination: the piece fails, so do the next and the end.
     let mut whole = landed(1);
     let err = unpack(&mut whole, 4, 0).unwrap_err();
@@ -315,27 +319,18 @@ fn a_message_after_one_dropped_starts_clean() {
     let first = pieces(&[8, 300, 40], 1);
     let second = pieces(&[8, 16], 2);
     let third = pieces(&[600], 3);
-    let landed = |net: &mut Net, tag: u64, sent: &[Piece]| {
-        net.send(0, 1, tag, sent);
-        let packets = net.capture(0, 1);
-        let w = want(net, tag);
-        match show(net, &w, &packets) {
-            Some(Outcome::Landed(whole)) => whole,
-            other => panic!("expected a landing, got {other:?}"),
-        }
-    };
     // Dropped after one piece of three.
-    let mut whole = landed(&mut net, 1, &first);
+    let mut whole = land_alone(&mut net, 1, &first);
     let mut dest = vec![0; 8];
     whole
         .unpack(&mut dest, first[0].send, first[0].recv)
         .expect("the first piece unpacks");
     drop(whole);
-    let whole = landed(&mut net, 2, &second);
+    let whole = land_alone(&mut net, 2, &second);
     let status = from_0(2, 24);
     assert_eq!(unpack_all(whole, &second), (data(&second), status));
     // Failed (a destination too short), then dropped without its end.
-    let mut whole = landed(&mut net, 3, &third);
+    let mut whole = land_alone(&mut net, 3, &third);
     let mut short = vec![0; 10];
     assert!(
         whole
@@ -353,7 +348,7 @@ fn a_message_after_one_dropped_starts_clean() {
     let status = from_0(4, 348);
     assert_eq!(unpack_all(kept, &first), (data(&first), status));
     // And once more at once, after the kept one.
-    let whole = landed(&mut net, 5, &third);
+    let whole = land_alone(&mut net, 5, &third);
     let status = from_0(5, 600);
     assert_eq!(unpack_all(whole, &third), (data(&third), status));
 }

@@ -239,8 +239,9 @@ impl PlanPool {
     /// Buffers kept of each kind: one packet in flight per rail needs few,
     /// and a burst of large plans must not stay pinned.
     const KEEP: usize = 8;
-    /// A plan whose buffers grew above this is not kept.
-    const KEEP_BYTES: usize = 4 << 10;
+    /// A plan whose buffers grew above this is not kept (open packets,
+    /// see `Engine::stage_tagged`, reach 16 KiB).
+    const KEEP_BYTES: usize = 16 << 10;
 
     /// A builder in recycled buffers when there are some.
     pub(crate) fn builder(&mut self) -> PacketBuilder {
@@ -254,14 +255,39 @@ impl PlanPool {
         }
     }
 
-    /// Keeps a sent (or unused) plan's buffers.
+    /// A plan to fill, in recycled buffers when there are some (its
+    /// contents mean nothing).
+    pub(crate) fn take_plan(&mut self) -> PacketPlan {
+        self.plans.pop().unwrap_or_else(|| PacketPlan {
+            bytes: Vec::new(),
+            segments: Vec::with_capacity(1),
+        })
+    }
+
+    /// Keeps a sent (or unused) plan's buffers; when the pool is full, in
+    /// place of a plan with a smaller buffer, so that the buffers of open
+    /// packets, which grow to their largest once, stay.
     pub(crate) fn put_plan(&mut self, plan: PacketPlan) {
-        if self.plans.len() < Self::KEEP
-            && plan.bytes.capacity() <= Self::KEEP_BYTES
-            && plan.segments.capacity() <= Self::KEEP_BYTES
-        {
-            self.plans.push(plan);
+        if plan.bytes.capacity() > Self::KEEP_BYTES || plan.segments.capacity() > Self::KEEP_BYTES {
+            return;
         }
+        if self.plans.len() < Self::KEEP {
+            self.plans.push(plan);
+            return;
+        }
+        let smallest = self
+            .plans
+            .iter_mut()
+            .min_by_key(|p| p.bytes.capacity())
+            .filter(|p| p.bytes.capacity() < plan.bytes.capacity());
+        if let Some(smallest) = smallest {
+            *smallest = plan;
+        }
+    }
+
+    /// A progress list to fill, recycled when there is one.
+    pub(crate) fn progress_list(&mut self) -> Vec<SendProgress> {
+        self.progress.pop().unwrap_or_default()
     }
 
     /// Keeps a completed packet's progress list.

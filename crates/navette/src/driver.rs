@@ -212,7 +212,9 @@ impl<'a> DriverPort<'a> {
         buf: &mut Vec<u8>,
         range: Range<usize>,
     ) -> Result<bool, ProtocolError> {
-        if self.land_tagged_now(rail, &buf[range.clone()]) {
+        if self.land_tagged_now(rail, &buf[range.clone()])
+            || self.state.land_irecvs_now(rail, &buf[range.clone()])
+        {
             return Ok(false);
         }
         let settled = &self.core.lean_whole_settled;
@@ -226,11 +228,13 @@ impl<'a> DriverPort<'a> {
     }
 
     /// Shows a packet to the receives waiting outside the engine only (a
-    /// blocking tagged receive's, a whole message's): whether it landed
+    /// blocking tagged receive's, non-blocking ones', a whole message's):
+    /// whether it landed
     /// in one (the packet is then handled). Otherwise the packet must
     /// still go through [`Self::handle_packet`].
     pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
         self.land_tagged_now(rail, bytes)
+            || self.state.land_irecvs_now(rail, bytes)
             || self
                 .state
                 .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
@@ -287,6 +291,7 @@ impl<'a> DriverPort<'a> {
         self.state.engine.close_rail(rail);
         // Receives waiting outside the engine learn of a lost peer only
         // the usual way: posted, the engine fails them if they were its.
+        self.state.post_irecvs();
         if self.state.post_waiting_lean() {
             self.core.lean_slot.record(RecvNowOutcome::Post);
         }

@@ -128,6 +128,7 @@ impl State {
         let Some(LeanRecv::Waiting { want, dest }) = self.lean.take() else {
             return;
         };
+        self.before_posting(want.channel);
         let dest = self.mem.insert_lent(dest);
         let req = self
             .engine
@@ -162,7 +163,7 @@ impl Node {
         {
             let mut state = core.lock();
             let free = state.lean.is_none() && !slot.busy.load(Ordering::Acquire);
-            if !free || !state.engine.can_recv_now(want.channel, want.source) {
+            if !free || !state.can_recv_now(want.channel, want.source) {
                 return None;
             }
             state.lean = Some(LeanRecv::Waiting {

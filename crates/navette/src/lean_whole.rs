@@ -148,6 +148,7 @@ impl State {
         let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
             return;
         };
+        self.before_posting(want.channel);
         let key = self.engine.recv_begin(want.channel, want.source, want.tag);
         self.watch(key, None);
         self.lean_whole[slot as usize] = Some(LeanWhole::Posted(key));
@@ -163,7 +164,7 @@ impl State {
         settled: &SettledFlags,
     ) -> bool {
         let free = self.lean_whole[slot as usize].is_none();
-        if !free || !self.engine.can_recv_now(want.channel, want.source) {
+        if !free || !self.can_recv_now(want.channel, want.source) {
             return false;
         }
         self.lean_whole[slot as usize] = Some(LeanWhole::Waiting(want));

@@ -50,6 +50,7 @@ pub mod diagnostics;
 pub mod driver;
 mod error;
 mod lean;
+mod lean_irecv;
 mod lean_whole;
 mod memtable;
 pub mod message;

@@ -171,6 +171,7 @@ impl Node {
         let from = from.into();
         let tag = tag.into();
         let key = self.with_state(|s| {
+            s.before_posting(from.channel);
             let key = s.engine.recv_begin(from.channel, from.source, tag);
             s.watch(key, None);
             key

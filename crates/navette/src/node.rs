@@ -128,6 +128,9 @@ pub(crate) struct State {
     /// Whole-message receives waiting outside the engine: an RPC reply's,
     /// and the next RPC call's (see [`crate::lean_whole`]).
     pub(crate) lean_whole: crate::lean_whole::LeanWholes,
+    /// Non-blocking tagged receives waiting outside the engine (see
+    /// [`crate::lean_irecv`]).
+    pub(crate) lean_irecvs: crate::lean_irecv::LeanIrecvs,
     /// Wakers of requests awaited as futures, by request.
     wakers: FxHashMap<ReqId, Waker>,
     /// Wakers whose requests completed, to wake once the lock is released
@@ -340,6 +343,8 @@ impl NodeCore {
         if let Some(now) = now {
             state.engine.handle_tick(now);
         }
+        // Receives waiting outside the engine are listed once posted.
+        state.post_irecvs();
         state.engine.report()
     }
 }
@@ -381,6 +386,7 @@ impl Node {
                     slots: FxHashMap::default(),
                     lean: None,
                     lean_whole: Default::default(),
+                    lean_irecvs: Default::default(),
                     wakers: FxHashMap::default(),
                     woken: Vec::new(),
                     unwaited_failures: 0,

@@ -9,11 +9,13 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use navette_core::{RecvNow, ReqId, Status, TagMatch};
+use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch};
 
+use crate::lean_irecv::LeanKey;
 use crate::node::{State, unlock};
 use crate::{Error, Gate, Node, RecvFrom, Result};
 
@@ -75,6 +77,12 @@ enum Op {
     /// A send that left at once ([`Node::isend`]): complete from its start,
     /// unknown to the engine.
     Left(Status),
+    /// A receive waiting outside the engine ([`Node::irecv`], see
+    /// [`crate::lean_irecv`]), or what became of it.
+    Lean(LeanKey),
+    /// A small send put in its peer's open packet ([`Node::isend`]):
+    /// complete once the packet leaves, at the next round of progress.
+    Staged(StagedSend, Status),
 }
 
 impl std::fmt::Display for Op {
@@ -82,6 +90,10 @@ impl std::fmt::Display for Op {
         match self {
             Self::Engine(id) => id.fmt(f),
             Self::Left(status) => write!(f, "a send of {} bytes left at once", status.len),
+            Self::Lean(key) => key.fmt(f),
+            Self::Staged(_, status) => {
+                write!(f, "a send of {} bytes in an open packet", status.len)
+            }
         }
     }
 }
@@ -102,6 +114,14 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => self.node.test_id(id),
             Op::Left(_) => Ok(true),
+            Op::Lean(_) | Op::Staged(..) => {
+                self.node.progress()?;
+                let mut state = self.node.core().lock();
+                state.collect();
+                let done = self.is_done(&state);
+                unlock(state);
+                Ok(done)
+            }
         }
     }
 
@@ -111,6 +131,16 @@ impl<'n, T: Completion> Request<'n, T> {
             // On error (a stalled wait) it is detached as it drops.
             Op::Engine(id) => self.node.wait_id(id)?,
             Op::Left(status) => (Ok(status), None),
+            Op::Lean(key) => self
+                .node
+                .wait_until(&|| key.to_string(), |state| state.take_irecv(key))?,
+            Op::Staged(staged, status) => {
+                let what = || self.op.to_string();
+                let left = self
+                    .node
+                    .wait_until(&what, |state| state.engine.staged_outcome(staged))?;
+                (left.map(|()| status).map_err(Error::from), None)
+            }
         };
         self.taken = true;
         Ok(T::from_parts(outcome?, buf))
@@ -121,6 +151,8 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => state.is_done(id),
             Op::Left(_) => true,
+            Op::Lean(key) => state.irecv_is_done(key),
+            Op::Staged(staged, _) => state.engine.staged_outcome(staged).is_some(),
         }
     }
 
@@ -131,6 +163,15 @@ impl<'n, T: Completion> Request<'n, T> {
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Left(status) => Ok(T::from_parts(status, None)),
+            Op::Lean(key) => {
+                let (outcome, buf) = state.take_irecv(key)?;
+                outcome.map(|status| T::from_parts(status, buf))
+            }
+            Op::Staged(staged, status) => {
+                let left = state.engine.staged_outcome(staged)?;
+                left.map(|()| T::from_parts(status, None))
+                    .map_err(Error::from)
+            }
         };
         self.taken = true;
         Some(outcome)
@@ -143,11 +184,22 @@ impl<T: Completion> Future for Request<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         assert!(!this.taken, "a request polled after it completed");
+        if let Op::Lean(key) = this.op {
+            if let Some(done) = this.poll_lean(key, cx) {
+                return done;
+            }
+        }
+        if let Op::Staged(..) = this.op {
+            return this.poll_staged(cx);
+        }
         let id = match this.op {
             Op::Engine(id) => id,
             Op::Left(status) => {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
+            }
+            Op::Lean(_) | Op::Staged(..) => {
+                unreachable!("poll_lean and poll_staged leave an engine request or an outcome")
             }
         };
         match this.node.poll_id(id, cx.waker()) {
@@ -162,10 +214,77 @@ impl<T: Completion> Future for Request<'_, T> {
     }
 }
 
+impl<T: Completion> Request<'_, T> {
+    /// Polls a receive waiting outside the engine: with no progress thread,
+    /// after a round of progress, its outcome if it came (else it asks to
+    /// be polled again at once, as a spinning wait would). A progress
+    /// thread wakes only engine requests: with one running, a receive
+    /// still waiting is posted (with the whole list) and the request goes
+    /// on as that engine request (`None`).
+    fn poll_lean(&mut self, key: LeanKey, cx: &Context<'_>) -> Option<Poll<Result<T>>> {
+        let threads = self.node.core().progress_threads.load(Ordering::Acquire);
+        if threads == 0 {
+            if let Err(err) = self.node.progress() {
+                return Some(Poll::Ready(Err(err)));
+            }
+        }
+        let mut state = self.node.core().lock();
+        state.collect();
+        if let Some(out) = self.try_take(&mut state) {
+            unlock(state);
+            return Some(Poll::Ready(out));
+        }
+        if threads == 0 {
+            unlock(state);
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        let id = state.irecv_to_engine(key);
+        unlock(state);
+        // Posting may have queued a chunk (a clear-to-send).
+        self.node.core().mark_dirty();
+        self.node.wake_driver();
+        match id {
+            Some(id) => {
+                self.op = Op::Engine(id);
+                None
+            }
+            // Landed meanwhile: taken at the next poll.
+            None => {
+                cx.waker().wake_by_ref();
+                Some(Poll::Pending)
+            }
+        }
+    }
+}
+
+impl<T: Completion> Request<'_, T> {
+    /// Polls a send in an open packet: after a round of progress (which
+    /// sends the packet if its rail is idle), its outcome if it left; else
+    /// it asks to be polled again at once (no completion wakes it).
+    fn poll_staged(&mut self, cx: &Context<'_>) -> Poll<Result<T>> {
+        if let Err(err) = self.node.progress() {
+            return Poll::Ready(Err(err));
+        }
+        let mut state = self.node.core().lock();
+        let out = self.try_take(&mut state);
+        unlock(state);
+        match out {
+            Some(out) => Poll::Ready(out),
+            None => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+}
+
 impl<T: Completion> Drop for Request<'_, T> {
     fn drop(&mut self) {
-        if let (Op::Engine(id), false) = (self.op, self.taken) {
-            self.node.with_state(|s| s.detach(id));
+        match (self.op, self.taken) {
+            (Op::Engine(id), false) => self.node.with_state(|s| s.detach(id)),
+            (Op::Lean(key), false) => self.node.with_state(|s| s.drop_irecv(key)),
+            _ => {}
         }
     }
 }
@@ -282,7 +401,14 @@ pub fn wait_any<T: Completion>(requests: &mut Vec<Request<'_, T>>) -> Result<(us
 impl Node {
     /// Sends `data` to `gate` with `tag`, without blocking. Over shared
     /// memory, a small message to an idle rail leaves at once (copied into
-    /// the peer's ring): its request is complete from the start.
+    /// the peer's ring): its request is complete from the start. A small
+    /// message that cannot (over tcp, or while its rail is busy) waits for
+    /// the next round of progress — any wait, test or progress call, or the
+    /// progress thread — and, where its channel's strategy aggregates (the
+    /// default), shares one packet with the other small messages sent to the
+    /// same peer meanwhile, whatever their channels and tags: it is copied
+    /// into that packet now, and its request completes when the packet
+    /// leaves.
     pub fn isend(
         &self,
         gate: Gate,
@@ -290,28 +416,62 @@ impl Node {
         data: impl Into<Bytes>,
     ) -> Result<Request<'_, Status>> {
         let data = data.into();
+        let core = self.core();
         // Where packets cost little (shm), a small send to an idle rail
         // leaves at once, and the receiver starts on it while this thread
-        // goes on; elsewhere (tcp: a system call per packet) it waits in
-        // the window, for the next round to send it with what follows.
-        let driver = self.core().driver();
+        // goes on; elsewhere (tcp: a system call per packet) it waits for
+        // the next round, to leave with what follows.
+        let driver = core.driver();
         if driver.isend_now() {
-            if let Some(sent) = driver.send_now(self.core(), gate, tag, &data) {
+            if let Some(sent) = driver.send_now(core, gate, tag, &data) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
         }
-        let id = self.with_state(|s| {
-            let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
-            let range = s.mem.insert_shared(data);
-            let id = s.engine.send_tagged(out, range);
-            s.watch(id, Some(range.handle));
-            Ok::<_, Error>(id)
-        })?;
+        let mut state = core.lock();
+        // Small messages that wait share their peer's open packet where
+        // their channel's strategy aggregates (the default): encoded now,
+        // copied, they leave together at the next round, before anything
+        // of the windows.
+        if let Some(staged) = state
+            .engine
+            .stage_tagged(gate.channel, gate.peer, tag, &data)
+        {
+            unlock(state);
+            core.mark_dirty();
+            if staged.closed {
+                // A full packet leaves now: the receiver starts on it while
+                // this thread fills the next.
+                driver.progress(core)?;
+            }
+            if staged.opened {
+                // A thread sleeping in the driver (a progress thread) sends
+                // it; later messages of the same packet need not tell.
+                self.wake_driver();
+            }
+            let status = Status {
+                peer: gate.peer,
+                tag,
+                len: data.len(),
+            };
+            return Ok(Request::new(self, Op::Staged(staged, status)));
+        }
+        let out = state.engine.send_begin(gate.channel, gate.peer, tag)?;
+        let range = state.mem.insert_shared(data);
+        let id = state.engine.send_tagged(out, range);
+        state.watch(id, Some(range.handle));
+        unlock(state);
+        core.mark_dirty();
+        self.wake_driver();
         Ok(Request::new(self, Op::Engine(id)))
     }
 
     /// Receives into `buf` a message from `from` whose tag matches `tag`,
     /// without blocking. The message may be shorter than `buf`, not longer.
+    ///
+    /// Where nothing is posted or unexpected on its channel (receives
+    /// posted ahead of their messages), the receive waits outside the
+    /// engine and its message lands in `buf` with no request or posting
+    /// of the engine's (see `GateStats::messages_at_once`).
     pub fn irecv(
         &self,
         from: impl Into<RecvFrom>,
@@ -319,13 +479,29 @@ impl Node {
         buf: Vec<u8>,
     ) -> Request<'_, Received> {
         let (from, tag) = (from.into(), tag.into());
-        let id = self.with_state(|s| {
-            let range = s.mem.insert_owned(buf);
-            let State { engine, mem, .. } = &mut *s;
-            let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
-            s.watch(id, Some(range.handle));
-            id
-        });
+        let want = RecvNow {
+            channel: from.channel,
+            source: from.source,
+            tag,
+        };
+        let mut state = self.core().lock();
+        let buf = match state.irecv_lean(want, buf) {
+            Ok(key) => {
+                // Nothing for the driver to send: no mark, no wake-up.
+                unlock(state);
+                return Request::new(self, Op::Lean(key));
+            }
+            Err(buf) => buf,
+        };
+        state.before_posting(from.channel);
+        let range = state.mem.insert_owned(buf);
+        let State { engine, mem, .. } = &mut *state;
+        let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
+        state.watch(id, Some(range.handle));
+        unlock(state);
+        // Posting may have queued a chunk (a clear-to-send).
+        self.core().mark_dirty();
+        self.wake_driver();
         Request::new(self, Op::Engine(id))
     }
 
@@ -369,6 +545,7 @@ impl Node {
             return received;
         }
         let (id, lent) = self.with_state(|s| {
+            s.before_posting(from.channel);
             let (range, lent) = self.lend_mut(s, dest);
             let State { engine, mem, .. } = &mut *s;
             let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);

@@ -20,9 +20,17 @@ impl Engine {
             return;
         };
         let (rails, gates) = (p.rails.clone(), p.gates.clone());
+        // Staged messages are lost with their packets: `staged_outcome`
+        // reports it.
+        if self.peers.get_mut(&peer).is_some_and(|p| p.open.drop_all()) {
+            self.open_peers -= 1;
+        }
         for rail in rails {
             let r = &mut self.rails[rail.0 as usize];
-            r.closed = true;
+            if !r.closed {
+                r.closed = true;
+                self.rails_closed += 1;
+            }
             for item in r.in_flight.take().into_iter().flatten() {
                 if let SendProgress::Piece { req, .. } = item {
                     self.complete(req, Err(err.clone()));

@@ -21,7 +21,9 @@ mod births;
 mod failure;
 mod incoming;
 mod now;
+mod open;
 mod piece;
+mod posted_now;
 mod recv;
 mod rendezvous;
 mod report;
@@ -48,7 +50,9 @@ pub use now::{
     HAND_OVER_MIN, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome,
     WholeNowOutcome,
 };
+pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
 pub use piece::PIECE_COST;
+pub use posted_now::{PostedNow, PostedNowOutcome};
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};
@@ -130,6 +134,11 @@ pub struct Engine {
     queued: bool,
     /// What strategies see of a peer's rails, kept between packets.
     rail_views: Vec<RailInfo>,
+    /// Peers with staged messages waiting in open packets (see [`open`]):
+    /// while none has any, sending at once looks no further.
+    open_peers: usize,
+    /// Rails closed so far: while none is, no peer is lost.
+    rails_closed: usize,
 }
 
 #[derive(Debug)]
@@ -137,6 +146,8 @@ struct Peer {
     rails: Vec<RailId>,
     gates: Vec<GateId>,
     next_gate: usize,
+    /// Small messages staged for the next rails (see [`open`]).
+    open: open::OpenPackets,
 }
 
 #[derive(Debug)]
@@ -285,6 +296,8 @@ impl Engine {
             events: VecDeque::new(),
             queued: false,
             rail_views: Vec::new(),
+            open_peers: 0,
+            rails_closed: 0,
         }
     }
 
@@ -336,6 +349,7 @@ impl Engine {
                 rails: Vec::new(),
                 gates: Vec::new(),
                 next_gate: 0,
+                open: open::OpenPackets::default(),
             })
             .rails
             .push(id);
@@ -527,6 +541,10 @@ impl Engine {
         }
         let peer = r.peer;
         let peer_state = self.peers.get(&peer)?;
+        if peer_state.open.is_waiting() {
+            // Staged messages were numbered before anything of the windows.
+            return self.hand_out(rail, |engine| engine.take_open_plan(peer));
+        }
         let gates = &self.gates;
         if peer_state
             .gates
@@ -612,11 +630,29 @@ impl Engine {
         };
         peer_state.next_gate = (last + 1) % count;
         let (plan, progress) = packet.finish();
+        self.set_in_flight(rail, &plan, progress);
+        Some(plan)
+    }
+
+    /// Hands `rail` the packet `take` makes, with nothing to complete when
+    /// it is sent.
+    fn hand_out(
+        &mut self,
+        rail: RailId,
+        take: impl FnOnce(&mut Self) -> Option<PacketPlan>,
+    ) -> Option<PacketPlan> {
+        let plan = take(self)?;
+        let progress = self.pool.progress_list();
+        self.set_in_flight(rail, &plan, progress);
+        Some(plan)
+    }
+
+    /// Notes `plan` in flight on `rail`, with what completes when it is sent.
+    fn set_in_flight(&mut self, rail: RailId, plan: &PacketPlan, progress: Vec<SendProgress>) {
         let r = &mut self.rails[rail.0 as usize];
         r.in_flight = Some(progress);
         r.in_flight_len = plan.len();
         r.sent_at = self.now;
-        Some(plan)
     }
 
     /// Gives back a plan from [`Self::poll_transmit`] once the driver is
@@ -636,9 +672,9 @@ impl Engine {
 
     /// Whether some window holds chunks for `peer`.
     pub fn has_pending(&self, peer: Rank) -> bool {
-        self.peers
-            .get(&peer)
-            .is_some_and(|p| p.gates.iter().any(|g| !self.gates[g.0].window.is_empty()))
+        self.peers.get(&peer).is_some_and(|p| {
+            p.open.is_waiting() || p.gates.iter().any(|g| !self.gates[g.0].window.is_empty())
+        })
     }
 
     /// The next completion.
@@ -666,6 +702,7 @@ impl Engine {
     pub fn sends_flushed(&self) -> bool {
         self.rdv_sends.is_empty()
             && self.rails.iter().all(|r| r.in_flight.is_none())
+            && self.peers.values().all(|p| !p.open.is_waiting())
             && self.gates.iter().all(|g| {
                 g.window
                     .iter()
@@ -691,6 +728,7 @@ impl Engine {
     }
 
     /// The gate of `(channel, peer)`, created on first use.
+    #[inline]
     fn gate(&mut self, channel: ChannelId, peer: Rank) -> GateId {
         let slot = (usize::from(channel.0) + 7 * peer as usize) % RECENT_GATES;
         if let Some((c, p, id)) = self.recent_gates[slot] {
@@ -698,6 +736,12 @@ impl Engine {
                 return id;
             }
         }
+        self.gate_slow(channel, peer, slot)
+    }
+
+    /// [`Self::gate`] past its cache.
+    #[cold]
+    fn gate_slow(&mut self, channel: ChannelId, peer: Rank, slot: usize) -> GateId {
         if let Some(&id) = self.gate_index.get(&(channel, peer)) {
             self.recent_gates[slot] = Some((channel, peer, id));
             return id;
@@ -763,6 +807,7 @@ impl Engine {
     }
 
     /// The index of `channel` in `channels`, created on first use.
+    #[inline]
     fn channel_index(&mut self, channel: ChannelId) -> usize {
         let slot = usize::from(channel.0) % RECENT_GATES;
         if let Some((c, index)) = self.recent_channels[slot] {
@@ -770,6 +815,23 @@ impl Engine {
                 return index;
             }
         }
+        self.channel_index_slow(channel, slot)
+    }
+
+    /// The state of `channel`, if it was ever used: [`Self::channel_index`]'s
+    /// cache first, without changing anything.
+    #[inline]
+    fn find_channel(&self, channel: ChannelId) -> Option<&Channel> {
+        let slot = usize::from(channel.0) % RECENT_GATES;
+        match self.recent_channels[slot] {
+            Some((c, index)) if c == channel => Some(&self.channels[index]),
+            _ => self.channels.get(&channel),
+        }
+    }
+
+    /// [`Self::channel_index`] past its cache.
+    #[cold]
+    fn channel_index_slow(&mut self, channel: ChannelId, slot: usize) -> usize {
         if let Some(index) = self.channels.get_index_of(&channel) {
             self.recent_channels[slot] = Some((channel, index));
             return index;

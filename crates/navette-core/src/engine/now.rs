@@ -163,6 +163,12 @@ impl Engine {
             && u32::try_from(len).is_ok()
     }
 
+    /// Whether small messages to `peer` wait in an open packet.
+    #[inline]
+    fn has_open_packet(&self, peer: Rank) -> bool {
+        self.open_peers > 0 && self.peers.get(&peer).is_some_and(|p| p.open.is_waiting())
+    }
+
     /// Writes the packet of a one-piece tagged message into `out` (exactly
     /// [`Self::tagged_packet_len`]`(data.len())` bytes), after
     /// [`Self::can_send_now`] said yes for it. The message has left once the
@@ -302,7 +308,9 @@ impl Engine {
     /// and idle: a packet may then go on it at once.
     fn idle_rail_max_packet(&self, rail: RailId, peer: Rank) -> Option<usize> {
         let r = self.rails.get(rail.0 as usize)?;
-        (r.peer == peer && !r.closed && r.in_flight.is_none()).then_some(r.caps.max_packet)
+        let idle = r.peer == peer && !r.closed && r.in_flight.is_none();
+        // Staged messages to the peer leave first (with the next round).
+        (idle && !self.has_open_packet(peer)).then_some(r.caps.max_packet)
     }
 
     /// Writes the packet of the whole message `out` into `packet` (exactly
@@ -438,8 +446,7 @@ impl Engine {
     #[inline]
     pub fn can_recv_now(&self, channel: ChannelId, source: Source) -> bool {
         let quiet = self
-            .channels
-            .get(&channel)
+            .find_channel(channel)
             .is_none_or(|ch| ch.posted.is_empty() && ch.unexpected.is_empty());
         quiet && !self.source_is_lost(source)
     }
@@ -723,7 +730,7 @@ pub const HAND_OVER_MIN: usize = 4 << 10;
 pub(super) type WholePieces = smallvec::SmallVec<[(PieceFlags, u32, u32); MOST_PIECES_AT_ONCE]>;
 
 /// Channel, flags and tag of a sequenced chunk (a piece of a message).
-fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {
+pub(super) fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {
     match chunk {
         Chunk::Eager(e) => Some((e.header.channel, e.header.flags, e.header.tag)),
         Chunk::RdvRequest(r) => Some((r.channel, r.flags, r.tag)),

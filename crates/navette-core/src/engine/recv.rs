@@ -222,12 +222,13 @@ impl Engine {
     /// Whether `source` names one known peer that can no longer be reached:
     /// a receive from it would wait forever.
     pub(super) fn source_is_lost(&self, source: Source) -> bool {
-        // A known peer whose every rail is closed.
-        source.rank().is_some_and(|peer| {
-            self.peers
-                .get(&peer)
-                .is_some_and(|p| p.rails.iter().all(|r| self.rails[r.0 as usize].closed))
-        })
+        // A known peer whose every rail is closed; none while no rail is.
+        self.rails_closed > 0
+            && source.rank().is_some_and(|peer| {
+                self.peers
+                    .get(&peer)
+                    .is_some_and(|p| p.rails.iter().all(|r| self.rails[r.0 as usize].closed))
+            })
     }
 
     /// Posts the next piece of message `key`. With a destination (whose

@@ -53,4 +53,8 @@ impl Strategy for AggregateStrategy {
     ) -> Fill {
         self.fill(window, rails, packet)
     }
+
+    fn stages_small(&self) -> bool {
+        true
+    }
 }

@@ -56,6 +56,16 @@ pub trait Strategy: Send + fmt::Debug {
         rails: &RailView<'_>,
         packet: &mut PacketBuilder,
     ) -> Fill;
+
+    /// Whether the small one-piece tagged messages of this strategy's
+    /// channel go, as they are submitted, into their peer's open packet,
+    /// which the next idle rail takes before the windows (see
+    /// `Engine::stage_tagged`): aggregation built as messages come rather
+    /// than from the window, for the same packets. The default is false:
+    /// they go through the window, to [`Self::try_and_commit`].
+    fn stages_small(&self) -> bool {
+        false
+    }
 }
 
 /// Whether a packet is complete after a strategy's turn.

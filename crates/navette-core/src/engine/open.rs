@@ -1,0 +1,251 @@
+//! Open packets: small messages that share a packet as they are submitted.
+//!
+//! NewMadeleine's aggregation, for the flow where it pays most: many small
+//! non-blocking sends to one peer in a row (an `isend` per segment, per
+//! tag, per channel). The window would hold each as a request with its
+//! memory registered, and the strategy would gather them into one packet
+//! when a rail goes idle. Where the channel's strategy allows it
+//! ([`crate::Strategy::stages_small`], `aggregate` does), a small one-piece
+//! tagged message is instead encoded at once, its data copied, into the
+//! peer's *open packet* ([`Engine::stage_tagged`]): it takes the gate's
+//! sequence and message numbers as it would in the window, and no request,
+//! registration or window entry is made. The next idle rail to the peer
+//! takes the open packet before anything of the windows
+//! ([`Engine::poll_transmit`]), so the receiver sees exactly the packet
+//! the aggregate strategy would have built, in the same order.
+//!
+//! An open packet closes when it holds [`OPEN_MOST_CHUNKS`] chunks or
+//! [`OPEN_MOST_BODY`] bytes (within the peer's smallest packet); closed
+//! ones wait, in order, for the next rails. A staged message has left
+//! once its packet is handed to a rail ([`Engine::staged_outcome`]); the
+//! caller knows it by its packet number ([`StagedSend`]).
+
+use std::collections::VecDeque;
+
+use navette_wire::{EagerHeader, PacketHeader, PieceFlags};
+
+use super::{Engine, GateId};
+use crate::plan::{PacketPlan, Segment};
+use crate::{ChannelId, RailId, Rank, RequestError};
+
+/// Most chunks of an open packet: a receiver handles a packet of up to
+/// this many eager chunks in one step.
+pub const OPEN_MOST_CHUNKS: usize = 16;
+
+/// Most body bytes of an open packet (lowered to the peer's smallest
+/// packet).
+pub const OPEN_MOST_BODY: usize = 2 << 10;
+
+/// Most data bytes of one message put in an open packet: a larger one
+/// costs more to copy twice (in, then out to the rail) than its own
+/// packet does.
+pub const OPEN_MOST_PIECE: usize = 512;
+
+/// A message put in an open packet: it has left once packet `packet` of
+/// `peer` has (see [`Engine::staged_outcome`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StagedSend {
+    /// The destination.
+    pub peer: Rank,
+    /// Where the engine keeps the destination's state (looked up without
+    /// hashing).
+    peer_index: usize,
+    /// The number of its packet among the peer's open packets.
+    pub packet: u64,
+    /// Whether it opened its packet (nothing of the peer's waited before
+    /// it): whoever sends packets must be told there is one.
+    pub opened: bool,
+    /// Whether it closed the packet before its own, which may leave now.
+    pub closed: bool,
+}
+
+/// The largest body an open packet to a peer may have: within the
+/// smallest packet of its open rails (`rails`, ids into `all`); `None` if
+/// it has none.
+fn open_max_body(rails: &[RailId], all: &[super::Rail]) -> Option<usize> {
+    rails
+        .iter()
+        .map(|r| &all[r.0 as usize])
+        .filter(|r| !r.closed)
+        .map(|r| r.caps.max_packet)
+        .min()
+        .map(|max| max.min(OPEN_MOST_BODY))
+}
+
+/// A peer's open packets.
+#[derive(Debug, Default)]
+pub(super) struct OpenPackets {
+    /// The packet taking messages: its header's room, then its chunks
+    /// (empty when none).
+    bytes: Vec<u8>,
+    chunks: u16,
+    /// Gates with a chunk in it (their packet counts).
+    gates: Vec<GateId>,
+    /// Its largest body, read from the peer's rails when it opened.
+    max_body: usize,
+    /// Packets closed and waiting for a rail, oldest first, with their
+    /// chunk counts.
+    closed: VecDeque<(Vec<u8>, u16)>,
+    /// Open packets handed to rails so far: packet `n` has left once
+    /// `left > n`.
+    left: u64,
+}
+
+impl OpenPackets {
+    /// Whether a packet waits for a rail.
+    pub(super) fn is_waiting(&self) -> bool {
+        self.chunks > 0 || !self.closed.is_empty()
+    }
+
+    /// The number of the packet taking messages.
+    fn current(&self) -> u64 {
+        self.left + self.closed.len() as u64
+    }
+
+    /// Closes the packet taking messages, if it has any.
+    fn close(&mut self) {
+        if self.chunks > 0 {
+            let bytes = std::mem::take(&mut self.bytes);
+            self.closed.push_back((bytes, self.chunks));
+            self.chunks = 0;
+            self.gates.clear();
+        }
+    }
+
+    /// Drops every waiting packet (their peer is lost); whether any
+    /// waited.
+    pub(super) fn drop_all(&mut self) -> bool {
+        let waited = self.is_waiting();
+        self.bytes.clear();
+        self.chunks = 0;
+        self.gates.clear();
+        self.closed.clear();
+        waited
+    }
+}
+
+impl Engine {
+    /// Puts the one-piece tagged message `data` to `peer` on `channel` in
+    /// the peer's open packet, if its channel's strategy stages small
+    /// messages, nothing waits before it in its gate's window, it is at
+    /// most [`OPEN_MOST_PIECE`] bytes and eager, and the peer is
+    /// reachable: the message then takes its gate's numbers, its data is
+    /// copied, and it leaves with the packet (see [`StagedSend`]). `None`
+    /// sends it the usual way.
+    pub fn stage_tagged(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<StagedSend> {
+        if data.len() > OPEN_MOST_PIECE {
+            return None;
+        }
+        // At most OPEN_MOST_PIECE.
+        let len = data.len() as u32;
+        let gate = self.gate(channel, peer);
+        let g = &self.gates[gate.0];
+        let stages = self.channels[g.channel_index].strategy.stages_small();
+        if !stages || !g.window.is_empty() || data.len() >= g.rdv_threshold {
+            return None;
+        }
+        let (peer_index, _, p) = self.peers.get_full_mut(&peer)?;
+        let open = &mut p.open;
+        let chunk_len = EagerHeader::LEN + data.len();
+        let body = open.bytes.len().saturating_sub(PacketHeader::LEN);
+        let closed = open.chunks > 0
+            && (usize::from(open.chunks) >= OPEN_MOST_CHUNKS || body + chunk_len > open.max_body);
+        if closed {
+            open.close();
+        }
+        if open.chunks == 0 {
+            // The peer's rails are read when a packet opens.
+            open.max_body = open_max_body(&p.rails, &self.rails)?;
+            open.bytes.clear();
+            open.bytes.resize(PacketHeader::LEN, 0);
+        }
+        if chunk_len > open.max_body {
+            return None;
+        }
+        let opened = open.chunks == 0 && open.closed.is_empty();
+        if opened {
+            self.open_peers += 1;
+        }
+        let g = &mut self.gates[gate.0];
+        let (seq, msg) = (g.next_seq, g.next_msg);
+        g.next_seq = g.next_seq.wrapping_add(1);
+        g.next_msg = g.next_msg.wrapping_add(1);
+        let header = EagerHeader {
+            channel: channel.0,
+            flags: PieceFlags::TAGGED,
+            seq,
+            msg,
+            tag,
+            len,
+        };
+        open.bytes.extend_from_slice(&header.to_bytes());
+        open.bytes.extend_from_slice(data);
+        open.chunks += 1;
+        if !open.gates.contains(&gate) {
+            open.gates.push(gate);
+            g.stats.packets_sent += 1;
+        }
+        g.stats.chunks_sent += 1;
+        g.stats.bytes_sent += chunk_len as u64;
+        g.stats.bytes_copied += data.len() as u64;
+        Some(StagedSend {
+            peer,
+            peer_index,
+            packet: open.current(),
+            opened,
+            closed,
+        })
+    }
+
+    /// Whether the message staged as `staged` has left: `Some(Ok)` once
+    /// its packet was handed to a rail, `Some(Err)` if its peer was lost
+    /// before, `None` while it waits.
+    pub fn staged_outcome(&self, staged: StagedSend) -> Option<Result<(), RequestError>> {
+        // Peers are never removed: the index stays theirs.
+        let Some((_, p)) = self.peers.get_index(staged.peer_index) else {
+            return Some(Err(RequestError::PeerUnreachable { peer: staged.peer }));
+        };
+        if p.open.left > staged.packet {
+            Some(Ok(()))
+        } else if !self.is_reachable(staged.peer) {
+            Some(Err(RequestError::PeerUnreachable { peer: staged.peer }))
+        } else {
+            None
+        }
+    }
+
+    /// The oldest open packet of `peer` as a plan, closed and counted as
+    /// left, if one waits.
+    pub(super) fn take_open_plan(&mut self, peer: Rank) -> Option<PacketPlan> {
+        let open = &mut self.peers.get_mut(&peer)?.open;
+        if open.closed.is_empty() {
+            open.close();
+        }
+        let (mut bytes, chunks) = open.closed.pop_front()?;
+        open.left += 1;
+        if !open.is_waiting() {
+            self.open_peers -= 1;
+        }
+        let body_len = bytes.len() - PacketHeader::LEN;
+        let header = PacketHeader {
+            chunk_count: chunks,
+            body_len: u32::try_from(body_len).expect("open packets stay below OPEN_MOST_BODY"),
+        };
+        bytes[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+        let mut plan = self.pool.take_plan();
+        let old = std::mem::replace(&mut plan.bytes, bytes);
+        if open.chunks == 0 {
+            // The plan's old buffer takes the next messages.
+            open.bytes = old;
+        }
+        plan.segments.clear();
+        plan.segments.push(Segment::Local(0..plan.bytes.len()));
+        Some(plan)
+    }
+}

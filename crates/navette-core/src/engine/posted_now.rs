@@ -1,0 +1,212 @@
+//! Non-blocking tagged receives posted outside the engine.
+//!
+//! A runtime that posts its receives ahead of their messages (the usual
+//! MPI-like pattern: `irecv` on several channels, then send, then wait
+//! for all) pays the engine's receive machinery on each: a request, a
+//! posted entry, a registered buffer, a completion. When a receive is
+//! made on a channel where nothing is posted or unexpected in the engine,
+//! the caller may instead keep it in a list of its own, in posting order
+//! ([`PostedNow`]), and show each received packet to
+//! [`Engine::land_posted_now`] first. A packet whose every chunk is a
+//! whole eager one-piece message, in order on its gate, that the first
+//! receive of its channel accepting it (in posting order) has room for,
+//! lands there: each receive takes its message, the gates their sequence
+//! numbers, as the usual path would have done — with no request, posted
+//! entry, memory registration or completion event.
+//!
+//! Any packet whose chunks might match one of these receives in a way
+//! only the usual path handles (a message that does not fit, one in
+//! several pieces or by rendezvous, one out of order, one that no
+//! receive of its channel accepts and that would wait unexpected, a
+//! packet mixing such chunks with others) asks for the whole list to be
+//! posted the usual way ([`Engine::recv_tagged`], in order) before the
+//! packet is handled: matching then happens as if the receives had been
+//! posted all along. A packet with no first piece on a channel of the
+//! list is unrelated to it.
+
+use navette_wire::{Eager, Packet, PieceFlags};
+
+use super::{Engine, GateId, OPEN_MOST_CHUNKS};
+use crate::{ChannelId, RailId, Rank, RecvNow, Status};
+
+/// A tagged receive posted outside the engine, one of a list kept in
+/// posting order (see the [module docs](self)). The list holds waiting
+/// receives only: one that lands is removed before the next packet.
+pub trait PostedNow {
+    /// What it accepts.
+    fn want(&self) -> &RecvNow;
+    /// The most bytes its message may have.
+    fn room(&self) -> usize;
+    /// Its message arrived: `data` (at most [`Self::room`] bytes) goes to
+    /// the start of its destination, and the receive completes with
+    /// `status`.
+    /// The caller then removes it from the list.
+    fn land(&mut self, data: &[u8], status: Status);
+}
+
+/// What [`Engine::land_posted_now`] made of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostedNowOutcome {
+    /// Every chunk landed in a receive of the list (each
+    /// [`PostedNow::land`] was called): the packet is handled.
+    Landed,
+    /// No chunk can match a receive of the list: handle the packet with
+    /// [`Engine::handle_packet`], the list keeps waiting.
+    Unrelated,
+    /// Some chunk might match a receive of the list in a way only the
+    /// usual path handles: post every receive of the list with
+    /// [`Engine::recv_tagged`], in posting order, then handle the packet
+    /// with [`Engine::handle_packet`]. Nothing landed.
+    Post,
+}
+
+/// Where each chunk of a packet goes: the index of its receive in the
+/// list and its gate, per chunk.
+type Assignment = [(usize, GateId); OPEN_MOST_CHUNKS];
+
+/// Receives of the list past this many are never landed at once (a
+/// packet that one of them would take is posted): the ones taken by a
+/// packet are noted in a 64-bit mask.
+const MOST_LANDING: usize = 64;
+
+impl Engine {
+    /// Shows a packet received on `rail` to the receives of `posted`, kept
+    /// outside the engine in posting order, each made when nothing was
+    /// posted or unexpected on its channel ([`Self::can_recv_now`]): see
+    /// the [module docs](self) and [`PostedNowOutcome`].
+    pub fn land_posted_now<P: PostedNow>(
+        &mut self,
+        rail: RailId,
+        bytes: &[u8],
+        posted: &mut [P],
+    ) -> PostedNowOutcome {
+        let peer = match self.rails.get(rail.0 as usize) {
+            Some(r) if !r.closed => r.peer,
+            // Ignored by the usual path (closed), or refused by it.
+            _ => return PostedNowOutcome::Unrelated,
+        };
+        if posted.is_empty() {
+            return PostedNowOutcome::Unrelated;
+        }
+        let limits = self.config.limits;
+        let eager = Packet::with_eager_chunks::<OPEN_MOST_CHUNKS, _>(bytes, &limits, |eager| {
+            match self.assign_posted(peer, eager, posted) {
+                Some(assignment) => {
+                    self.land_assigned(peer, eager, &assignment, posted);
+                    PostedNowOutcome::Landed
+                }
+                None => unlanded(
+                    eager.iter().map(|e| (e.header.channel, e.header.flags)),
+                    posted,
+                ),
+            }
+        });
+        if let Some(outcome) = eager {
+            return outcome;
+        }
+        // Any other packet: only the usual path handles it. A packet it
+        // refuses fails its peer's receives, which must be posted for that.
+        let Ok(packet) = Packet::decode(bytes, &limits) else {
+            return PostedNowOutcome::Post;
+        };
+        let sequenced = packet
+            .chunks()
+            .filter_map(|chunk| super::now::sequenced(&chunk).map(|(c, flags, _)| (c, flags)));
+        unlanded(sequenced, posted)
+    }
+
+    /// Where each of `eager` (chunks of one packet from `peer`, in order)
+    /// lands in `posted`, if every one lands: a whole eager message, in
+    /// order on its gate (counting the chunks of the same gate before it
+    /// in the packet) with nothing held or under way there and nothing
+    /// posted on its channel, taken by the first receive of the list that
+    /// accepts it (not taken by an earlier chunk) and has room for it.
+    /// Changes nothing but creating gates.
+    fn assign_posted<P: PostedNow>(
+        &mut self,
+        peer: Rank,
+        eager: &[Eager<'_>],
+        posted: &[P],
+    ) -> Option<Assignment> {
+        let mut assignment = [(usize::MAX, GateId(0)); OPEN_MOST_CHUNKS];
+        let mut taken = 0u64;
+        for (i, e) in eager.iter().enumerate() {
+            let h = e.header;
+            let channel = ChannelId(h.channel);
+            if !(h.flags.first() && h.flags.last()) || h.flags.aborted() {
+                return None;
+            }
+            let j = posted
+                .iter()
+                .take(MOST_LANDING)
+                .enumerate()
+                .position(|(j, p)| {
+                    let want = p.want();
+                    taken & (1 << j) == 0
+                        && want.channel == channel
+                        && want.source.accepts(peer)
+                        && want.tag.matches(h.tag)
+                })?;
+            if e.data.len() > posted[j].room() {
+                return None;
+            }
+            let gate = self.gate(channel, peer);
+            let earlier = assignment[..i].iter().filter(|(_, g)| *g == gate).count() as u32;
+            let g = &self.gates[gate.0];
+            let in_order = g.reorder.is_next(h.seq.wrapping_sub(earlier));
+            let known = !g.incoming.is_empty() && g.incoming.contains_key(&h.msg);
+            let quiet = self.channels[g.channel_index].posted.is_empty();
+            if !in_order || known || !quiet {
+                return None;
+            }
+            taken |= 1 << j;
+            assignment[i] = (j, gate);
+        }
+        Some(assignment)
+    }
+
+    /// Lands each of `eager` in its receive of `posted`, as
+    /// [`Self::assign_posted`] found: the gates take the sequence numbers.
+    fn land_assigned<P: PostedNow>(
+        &mut self,
+        peer: Rank,
+        eager: &[Eager<'_>],
+        assignment: &Assignment,
+        posted: &mut [P],
+    ) {
+        for (e, &(j, gate)) in eager.iter().zip(assignment) {
+            let g = &mut self.gates[gate.0];
+            g.reorder.take_next();
+            g.stats.chunks_received += 1;
+            g.stats.messages_at_once += 1;
+            g.stats.bytes_copied += e.data.len() as u64;
+            let status = Status {
+                peer,
+                tag: e.header.tag,
+                len: e.data.len(),
+            };
+            posted[j].land(e.data, status);
+        }
+    }
+}
+
+/// What to do with a packet that does not land whole, given the channel
+/// and flags of its sequenced chunks: post the list if one of them
+/// starts a message on a channel where a receive of the list waits (it
+/// would match one, or wait unexpected before it), else leave the list.
+fn unlanded<P: PostedNow>(
+    mut sequenced: impl Iterator<Item = (u16, PieceFlags)>,
+    posted: &[P],
+) -> PostedNowOutcome {
+    let touches = sequenced.any(|(channel, flags)| {
+        flags.first()
+            && posted
+                .iter()
+                .any(|p| p.want().channel == ChannelId(channel))
+    });
+    if touches {
+        PostedNowOutcome::Post
+    } else {
+        PostedNowOutcome::Unrelated
+    }
+}

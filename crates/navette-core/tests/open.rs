@@ -1,0 +1,189 @@
+//! Open packets ([`Engine::stage_tagged`]): small messages staged as they
+//! are submitted share packets, leave before anything of the windows, keep
+//! their gates' order, and are what the receiver would have got from the
+//! window.
+
+mod common;
+
+use common::{CH, Net, caps, from, pattern};
+use navette_core::{
+    ChannelId, EngineConfig, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, RequestError,
+    StagedSend, StrategyKind, TagMatch,
+};
+use navette_wire::Packet;
+
+fn net(strategy: StrategyKind) -> Net {
+    Net::with_config(2, 1, caps(1024, 600), |_| EngineConfig {
+        strategy,
+        ..EngineConfig::default()
+    })
+}
+
+fn stage(net: &mut Net, channel: u16, tag: u64, data: &[u8]) -> Option<StagedSend> {
+    net.engines[0].stage_tagged(ChannelId(channel), 1, tag, data)
+}
+
+/// Receives on node 1, the usual way, the message `tag` on `channel`:
+/// the request and its destination.
+fn recv_into(
+    net: &mut Net,
+    channel: u16,
+    tag: u64,
+    len: usize,
+) -> (navette_core::ReqId, navette_core::MemRef) {
+    let dest = net.alloc(1, vec![0; len]);
+    let req = net.engines[1].recv_tagged(
+        ChannelId(channel),
+        from(0),
+        TagMatch::exact(tag),
+        dest,
+        &mut net.mems[1],
+    );
+    (req, dest)
+}
+
+fn recv(net: &mut Net, channel: u16, tag: u64, len: usize) -> navette_core::ReqId {
+    recv_into(net, channel, tag, len).0
+}
+
+fn chunk_counts(packets: &[(navette_core::RailId, Vec<u8>)]) -> Vec<u16> {
+    packets
+        .iter()
+        .map(|(_, p)| {
+            Packet::decode(p, &Default::default())
+                .expect("a valid packet")
+                .header()
+                .chunk_count
+        })
+        .collect()
+}
+
+#[test]
+fn a_burst_shares_one_packet_and_arrives_in_order() {
+    let mut net = net(StrategyKind::Aggregate);
+    let staged: Vec<_> = (0..6)
+        .map(|i| stage(&mut net, (i % 3) as u16, i, &pattern(10 + i as usize, i)).expect("staged"))
+        .collect();
+    assert!(staged.iter().all(|s| s.packet == staged[0].packet));
+    assert!(staged[0].opened && !staged[1].opened);
+    assert!(!net.engines[0].sends_flushed(), "staged messages wait");
+    assert!(
+        staged
+            .iter()
+            .all(|&s| net.engines[0].staged_outcome(s).is_none())
+    );
+    let packets = net.capture(0, 1);
+    assert_eq!(chunk_counts(&packets), [6]);
+    assert!(
+        staged
+            .iter()
+            .all(|&s| net.engines[0].staged_outcome(s) == Some(Ok(())))
+    );
+    assert!(net.engines[0].sends_flushed());
+    for (rail, bytes) in packets {
+        net.inject(1, rail, &bytes).expect("valid");
+    }
+    // Unexpected at node 1, received in order per gate.
+    for i in 0..6u64 {
+        let req = recv(&mut net, (i % 3) as u16, i, 64);
+        net.run();
+        let status = net.ok(1, req);
+        assert_eq!(status.len, 10 + i as usize);
+    }
+    let stats: Vec<_> = net.engines[0].gate_stats().collect();
+    assert_eq!(stats.iter().map(|s| s.chunks_sent).sum::<u64>(), 6);
+    assert_eq!(
+        stats.iter().map(|s| s.packets_sent).sum::<u64>(),
+        3,
+        "one per gate"
+    );
+    assert_eq!(
+        stats.iter().map(|s| s.bytes_copied).sum::<u64>(),
+        (0..6).map(|i| 10 + i).sum::<u64>(),
+        "staging copies the data"
+    );
+}
+
+#[test]
+fn only_small_eager_messages_of_an_aggregating_channel_with_an_empty_window_stage() {
+    // `default` sends one chunk per packet: nothing stages.
+    let mut plain = net(StrategyKind::Default);
+    assert!(stage(&mut plain, 0, 1, b"x").is_none());
+    let mut net = net(StrategyKind::Aggregate);
+    assert!(
+        stage(&mut net, 0, 1, &vec![0; OPEN_MOST_PIECE + 1]).is_none(),
+        "too large"
+    );
+    assert!(stage(&mut net, 0, 1, &vec![0; OPEN_MOST_PIECE]).is_some());
+    // A message in the window: later ones of its gate wait behind it.
+    let out = net.engines[0].send_begin(CH, 1, 9).expect("rail");
+    let data = net.alloc(0, pattern(700, 1));
+    net.engines[0].send_tagged(out, data);
+    assert!(stage(&mut net, 0, 2, b"behind").is_none());
+    assert!(stage(&mut net, 5, 2, b"other gate").is_some());
+}
+
+#[test]
+fn staged_messages_leave_before_the_window_and_keep_their_gate_order() {
+    let mut net = net(StrategyKind::Aggregate);
+    stage(&mut net, 0, 1, b"first").expect("staged");
+    // Large: rendezvous, through the window.
+    let out = net.engines[0].send_begin(CH, 1, 1).expect("rail");
+    let data = net.alloc(0, pattern(5000, 2));
+    net.engines[0].send_tagged(out, data);
+    let first = recv(&mut net, 0, 1, 16);
+    let second = recv(&mut net, 0, 1, 5000);
+    net.run();
+    assert_eq!(net.ok(1, first).len, 5);
+    assert_eq!(net.ok(1, second).len, 5000);
+}
+
+#[test]
+fn a_full_packet_closes_and_the_next_opens() {
+    let mut net = net(StrategyKind::Aggregate);
+    let count = OPEN_MOST_CHUNKS + 3;
+    let staged: Vec<_> = (0..count)
+        .map(|i| stage(&mut net, 0, 1, &[i as u8; 4]).expect("staged"))
+        .collect();
+    assert_eq!(staged[OPEN_MOST_CHUNKS].packet, staged[0].packet + 1);
+    assert!(staged[OPEN_MOST_CHUNKS].closed && !staged[1].closed);
+    // Large messages fill a packet by bytes.
+    let big = OPEN_MOST_PIECE;
+    let per_packet = OPEN_MOST_BODY / (big + navette_wire::EagerHeader::LEN);
+    let more: Vec<_> = (0..per_packet + 1)
+        .map(|_| stage(&mut net, 0, 1, &vec![7; big]).expect("staged"))
+        .collect();
+    assert_eq!(more[per_packet].packet, more[0].packet + 1);
+    let packets = net.capture(0, 1);
+    assert_eq!(
+        chunk_counts(&packets),
+        [OPEN_MOST_CHUNKS as u16, 3 + per_packet as u16, 1]
+    );
+    for (rail, bytes) in packets {
+        net.inject(1, rail, &bytes).expect("valid");
+    }
+    for i in 0..count {
+        let (req, dest) = recv_into(&mut net, 0, 1, 4);
+        net.run();
+        net.ok(1, req);
+        assert_eq!(net.read(1, dest), [i as u8; 4]);
+    }
+}
+
+#[test]
+fn a_lost_peer_fails_its_staged_messages_and_sends_at_once_wait_for_them() {
+    let mut net = net(StrategyKind::Aggregate);
+    let staged = stage(&mut net, 0, 1, b"never").expect("staged");
+    let rail = net.rails_from(1, 0)[0];
+    assert!(
+        !net.engines[0].can_send_now(CH, 1, rail, 4),
+        "a message sent at once would overtake the staged one"
+    );
+    net.engines[0].close_rail(rail);
+    assert_eq!(
+        net.engines[0].staged_outcome(staged),
+        Some(Err(RequestError::PeerUnreachable { peer: 1 }))
+    );
+    assert!(net.engines[0].sends_flushed(), "nothing left to send");
+    assert!(stage(&mut net, 0, 1, b"refused").is_none());
+}

@@ -1,0 +1,272 @@
+//! Non-blocking tagged receives posted outside the engine.
+//!
+//! An [`crate::Node::irecv`] made where nothing is posted or unexpected on
+//! its channel (the usual case of receives posted ahead of their messages)
+//! waits in the node's state, in a list kept in posting order, with the
+//! buffer it owns: no request, memory registration, posted entry or
+//! completion is made for it. Drivers show every received packet to the
+//! list (through [`crate::driver::DriverPort::handle_packet`]): a packet of
+//! whole eager one-piece messages that the list's receives take lands in
+//! their buffers at once ([`navette_core::Engine::land_posted_now`]). A
+//! packet that only the usual path can match correctly has the whole list
+//! posted first, in order, as if its receives had been posted all along;
+//! so has any receive, unpacking or blocking receive made on a channel of
+//! the list, a lost peer, a stall report, and a receive awaited as a
+//! future while a progress thread runs (which wakes only the engine's
+//! requests).
+//!
+//! The request of such a receive holds its [`LeanKey`]; what became of the
+//! receive (waiting, landed, posted as an engine request) stays in the
+//! state until the request takes it or is dropped.
+
+use navette_core::{ChannelId, PostedNow, PostedNowOutcome, RailId, RecvNow, ReqId, Status};
+
+use crate::Result;
+use crate::node::State;
+
+/// Most receives waiting outside the engine at once: a receive past them
+/// is posted the usual way (the list first, if it has one on its channel).
+/// Each packet is shown to the list, chunk by chunk: it stays short.
+pub(crate) const MOST_WAITING: usize = 64;
+
+/// The handle of a receive posted outside the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeanKey(u32);
+
+/// The receives posted outside the engine, and what became of each.
+#[derive(Debug, Default)]
+pub(crate) struct LeanIrecvs {
+    /// Receives waiting for their message, in posting order.
+    waiting: Vec<Waiting>,
+    /// What became of each receive, by key.
+    slots: Vec<Slot>,
+    /// Keys free for reuse.
+    free: Vec<u32>,
+}
+
+/// A receive in the list.
+#[derive(Debug)]
+struct Waiting {
+    want: RecvNow,
+    buf: Vec<u8>,
+    key: LeanKey,
+    /// Set when its message lands, until the list is swept.
+    landed: Option<Status>,
+}
+
+impl PostedNow for Waiting {
+    fn want(&self) -> &RecvNow {
+        &self.want
+    }
+
+    fn room(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn land(&mut self, data: &[u8], status: Status) {
+        self.buf[..data.len()].copy_from_slice(data);
+        self.landed = Some(status);
+    }
+}
+
+/// What became of a receive.
+#[derive(Debug)]
+enum Slot {
+    /// No receive.
+    Free,
+    /// In the list; `detached` once its request was dropped (it still
+    /// takes its message, as a detached engine request would).
+    Waiting { detached: bool },
+    /// Its message came into its buffer.
+    Landed(Status, Vec<u8>),
+    /// Posted as this engine request, which holds its buffer.
+    Posted(ReqId),
+}
+
+impl LeanIrecvs {
+    /// Whether a receive of the list waits on `channel`.
+    pub(crate) fn waits_on(&self, channel: ChannelId) -> bool {
+        self.waiting.iter().any(|w| w.want.channel == channel)
+    }
+
+    fn slot(&mut self, key: LeanKey) -> &mut Slot {
+        &mut self.slots[key.0 as usize]
+    }
+
+    fn free_slot(&mut self, key: LeanKey) {
+        *self.slot(key) = Slot::Free;
+        self.free.push(key.0);
+    }
+
+    /// Moves the receives that landed out of the list, into their slots
+    /// (a detached one's slot is freed, its buffer dropped).
+    fn sweep(&mut self) {
+        let Self {
+            waiting,
+            slots,
+            free,
+        } = self;
+        waiting.retain_mut(|w| {
+            let Some(status) = w.landed else {
+                return true;
+            };
+            let slot = &mut slots[w.key.0 as usize];
+            if matches!(slot, Slot::Waiting { detached: true }) {
+                *slot = Slot::Free;
+                free.push(w.key.0);
+            } else {
+                *slot = Slot::Landed(status, std::mem::take(&mut w.buf));
+            }
+            false
+        });
+    }
+}
+
+impl State {
+    /// Whether a receive on `channel` from `source` may wait outside the
+    /// engine (here, or as a blocking receive or whole message): nothing
+    /// posted or unexpected could come before it on its channel, neither in
+    /// the engine nor in the list.
+    pub(crate) fn can_recv_now(&self, channel: ChannelId, source: navette_core::Source) -> bool {
+        self.engine.can_recv_now(channel, source) && !self.lean_irecvs.waits_on(channel)
+    }
+
+    /// Posts `want` into `buf` outside the engine if it may (see
+    /// [`Self::can_recv_now`]) and the list has room; else gives `buf`
+    /// back, for the usual path.
+    pub(crate) fn irecv_lean(
+        &mut self,
+        want: RecvNow,
+        buf: Vec<u8>,
+    ) -> std::result::Result<LeanKey, Vec<u8>> {
+        let list = &self.lean_irecvs;
+        if list.waiting.len() >= MOST_WAITING
+            || !self.engine.can_recv_now(want.channel, want.source)
+            || u32::try_from(list.slots.len()).is_err()
+        {
+            return Err(buf);
+        }
+        let list = &mut self.lean_irecvs;
+        let key = match list.free.pop() {
+            Some(free) => LeanKey(free),
+            None => {
+                // Checked above: fewer than 2^32 slots.
+                list.slots.push(Slot::Free);
+                LeanKey((list.slots.len() - 1) as u32)
+            }
+        };
+        *list.slot(key) = Slot::Waiting { detached: false };
+        list.waiting.push(Waiting {
+            want,
+            buf,
+            key,
+            landed: None,
+        });
+        Ok(key)
+    }
+
+    /// Shows a received packet to the receives waiting outside the
+    /// engine: whether it landed in them (the packet is then handled).
+    /// A packet only the usual path can match has them all posted first.
+    pub(crate) fn land_irecvs_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
+        if self.lean_irecvs.waiting.is_empty() {
+            return false;
+        }
+        let waiting = &mut self.lean_irecvs.waiting;
+        match self.engine.land_posted_now(rail, bytes, waiting) {
+            PostedNowOutcome::Landed => {
+                self.lean_irecvs.sweep();
+                true
+            }
+            PostedNowOutcome::Unrelated => false,
+            PostedNowOutcome::Post => {
+                self.post_irecvs();
+                false
+            }
+        }
+    }
+
+    /// Posts every receive waiting outside the engine as the usual request,
+    /// in posting order (its buffer registered as an irecv's is).
+    pub(crate) fn post_irecvs(&mut self) {
+        let mut waiting = std::mem::take(&mut self.lean_irecvs.waiting);
+        for w in waiting.drain(..) {
+            let range = self.mem.insert_owned(w.buf);
+            let want = w.want;
+            let Self { engine, mem, .. } = self;
+            let req = engine.recv_tagged(want.channel, want.source, want.tag, range, mem);
+            self.watch(req, Some(range.handle));
+            match *self.lean_irecvs.slot(w.key) {
+                Slot::Waiting { detached: true } => {
+                    self.detach(req);
+                    self.lean_irecvs.free_slot(w.key);
+                }
+                _ => *self.lean_irecvs.slot(w.key) = Slot::Posted(req),
+            }
+        }
+        // The list keeps its memory for the next receives.
+        self.lean_irecvs.waiting = waiting;
+    }
+
+    /// Posts the receives waiting outside the engine if one waits on
+    /// `channel`: before a receive of another kind is made there, so that
+    /// receives keep their posting order.
+    pub(crate) fn before_posting(&mut self, channel: ChannelId) {
+        if self.lean_irecvs.waits_on(channel) {
+            self.post_irecvs();
+        }
+    }
+
+    /// Whether the receive of `key` is complete.
+    pub(crate) fn irecv_is_done(&self, key: LeanKey) -> bool {
+        match self.lean_irecvs.slots[key.0 as usize] {
+            Slot::Landed(..) => true,
+            Slot::Posted(req) => self.is_done(req),
+            Slot::Free | Slot::Waiting { .. } => false,
+        }
+    }
+
+    /// Takes the outcome and buffer of the receive of `key`, if complete.
+    pub(crate) fn take_irecv(&mut self, key: LeanKey) -> Option<(Result<Status>, Option<Vec<u8>>)> {
+        let taken = match self.lean_irecvs.slot(key) {
+            Slot::Landed(status, buf) => (Ok(*status), Some(std::mem::take(buf))),
+            &mut Slot::Posted(req) => self.take(req)?,
+            Slot::Free | Slot::Waiting { .. } => return None,
+        };
+        self.lean_irecvs.free_slot(key);
+        Some(taken)
+    }
+
+    /// The receive of `key` as an engine request, posted (with the whole
+    /// list) if it still waits; `None` if it landed (take it instead).
+    pub(crate) fn irecv_to_engine(&mut self, key: LeanKey) -> Option<ReqId> {
+        if matches!(self.lean_irecvs.slot(key), Slot::Waiting { .. }) {
+            self.post_irecvs();
+        }
+        let Slot::Posted(req) = *self.lean_irecvs.slot(key) else {
+            return None;
+        };
+        self.lean_irecvs.free_slot(key);
+        Some(req)
+    }
+
+    /// Forgets the receive of `key` (its request was dropped): one still
+    /// waiting takes its message all the same, then drops it.
+    pub(crate) fn drop_irecv(&mut self, key: LeanKey) {
+        match *self.lean_irecvs.slot(key) {
+            Slot::Free => {}
+            Slot::Waiting { .. } => *self.lean_irecvs.slot(key) = Slot::Waiting { detached: true },
+            Slot::Landed(..) => self.lean_irecvs.free_slot(key),
+            Slot::Posted(req) => {
+                self.detach(req);
+                self.lean_irecvs.free_slot(key);
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for LeanKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a receive waiting outside the engine (#{})", self.0)
+    }
+}

@@ -1,0 +1,177 @@
+//! Non-blocking receives posted outside the engine, and small sends that
+//! share open packets, through the node's API over the simulated network:
+//! what the engine-level tests (`navette-core/tests/posted_now.rs`,
+//! `open.rs`) show of the protocol holds for the calls that use it —
+//! posting order against other kinds of receive, dropped and awaited
+//! requests, lost peers, reports.
+
+mod common;
+
+use common::{check, cluster, pattern};
+use navette::{ChannelId, Error, Gate, RecvFrom, RequestError, TagMatch, wait_all, wait_all_into};
+
+fn gate_on(channel: u16, peer: navette::Rank) -> Gate {
+    Gate::new(ChannelId(channel), peer)
+}
+
+/// Messages received at once by `node`, over all its gates.
+fn at_once(node: &navette::Node) -> u64 {
+    node.gate_stats().iter().map(|s| s.messages_at_once).sum()
+}
+
+#[test]
+fn receives_posted_ahead_land_at_once_from_one_packet() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut recvs: Vec<_> = (1..=8u16)
+        .map(|c| b.irecv(gate_on(c, 0), u64::from(c), vec![0u8; 64]))
+        .collect();
+    let sends: Vec<_> = (1..=8u16)
+        .map(|c| {
+            a.isend(gate_on(c, 1), u64::from(c), pattern(4, u64::from(c)))
+                .unwrap()
+        })
+        .collect();
+    let link = cluster.links_between(0, 1)[0];
+    let mut landed = Vec::new();
+    wait_all_into(&mut recvs, &mut landed);
+    for (c, got) in (1..=8u64).zip(landed) {
+        let got = got.unwrap();
+        assert_eq!((got.status.peer, got.status.tag), (0, c));
+        check(&got.data, 4, c);
+    }
+    for sent in wait_all(sends) {
+        assert_eq!(sent.unwrap().len, 4);
+    }
+    assert_eq!(at_once(b), 8, "no receive went through the engine");
+    // The eight small sends shared one packet.
+    let packets = cluster.with_network(|net| {
+        let stats = net.stats(link).unwrap();
+        stats.sent_by(0).unwrap().packets_sent
+    });
+    assert_eq!(packets, 1);
+}
+
+#[test]
+fn a_blocking_receive_or_unpacking_after_an_irecv_comes_after_it() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    for round in 0..2 {
+        // Any tag, on one channel: the first message is the irecv's.
+        let first = b.irecv(RecvFrom::any(), TagMatch::any(), vec![0u8; 16]);
+        for i in 0..2u64 {
+            a.isend(a.gate(1), i, pattern(10, i))
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        let mut second = [0u8; 10];
+        if round == 0 {
+            let status = b
+                .recv(RecvFrom::any(), TagMatch::any(), &mut second)
+                .unwrap();
+            assert_eq!(status.tag, 1);
+        } else {
+            let mut msg = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
+            msg.unpack(
+                &mut second,
+                navette::SendMode::Cheaper,
+                navette::ReceiveMode::Cheaper,
+            )
+            .unwrap();
+            assert_eq!(msg.end_unpacking().unwrap().tag, 1);
+        }
+        check(&second, 10, 1);
+        let got = first.wait().unwrap();
+        assert_eq!(got.status.tag, 0);
+        check(&got.data, 10, 0);
+    }
+}
+
+#[test]
+fn a_dropped_irecv_still_takes_its_message() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    drop(b.irecv(b.gate(0), 5u64, vec![0u8; 8]));
+    let kept = b.irecv(b.gate(0), 5u64, vec![0u8; 8]);
+    for i in 0..2u64 {
+        a.isend(a.gate(1), 5, pattern(8, i))
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    let got = kept.wait().unwrap();
+    check(&got.data, 8, 1);
+    assert_eq!(b.unwaited_failures(), 0);
+}
+
+#[test]
+fn requests_test_and_await_as_futures() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let recv = b.irecv(b.gate(0), 3u64, vec![0u8; 32]);
+    assert!(!recv.test().unwrap(), "nothing sent yet");
+    let send = a.isend(a.gate(1), 3, pattern(20, 3)).unwrap();
+    let sent = futures::executor::block_on(send).unwrap();
+    assert_eq!(sent.len, 20);
+    let got = futures::executor::block_on(recv).unwrap();
+    check(&got.data, 20, 3);
+}
+
+#[test]
+fn an_irecv_awaited_with_a_progress_thread_is_woken() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let progress = b.spawn_progress_thread().unwrap();
+    let recv = b.irecv(b.gate(0), 4u64, vec![0u8; 32]);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            a.isend(a.gate(1), 4, pattern(12, 4))
+                .unwrap()
+                .wait()
+                .unwrap();
+            // The sim network moves only when some node makes progress.
+            for _ in 0..1000 {
+                a.progress().unwrap();
+            }
+        });
+        let got = futures::executor::block_on(recv).unwrap();
+        check(&got.data, 12, 4);
+    });
+    progress.stop().unwrap();
+}
+
+#[test]
+fn a_lost_peer_fails_receives_posted_ahead_and_staged_sends() {
+    let cluster = cluster(3).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let from_a = b.irecv(b.gate(0), 1u64, vec![0u8; 8]);
+    let from_any = b.irecv(RecvFrom::any(), 1u64, vec![0u8; 8]);
+    let staged = a.isend(a.gate(1), 2, vec![1u8; 4]).unwrap();
+    cluster.cut(cluster.links_between(0, 1)[0]);
+    let unreachable = |r: navette::Result<_>, peer| match r {
+        Err(Error::Request(RequestError::PeerUnreachable { peer: p })) => assert_eq!(p, peer),
+        other => panic!("expected peer {peer} unreachable, got {other:?}"),
+    };
+    unreachable(from_a.wait().map(drop), 0);
+    unreachable(staged.wait().map(drop), 1);
+    // Any source still receives from rank 2.
+    let c = cluster.node(2);
+    c.isend(c.gate(1), 1, pattern(8, 2))
+        .unwrap()
+        .wait()
+        .unwrap();
+    check(&from_any.wait().unwrap().data, 8, 2);
+}
+
+#[test]
+fn a_report_lists_receives_posted_ahead() {
+    let cluster = cluster(2).build();
+    let b = cluster.node(1);
+    let recv = b.irecv(b.gate(0), 9u64, vec![0u8; 8]);
+    let report = b.report();
+    assert_eq!(report.requests.len(), 1, "{report}");
+    assert_eq!(report.requests[0].channel, Some(ChannelId::DEFAULT));
+    drop(recv);
+}

@@ -92,6 +92,9 @@ pub(crate) enum SendProgress {
     Internal,
     /// Bytes of a rendezvous transfer.
     RdvBytes { send_id: u32, len: usize },
+    /// An open packet of the peer at this index of the engine's peers
+    /// (see `Engine::stage_tagged`), by number.
+    OpenPacket { peer_index: usize, packet: u64 },
 }
 
 /// Builds a packet chunk by chunk; strategies push into it.

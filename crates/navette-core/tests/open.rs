@@ -171,6 +171,41 @@ fn a_full_packet_closes_and_the_next_opens() {
 }
 
 #[test]
+fn a_staged_message_left_once_its_packet_was_sent_not_before() {
+    let mut net = net(StrategyKind::Aggregate);
+    let staged = stage(&mut net, 0, 1, b"in flight").expect("staged");
+    let rail = net.rails_from(1, 0)[0];
+    let plan = net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rail)
+        .expect("the open packet");
+    assert!(!plan.is_empty());
+    assert_eq!(
+        net.engines[0].staged_outcome(staged),
+        None,
+        "handed out, not sent"
+    );
+    // Lost while it was being sent: it failed.
+    net.engines[0].close_rail(rail);
+    assert_eq!(
+        net.engines[0].staged_outcome(staged),
+        Some(Err(RequestError::PeerUnreachable { peer: 1 }))
+    );
+    let mut net = self::net(StrategyKind::Aggregate);
+    let staged = stage(&mut net, 0, 1, b"sent").expect("staged");
+    net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rail)
+        .expect("the open packet");
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rail);
+    assert_eq!(net.engines[0].staged_outcome(staged), Some(Ok(())));
+    net.engines[0].close_rail(rail);
+    assert_eq!(
+        net.engines[0].staged_outcome(staged),
+        Some(Ok(())),
+        "it had left"
+    );
+}
+
+#[test]
 fn a_lost_peer_fails_its_staged_messages_and_sends_at_once_wait_for_them() {
     let mut net = net(StrategyKind::Aggregate);
     let staged = stage(&mut net, 0, 1, b"never").expect("staged");

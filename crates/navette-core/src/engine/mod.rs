@@ -525,6 +525,9 @@ impl Engine {
                 SendProgress::Piece { req, status } => self.complete(req, Ok(status)),
                 SendProgress::Internal => {}
                 SendProgress::RdvBytes { send_id, len } => self.on_rdv_sent(send_id, len),
+                SendProgress::OpenPacket { peer_index, packet } => {
+                    self.open_packet_sent(peer_index, packet);
+                }
             }
         }
         self.pool.put_progress(progress);
@@ -543,7 +546,9 @@ impl Engine {
         let peer_state = self.peers.get(&peer)?;
         if peer_state.open.is_waiting() {
             // Staged messages were numbered before anything of the windows.
-            return self.hand_out(rail, |engine| engine.take_open_plan(peer));
+            let (plan, progress) = self.take_open_plan(peer)?;
+            self.set_in_flight(rail, &plan, progress);
+            return Some(plan);
         }
         let gates = &self.gates;
         if peer_state
@@ -630,19 +635,6 @@ impl Engine {
         };
         peer_state.next_gate = (last + 1) % count;
         let (plan, progress) = packet.finish();
-        self.set_in_flight(rail, &plan, progress);
-        Some(plan)
-    }
-
-    /// Hands `rail` the packet `take` makes, with nothing to complete when
-    /// it is sent.
-    fn hand_out(
-        &mut self,
-        rail: RailId,
-        take: impl FnOnce(&mut Self) -> Option<PacketPlan>,
-    ) -> Option<PacketPlan> {
-        let plan = take(self)?;
-        let progress = self.pool.progress_list();
         self.set_in_flight(rail, &plan, progress);
         Some(plan)
     }

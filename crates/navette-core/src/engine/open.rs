@@ -17,15 +17,19 @@
 //! An open packet closes when it holds [`OPEN_MOST_CHUNKS`] chunks or
 //! [`OPEN_MOST_BODY`] bytes (within the peer's smallest packet); closed
 //! ones wait, in order, for the next rails. A staged message has left
-//! once its packet is handed to a rail ([`Engine::staged_outcome`]); the
-//! caller knows it by its packet number ([`StagedSend`]).
+//! once its packet was sent, its rail's send completed
+//! ([`Engine::staged_outcome`]); the caller knows it by its packet number
+//! ([`StagedSend`]). Its data was copied: the caller's memory is free as
+//! soon as it is staged.
 
 use std::collections::VecDeque;
+
+use smallvec::SmallVec;
 
 use navette_wire::{EagerHeader, PacketHeader, PieceFlags};
 
 use super::{Engine, GateId};
-use crate::plan::{PacketPlan, Segment};
+use crate::plan::{PacketPlan, Segment, SendProgress};
 use crate::{ChannelId, RailId, Rank, RequestError};
 
 /// Most chunks of an open packet: a receiver handles a packet of up to
@@ -87,8 +91,11 @@ pub(super) struct OpenPackets {
     /// chunk counts.
     closed: VecDeque<(Vec<u8>, u16)>,
     /// Open packets handed to rails so far: packet `n` has left once
-    /// `left > n`.
+    /// `left > n` and it is not in `in_flight`.
     left: u64,
+    /// Packets handed to rails whose sending has not completed (one per
+    /// rail at most); a lost peer's stay here.
+    in_flight: SmallVec<[u64; 2]>,
 }
 
 impl OpenPackets {
@@ -204,14 +211,15 @@ impl Engine {
     }
 
     /// Whether the message staged as `staged` has left: `Some(Ok)` once
-    /// its packet was handed to a rail, `Some(Err)` if its peer was lost
-    /// before, `None` while it waits.
+    /// its packet was sent (its rail's send completed), `Some(Err)` if its
+    /// peer was lost before, `None` while it waits.
     pub fn staged_outcome(&self, staged: StagedSend) -> Option<Result<(), RequestError>> {
         // Peers are never removed: the index stays theirs.
         let Some((_, p)) = self.peers.get_index(staged.peer_index) else {
             return Some(Err(RequestError::PeerUnreachable { peer: staged.peer }));
         };
-        if p.open.left > staged.packet {
+        let open = &p.open;
+        if open.left > staged.packet && !open.in_flight.contains(&staged.packet) {
             Some(Ok(()))
         } else if !self.is_reachable(staged.peer) {
             Some(Err(RequestError::PeerUnreachable { peer: staged.peer }))
@@ -220,15 +228,18 @@ impl Engine {
         }
     }
 
-    /// The oldest open packet of `peer` as a plan, closed and counted as
-    /// left, if one waits.
-    pub(super) fn take_open_plan(&mut self, peer: Rank) -> Option<PacketPlan> {
-        let open = &mut self.peers.get_mut(&peer)?.open;
+    /// The oldest open packet of `peer` as a plan, closed and handed out,
+    /// if one waits, with what completes when it is sent.
+    pub(super) fn take_open_plan(&mut self, peer: Rank) -> Option<(PacketPlan, Vec<SendProgress>)> {
+        let (peer_index, _, p) = self.peers.get_full_mut(&peer)?;
+        let open = &mut p.open;
         if open.closed.is_empty() {
             open.close();
         }
         let (mut bytes, chunks) = open.closed.pop_front()?;
+        let packet = open.left;
         open.left += 1;
+        open.in_flight.push(packet);
         if !open.is_waiting() {
             self.open_peers -= 1;
         }
@@ -246,6 +257,15 @@ impl Engine {
         }
         plan.segments.clear();
         plan.segments.push(Segment::Local(0..plan.bytes.len()));
-        Some(plan)
+        let mut progress = self.pool.progress_list();
+        progress.push(SendProgress::OpenPacket { peer_index, packet });
+        Some((plan, progress))
+    }
+
+    /// Open packet `packet` of the peer at `peer_index` was sent.
+    pub(super) fn open_packet_sent(&mut self, peer_index: usize, packet: u64) {
+        if let Some((_, p)) = self.peers.get_index_mut(peer_index) {
+            p.open.in_flight.retain(|n| *n != packet);
+        }
     }
 }

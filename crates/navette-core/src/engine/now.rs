@@ -568,25 +568,14 @@ impl Engine {
         bytes: &[u8],
         want: &RecvNow,
     ) -> WholeNowOutcome {
-        match self.take_whole_now(rail, bytes, want) {
-            Ok((gate, status, pieces)) => self.land_packed(gate, status, bytes, &pieces),
-            Err(outcome) => outcome,
-        }
-    }
-
-    /// A message taken by [`Self::take_whole_now`], its data copied out of
-    /// its packet, `bytes`.
-    fn land_packed(
-        &mut self,
-        gate: super::GateId,
-        status: Status,
-        bytes: &[u8],
-        pieces: &WholePieces,
-    ) -> WholeNowOutcome {
-        // Two copies: out of the packet now, into the receiver's memory as
-        // it unpacks.
-        self.copied(gate, 2 * status.len);
-        WholeNowOutcome::Landed(WholeMessage::packed(status, bytes, pieces))
+        let landed = self.take_whole_now(rail, bytes, want, |engine, gate, status, eager| {
+            // Two copies: out of the packet now, into the receiver's
+            // memory as it unpacks.
+            engine.copied(gate, 2 * status.len);
+            let pieces = eager.iter().map(|e| (e.header.flags, e.data));
+            WholeMessage::packed(status, pieces)
+        });
+        landed.map_or_else(|outcome| outcome, WholeNowOutcome::Landed)
     }
 
     /// [`Self::recv_whole_now`] for the packet `buf[range]`, in a buffer
@@ -606,39 +595,67 @@ impl Engine {
         let Some(bytes) = buf.get(range.clone()) else {
             return (WholeNowOutcome::Unrelated, false);
         };
-        match self.take_whole_now(rail, bytes, want) {
-            Ok((gate, status, pieces)) => {
-                let handed = (range.len() >= HAND_OVER_MIN)
-                    .then(|| WholeMessage::handed_over(status, buf, range.start, &pieces))
-                    .flatten();
-                if let Some(whole) = handed {
-                    // One copy, into the receiver's memory as it unpacks.
-                    self.copied(gate, status.len);
-                    return (WholeNowOutcome::Landed(whole), true);
-                }
-                (self.land_packed(gate, status, &buf[range], &pieces), false)
-            }
-            Err(outcome) => (outcome, false),
+        // Its pieces are noted in 32 bits, where each one's data lies in
+        // `buf` (then `buf` is free to move): the usual path takes a
+        // packet further in.
+        if u32::try_from(range.end).is_err() {
+            return (WholeNowOutcome::Post, false);
         }
+        let base = bytes.as_ptr() as usize;
+        let taken = self.take_whole_now(rail, bytes, want, |_, gate, status, eager| {
+            let pieces: WholePieces = eager
+                .iter()
+                .map(|e| {
+                    let offset = e.data.as_ptr() as usize - base;
+                    (e.header.flags, offset as u32, e.header.len)
+                })
+                .collect();
+            (gate, status, pieces)
+        });
+        let (gate, status, pieces) = match taken {
+            Ok(taken) => taken,
+            Err(outcome) => return (outcome, false),
+        };
+        let handed = (range.len() >= HAND_OVER_MIN)
+            .then(|| WholeMessage::handed_over(status, buf, range.start, &pieces))
+            .flatten();
+        if let Some(whole) = handed {
+            // One copy, into the receiver's memory as it unpacks.
+            self.copied(gate, status.len);
+            return (WholeNowOutcome::Landed(whole), true);
+        }
+        // Two copies, as `recv_whole_now`'s.
+        self.copied(gate, 2 * status.len);
+        let bytes = &buf[range];
+        let pieces = pieces.iter().map(|&(flags, offset, len)| {
+            let at = offset as usize;
+            (flags, &bytes[at..at + len as usize])
+        });
+        (
+            WholeNowOutcome::Landed(WholeMessage::packed(status, pieces)),
+            false,
+        )
     }
 
     /// The checks of [`Self::recv_whole_now`]: if `bytes` is a message
-    /// that lands, takes it off its gate and returns the gate, the
-    /// message's status and its pieces (flags, and where their data lies in
-    /// `bytes`); else what to do with the packet.
-    fn take_whole_now(
+    /// that lands, takes it off its gate and returns what `land` makes of
+    /// it (given the gate, the message's status and its decoded chunks);
+    /// else what to do with the packet.
+    fn take_whole_now<R>(
         &mut self,
         rail: RailId,
         bytes: &[u8],
         want: &RecvNow,
-    ) -> Result<(super::GateId, Status, WholePieces), WholeNowOutcome> {
+        land: impl FnOnce(&mut Self, super::GateId, Status, &[navette_wire::Eager<'_>]) -> R,
+    ) -> Result<R, WholeNowOutcome> {
         let peer = match self.rails.get(rail.0 as usize) {
             Some(r) if !r.closed => r.peer,
             _ => return Err(WholeNowOutcome::Unrelated),
         };
         let limits = self.config.limits;
         let taken = Packet::with_eager_chunks::<MOST_PIECES_AT_ONCE, _>(bytes, &limits, |eager| {
-            self.take_eager_now(peer, bytes, eager, want)
+            let (gate, status) = self.take_eager_now(peer, eager, want)?;
+            Ok(land(self, gate, status, eager))
         });
         taken.unwrap_or_else(|| {
             Err(match self.recv_now_several(peer, bytes, want) {
@@ -649,15 +666,15 @@ impl Engine {
     }
 
     /// [`Self::take_whole_now`] for a packet of 1 to
-    /// [`MOST_PIECES_AT_ONCE`] eager chunks, `eager` (decoded from `bytes`),
-    /// from `peer`.
+    /// [`MOST_PIECES_AT_ONCE`] eager chunks, `eager`, from `peer`: if they
+    /// are one message that lands, takes it off its gate and returns the
+    /// gate and the message's status.
     fn take_eager_now(
         &mut self,
         peer: Rank,
-        bytes: &[u8],
         eager: &[navette_wire::Eager<'_>],
         want: &RecvNow,
-    ) -> Result<(super::GateId, Status, WholePieces), WholeNowOutcome> {
+    ) -> Result<(super::GateId, Status), WholeNowOutcome> {
         let h = eager[0].header;
         let count = eager.len();
         let one_message = super::whole::is_one_message(eager);
@@ -682,12 +699,8 @@ impl Engine {
         let gate = self.gate(want.channel, peer);
         let g = &self.gates[gate.0];
         let quiet = self.channels[g.channel_index].posted.is_empty();
-        // Its pieces are noted in 32 bits (see `WholePieces`).
-        let small = u32::try_from(bytes.len()).is_ok();
         if !quiet
             || !bounded
-            || !small
-            || !g.reorder.is_empty()
             || !g.reorder.is_next(h.seq)
             || (!g.incoming.is_empty() && g.incoming.contains_key(&h.msg))
         {
@@ -705,17 +718,7 @@ impl Engine {
             tag: h.tag,
             len,
         };
-        // Where each piece's data lies: the decoded chunks borrow `bytes`,
-        // whose length fits 32 bits (checked above).
-        let base = bytes.as_ptr() as usize;
-        let pieces = eager
-            .iter()
-            .map(|e| {
-                let offset = e.data.as_ptr() as usize - base;
-                (e.header.flags, offset as u32, e.header.len)
-            })
-            .collect();
-        Ok((gate, status, pieces))
+        Ok((gate, status))
     }
 }
 

@@ -13,7 +13,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::ops::Range;
 
 use navette_wire::{PieceFlags, ReceiveMode, SendMode};
 use smallvec::SmallVec;
@@ -65,7 +64,9 @@ struct Packed {
     /// driver as it came.
     frame: Vec<u8>,
     in_frame: bool,
-    pieces: SmallVec<[(PieceFlags, Range<usize>); ARRIVE_MOST]>,
+    /// Each piece's flags, and the offset and length of its data in
+    /// `data` or `frame` (32 bits each: the entry moves on every piece).
+    pieces: SmallVec<[(PieceFlags, u32, u32); ARRIVE_MOST]>,
     next: usize,
 }
 
@@ -189,9 +190,10 @@ impl Whole {
             }));
         }
         let packed = &mut self.packed;
-        let (flags, at) = packed.pieces.get(packed.next)?.clone();
+        let (flags, offset, len) = *packed.pieces.get(packed.next)?;
         packed.next += 1;
-        let checked = check_piece(index, spec, flags, at.len() as u64);
+        let checked = check_piece(index, spec, flags, u64::from(len));
+        let at = offset as usize..offset as usize + len as usize;
         // The ranges were read off the very data they index.
         let data = if packed.in_frame {
             &packed.frame[at]
@@ -208,16 +210,20 @@ impl Whole {
 }
 
 impl WholeMessage {
-    /// The message whose `pieces` lie in `bytes` (each one's flags, offset
-    /// and length), its data copied back to back.
-    pub(super) fn packed(status: Status, bytes: &[u8], pieces: &WholePieces) -> Self {
+    /// The message of `pieces` (each one's flags and data), its data
+    /// copied back to back.
+    pub(super) fn packed<'a>(
+        status: Status,
+        pieces: impl Iterator<Item = (PieceFlags, &'a [u8])>,
+    ) -> Self {
         let mut whole = Recycled::new(status, status.len);
         let packed = &mut whole.packed;
-        for &(flags, offset, len) in pieces {
-            let (offset, len) = (offset as usize, len as usize);
-            let at = packed.data.len();
-            packed.data.extend_from_slice(&bytes[offset..offset + len]);
-            packed.pieces.push((flags, at..at + len));
+        for (flags, data) in pieces {
+            // Below `u32::MAX`: a piece's length is a `u32` on the wire,
+            // and a whole message comes in one packet.
+            let at = packed.data.len() as u32;
+            packed.data.extend_from_slice(data);
+            packed.pieces.push((flags, at, data.len() as u32));
         }
         Self(whole)
     }
@@ -244,8 +250,11 @@ impl WholeMessage {
         packed.frame = std::mem::replace(buf, back);
         packed.in_frame = true;
         for &(flags, offset, len) in pieces {
-            let at = start + offset as usize;
-            packed.pieces.push((flags, at..at + len as usize));
+            // The packet lies in the first 2^32 bytes of `buf`: checked
+            // when the driver's packet was taken.
+            packed
+                .pieces
+                .push((flags, (start + offset as usize) as u32, len));
         }
         Some(Self(whole))
     }

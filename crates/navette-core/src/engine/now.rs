@@ -284,6 +284,7 @@ impl Engine {
     /// leave at once on `rail` in one packet: as [`Self::can_send_now`] for
     /// a tagged message, every piece eager and the packet within the
     /// rail's.
+    #[inline]
     pub fn can_send_message_now(
         &mut self,
         out: &OutMsg,
@@ -306,6 +307,7 @@ impl Engine {
 
     /// The largest packet `rail` takes, if it leads to `peer` and is open
     /// and idle: a packet may then go on it at once.
+    #[inline]
     fn idle_rail_max_packet(&self, rail: RailId, peer: Rank) -> Option<usize> {
         let r = self.rails.get(rail.0 as usize)?;
         let idle = r.peer == peer && !r.closed && r.in_flight.is_none();

@@ -60,9 +60,9 @@ pub enum PostedNowOutcome {
     Post,
 }
 
-/// Where each chunk of a packet goes: the index of its receive in the
-/// list and its gate, per chunk.
-type Assignment = [(usize, GateId); OPEN_MOST_CHUNKS];
+/// Where each chunk of a packet of up to `N` chunks goes: the index of
+/// its receive in the list and its gate, per chunk.
+type Assignment<const N: usize> = [(usize, GateId); N];
 
 /// Receives of the list past this many are never landed at once (a
 /// packet that one of them would take is posted): the ones taken by a
@@ -89,17 +89,15 @@ impl Engine {
             return PostedNowOutcome::Unrelated;
         }
         let limits = self.config.limits;
-        let eager = Packet::with_eager_chunks::<OPEN_MOST_CHUNKS, _>(bytes, &limits, |eager| {
-            match self.assign_posted(peer, eager, posted) {
-                Some(assignment) => {
-                    self.land_assigned(peer, eager, &assignment, posted);
-                    PostedNowOutcome::Landed
-                }
-                None => unlanded(
-                    eager.iter().map(|e| (e.header.channel, e.header.flags)),
-                    posted,
-                ),
-            }
+        // The usual packet, a message sent at once, is read into room for
+        // one chunk: room for more costs as much as the rest of the work.
+        let eager = Packet::with_eager_chunks::<1, _>(bytes, &limits, |eager| {
+            self.land_eager::<1, P>(peer, eager, posted)
+        })
+        .or_else(|| {
+            Packet::with_eager_chunks::<OPEN_MOST_CHUNKS, _>(bytes, &limits, |eager| {
+                self.land_eager::<OPEN_MOST_CHUNKS, P>(peer, eager, posted)
+            })
         });
         if let Some(outcome) = eager {
             return outcome;
@@ -115,6 +113,26 @@ impl Engine {
         unlanded(sequenced, posted)
     }
 
+    /// Lands `eager` (at most `N` chunks of one packet from `peer`) in
+    /// `posted` if every one lands, else says what to do with the packet.
+    fn land_eager<const N: usize, P: PostedNow>(
+        &mut self,
+        peer: Rank,
+        eager: &[Eager<'_>],
+        posted: &mut [P],
+    ) -> PostedNowOutcome {
+        match self.assign_posted::<N, P>(peer, eager, posted) {
+            Some(assignment) => {
+                self.land_assigned(peer, eager, &assignment, posted);
+                PostedNowOutcome::Landed
+            }
+            None => unlanded(
+                eager.iter().map(|e| (e.header.channel, e.header.flags)),
+                posted,
+            ),
+        }
+    }
+
     /// Where each of `eager` (chunks of one packet from `peer`, in order)
     /// lands in `posted`, if every one lands: a whole eager message, in
     /// order on its gate (counting the chunks of the same gate before it
@@ -122,13 +140,13 @@ impl Engine {
     /// posted on its channel, taken by the first receive of the list that
     /// accepts it (not taken by an earlier chunk) and has room for it.
     /// Changes nothing but creating gates.
-    fn assign_posted<P: PostedNow>(
+    fn assign_posted<const N: usize, P: PostedNow>(
         &mut self,
         peer: Rank,
         eager: &[Eager<'_>],
         posted: &[P],
-    ) -> Option<Assignment> {
-        let mut assignment = [(usize::MAX, GateId(0)); OPEN_MOST_CHUNKS];
+    ) -> Option<Assignment<N>> {
+        let mut assignment = [(usize::MAX, GateId(0)); N];
         let mut taken = 0u64;
         for (i, e) in eager.iter().enumerate() {
             let h = e.header;
@@ -171,7 +189,7 @@ impl Engine {
         &mut self,
         peer: Rank,
         eager: &[Eager<'_>],
-        assignment: &Assignment,
+        assignment: &[(usize, GateId)],
         posted: &mut [P],
     ) {
         for (e, &(j, gate)) in eager.iter().zip(assignment) {

@@ -175,3 +175,40 @@ fn a_report_lists_receives_posted_ahead() {
     assert_eq!(report.requests[0].channel, Some(ChannelId::DEFAULT));
     drop(recv);
 }
+
+#[test]
+fn receives_posted_ahead_land_in_any_order_and_keep_landing() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    // Messages come in the reverse order of the channels' receives, and
+    // one receive stays posted while others come and go.
+    let mut keep = b.irecv(gate_on(9, 0), 9u64, vec![0u8; 8]);
+    for round in 0..200u64 {
+        let recvs: Vec<_> = (1..=3u16)
+            .map(|c| b.irecv(gate_on(c, 0), u64::from(c), vec![0u8; 16]))
+            .collect();
+        for c in (1..=3u16).rev() {
+            a.isend(
+                gate_on(c, 1),
+                u64::from(c),
+                pattern(12, round * 4 + u64::from(c)),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        }
+        for (c, got) in (1..=3u64).zip(wait_all(recvs)) {
+            check(&got.unwrap().data, 12, round * 4 + c);
+        }
+        if round % 50 == 49 {
+            a.isend(gate_on(9, 1), 9, pattern(8, round))
+                .unwrap()
+                .wait()
+                .unwrap();
+            check(&keep.wait().unwrap().data, 8, round);
+            keep = b.irecv(gate_on(9, 0), 9u64, vec![0u8; 8]);
+        }
+    }
+    drop(keep);
+    assert!(at_once(b) >= 600, "{}", at_once(b));
+}

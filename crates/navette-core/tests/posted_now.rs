@@ -9,34 +9,13 @@ mod common;
 
 use common::{CH, Net, Rng, caps, from, pattern};
 use navette_core::{
-    ChannelId, Engine, MemRef, PostedNow, PostedNowOutcome, RailId, RecvNow, ReqId, RequestError,
-    Source, Status, StrategyKind, TagMatch,
+    ChannelId, Engine, MemRef, PostedBuffer, PostedNowOutcome, RailId, RecvNow, ReqId,
+    RequestError, Source, Status, StrategyKind, TagMatch,
 };
 
-/// A receive of the list, as a node keeps it.
-#[derive(Debug)]
-struct Waiting {
-    want: RecvNow,
-    buf: Vec<u8>,
-    /// Its index among the receives made (the test's handle on it).
-    index: usize,
-    landed: Option<Status>,
-}
-
-impl PostedNow for Waiting {
-    fn want(&self) -> &RecvNow {
-        &self.want
-    }
-
-    fn room(&self) -> usize {
-        self.buf.len()
-    }
-
-    fn land(&mut self, data: &[u8], status: Status) {
-        self.buf[..data.len()].copy_from_slice(data);
-        self.landed = Some(status);
-    }
-}
+/// A receive of the list, as a node keeps it; its key is its index
+/// among the receives made (the test's handle on it).
+type Waiting = PostedBuffer<usize>;
 
 /// What became of a receive.
 #[derive(Debug)]
@@ -85,19 +64,28 @@ impl Side {
         let index = self.got.len();
         let may = self.engine().can_recv_now(want.channel, want.source);
         if self.listing && may {
-            self.list.push(Waiting {
-                want,
-                buf: vec![0xee; len],
-                index,
-                landed: None,
-            });
+            self.list.push(Waiting::new(want, vec![0xee; len], index));
             self.got.push(Got::Listed);
             return index;
         }
         if self.list.iter().any(|w| w.want.channel == want.channel) {
             self.post_list();
         }
-        let dest = self.net.alloc(1, vec![0xee; len]);
+        let got = self.post(want, vec![0xee; len]);
+        self.got.push(got);
+        index
+    }
+
+    /// Posts every receive of the list, in order.
+    fn post_list(&mut self) {
+        for w in std::mem::take(&mut self.list) {
+            self.got[w.key] = self.post(w.want, w.buf);
+        }
+    }
+
+    /// Posts `want` into `buf` the usual way.
+    fn post(&mut self, want: RecvNow, buf: Vec<u8>) -> Got {
+        let dest = self.net.alloc(1, buf);
         let req = self.net.engines[1].recv_tagged(
             want.channel,
             want.source,
@@ -105,24 +93,7 @@ impl Side {
             dest,
             &mut self.net.mems[1],
         );
-        self.got.push(Got::Posted(req, dest));
-        index
-    }
-
-    /// Posts every receive of the list, in order.
-    fn post_list(&mut self) {
-        for w in std::mem::take(&mut self.list) {
-            let dest = self.net.alloc(1, w.buf);
-            let want = w.want;
-            let req = self.net.engines[1].recv_tagged(
-                want.channel,
-                want.source,
-                want.tag,
-                dest,
-                &mut self.net.mems[1],
-            );
-            self.got[w.index] = Got::Posted(req, dest);
-        }
+        Got::Posted(req, dest)
     }
 
     /// Shows a packet to the list, then to the engine if it did not land.
@@ -137,7 +108,7 @@ impl Side {
                 let got = &mut self.got;
                 self.list.retain_mut(|w| match w.landed {
                     Some(status) => {
-                        got[w.index] = Got::Landed(status, std::mem::take(&mut w.buf));
+                        got[w.key] = Got::Landed(status, std::mem::take(&mut w.buf));
                         false
                     }
                     None => true,

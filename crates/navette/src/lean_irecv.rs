@@ -19,7 +19,7 @@
 //! receive (waiting, landed, posted as an engine request) stays in the
 //! state until the request takes it or is dropped.
 
-use navette_core::{ChannelId, PostedNow, PostedNowOutcome, RailId, RecvNow, ReqId, Status};
+use navette_core::{ChannelId, PostedBuffer, PostedNowOutcome, RailId, RecvNow, ReqId, Status};
 
 use crate::Result;
 use crate::node::State;
@@ -45,29 +45,7 @@ pub(crate) struct LeanIrecvs {
 }
 
 /// A receive in the list.
-#[derive(Debug)]
-struct Waiting {
-    want: RecvNow,
-    buf: Vec<u8>,
-    key: LeanKey,
-    /// Set when its message lands, until the list is swept.
-    landed: Option<Status>,
-}
-
-impl PostedNow for Waiting {
-    fn want(&self) -> &RecvNow {
-        &self.want
-    }
-
-    fn room(&self) -> usize {
-        self.buf.len()
-    }
-
-    fn land(&mut self, data: &[u8], status: Status) {
-        self.buf[..data.len()].copy_from_slice(data);
-        self.landed = Some(status);
-    }
-}
+type Waiting = PostedBuffer<LeanKey>;
 
 /// What became of a receive.
 #[derive(Debug)]
@@ -156,12 +134,7 @@ impl State {
             }
         };
         *list.slot(key) = Slot::Waiting { detached: false };
-        list.waiting.push(Waiting {
-            want,
-            buf,
-            key,
-            landed: None,
-        });
+        list.waiting.push(Waiting::new(want, buf, key));
         Ok(key)
     }
 

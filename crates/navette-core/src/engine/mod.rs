@@ -52,7 +52,7 @@ pub use now::{
 };
 pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
 pub use piece::PIECE_COST;
-pub use posted_now::{PostedNow, PostedNowOutcome};
+pub use posted_now::{PostedBuffer, PostedNow, PostedNowOutcome};
 pub use recv::RecvPiece;
 pub use report::{PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};
@@ -213,6 +213,25 @@ struct Gate {
     reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
     incoming: HashMap<u32, Incoming, PeerKeyed>,
     stats: GateStats,
+}
+
+impl Gate {
+    /// The header of a one-piece tagged message of `len` bytes with `tag`,
+    /// the gate's next message: it takes the gate's next sequence and
+    /// message numbers.
+    fn next_tagged(&mut self, tag: u64, len: u32) -> navette_wire::EagerHeader {
+        let (seq, msg) = (self.next_seq, self.next_msg);
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_msg = self.next_msg.wrapping_add(1);
+        navette_wire::EagerHeader {
+            channel: self.channel.0,
+            flags: navette_wire::PieceFlags::TAGGED,
+            seq,
+            msg,
+            tag,
+            len,
+        }
+    }
 }
 
 /// Counters of one gate (one channel to one peer), since the engine

@@ -238,22 +238,12 @@ impl Engine {
         assert_eq!(buffer.len(), buffered, "packet buffer length");
         let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];
-        let (seq, msg) = (g.next_seq, g.next_msg);
-        g.next_seq = g.next_seq.wrapping_add(1);
-        g.next_msg = g.next_msg.wrapping_add(1);
         let len = u32::try_from(data.len()).expect("checked by can_send_now");
         let packet = PacketHeader {
             chunk_count: 1,
             body_len: EagerHeader::LEN as u32 + len,
         };
-        let eager = EagerHeader {
-            channel: channel.0,
-            flags: PieceFlags::TAGGED,
-            seq,
-            msg,
-            tag,
-            len,
-        };
+        let eager = g.next_tagged(tag, len);
         let (head, rest) = buffer.split_at_mut(PacketHeader::LEN);
         let (eager_head, body) = rest.split_at_mut(EagerHeader::LEN);
         head.copy_from_slice(&packet.to_bytes());

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 
 use smallvec::SmallVec;
 
-use navette_wire::{EagerHeader, PacketHeader, PieceFlags};
+use navette_wire::{EagerHeader, PacketHeader};
 
 use super::{Engine, GateId};
 use crate::plan::{PacketPlan, Segment, SendProgress};
@@ -180,17 +180,7 @@ impl Engine {
             self.open_peers += 1;
         }
         let g = &mut self.gates[gate.0];
-        let (seq, msg) = (g.next_seq, g.next_msg);
-        g.next_seq = g.next_seq.wrapping_add(1);
-        g.next_msg = g.next_msg.wrapping_add(1);
-        let header = EagerHeader {
-            channel: channel.0,
-            flags: PieceFlags::TAGGED,
-            seq,
-            msg,
-            tag,
-            len,
-        };
+        let header = g.next_tagged(tag, len);
         open.bytes.extend_from_slice(&header.to_bytes());
         open.bytes.extend_from_slice(data);
         open.chunks += 1;

@@ -44,6 +44,48 @@ pub trait PostedNow {
     fn land(&mut self, data: &[u8], status: Status);
 }
 
+/// The usual [`PostedNow`]: a receive into a buffer of its own, with a key
+/// of the caller's (to find what waits for it once it lands).
+#[derive(Debug)]
+pub struct PostedBuffer<K> {
+    /// What it accepts.
+    pub want: RecvNow,
+    /// Where its message lands; its length is the receive's room.
+    pub buf: Vec<u8>,
+    /// The caller's key.
+    pub key: K,
+    /// Set when its message lands (the caller then takes it out of the
+    /// list).
+    pub landed: Option<Status>,
+}
+
+impl<K> PostedBuffer<K> {
+    /// A receive of `want` into `buf`, not landed.
+    pub fn new(want: RecvNow, buf: Vec<u8>, key: K) -> Self {
+        Self {
+            want,
+            buf,
+            key,
+            landed: None,
+        }
+    }
+}
+
+impl<K> PostedNow for PostedBuffer<K> {
+    fn want(&self) -> &RecvNow {
+        &self.want
+    }
+
+    fn room(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn land(&mut self, data: &[u8], status: Status) {
+        self.buf[..data.len()].copy_from_slice(data);
+        self.landed = Some(status);
+    }
+}
+
 /// What [`Engine::land_posted_now`] made of a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostedNowOutcome {

@@ -30,8 +30,9 @@ use super::{Engine, GateId, OPEN_MOST_CHUNKS};
 use crate::{ChannelId, RailId, Rank, RecvNow, Status};
 
 /// A tagged receive posted outside the engine, one of a list kept in
-/// posting order (see the [module docs](self)). The list holds waiting
-/// receives only: one that lands is removed before the next packet.
+/// posting order (see [`Engine::land_posted_now`]). The list holds
+/// waiting receives only: one that lands is removed before the next
+/// packet.
 pub trait PostedNow {
     /// What it accepts.
     fn want(&self) -> &RecvNow;
@@ -114,8 +115,17 @@ const MOST_LANDING: usize = 64;
 impl Engine {
     /// Shows a packet received on `rail` to the receives of `posted`, kept
     /// outside the engine in posting order, each made when nothing was
-    /// posted or unexpected on its channel ([`Self::can_recv_now`]): see
-    /// the [module docs](self) and [`PostedNowOutcome`].
+    /// posted or unexpected on its channel ([`Self::can_recv_now`]).
+    ///
+    /// A packet whose every chunk is a whole eager one-piece message, in
+    /// order on its gate, that the first receive of its channel accepting
+    /// it (in posting order) has room for, lands there: each receive takes
+    /// its message ([`PostedNow::land`]), the gates their sequence numbers,
+    /// as the usual path would have done, with no request, posted entry or
+    /// completion. A packet whose chunks might match one of these receives
+    /// in a way only the usual path handles asks for the whole list to be
+    /// posted the usual way first; one with no first piece on a channel of
+    /// the list is unrelated to it. See [`PostedNowOutcome`].
     pub fn land_posted_now<P: PostedNow>(
         &mut self,
         rail: RailId,

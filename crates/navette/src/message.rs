@@ -140,11 +140,18 @@ impl Node {
         tag: u64,
         also: impl FnOnce(&mut State) -> R,
     ) -> Result<(Packing<'_, 'a>, R)> {
-        let (out, copy_below, also) = self.with_state(|s| {
-            let out = s.engine.send_begin(gate.channel, gate.peer, tag)?;
-            let copy_below = s.engine.rdv_threshold(gate.peer);
-            Ok::<_, Error>((out, copy_below, also(s)))
-        })?;
+        // Numbering a message gives the driver nothing to send: no mark,
+        // no wake-up (whose fence costs on every message).
+        let mut state = self.core().lock();
+        let begun = state
+            .engine
+            .send_begin(gate.channel, gate.peer, tag)
+            .map(|out| {
+                let copy_below = state.engine.rdv_threshold(gate.peer);
+                (out, copy_below, also(&mut state))
+            });
+        crate::node::unlock(state);
+        let (out, copy_below, also) = begun?;
         let msg = Packing {
             core: PackingCore {
                 node: self,

@@ -243,8 +243,8 @@ impl PlanPool {
     /// and a burst of large plans must not stay pinned.
     const KEEP: usize = 8;
     /// A plan whose buffers grew above this is not kept (open packets,
-    /// see `Engine::stage_tagged`, reach 16 KiB).
-    const KEEP_BYTES: usize = 16 << 10;
+    /// see `Engine::stage_tagged`, stay below).
+    const KEEP_BYTES: usize = 4 << 10;
 
     /// A builder in recycled buffers when there are some.
     pub(crate) fn builder(&mut self) -> PacketBuilder {
@@ -267,24 +267,13 @@ impl PlanPool {
         })
     }
 
-    /// Keeps a sent (or unused) plan's buffers; when the pool is full, in
-    /// place of a plan with a smaller buffer, so that the buffers of open
-    /// packets, which grow to their largest once, stay.
+    /// Keeps a sent (or unused) plan's buffers.
     pub(crate) fn put_plan(&mut self, plan: PacketPlan) {
-        if plan.bytes.capacity() > Self::KEEP_BYTES || plan.segments.capacity() > Self::KEEP_BYTES {
-            return;
-        }
-        if self.plans.len() < Self::KEEP {
+        if self.plans.len() < Self::KEEP
+            && plan.bytes.capacity() <= Self::KEEP_BYTES
+            && plan.segments.capacity() <= Self::KEEP_BYTES
+        {
             self.plans.push(plan);
-            return;
-        }
-        let smallest = self
-            .plans
-            .iter_mut()
-            .min_by_key(|p| p.bytes.capacity())
-            .filter(|p| p.bytes.capacity() < plan.bytes.capacity());
-        if let Some(smallest) = smallest {
-            *smallest = plan;
         }
     }
 

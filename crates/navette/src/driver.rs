@@ -66,8 +66,9 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// costs little more than its bytes (a copy into shared memory),
     /// leaving at once lets the receiver start on a message while its
     /// sender goes on to the next; where each packet costs a system call
-    /// (a socket write), non-blocking sends wait in the window, so that
-    /// the next round sends them in one packet. The default is false.
+    /// (a socket write), non-blocking sends wait for the next round (in
+    /// their peer's open packet, or the window), which sends them in one
+    /// packet. The default is false.
     fn isend_now(&self) -> bool {
         false
     }
@@ -212,9 +213,8 @@ impl<'a> DriverPort<'a> {
         buf: &mut Vec<u8>,
         range: Range<usize>,
     ) -> Result<bool, ProtocolError> {
-        if self.land_tagged_now(rail, &buf[range.clone()])
-            || self.state.land_irecvs_now(rail, &buf[range.clone()])
-        {
+        // Oldest first, as `land_now`.
+        if self.land_tagged_now(rail, &buf[range.clone()]) {
             return Ok(false);
         }
         let settled = &self.core.lean_whole_settled;
@@ -223,6 +223,7 @@ impl<'a> DriverPort<'a> {
             .land_whole_now_in(rail, buf, range.clone(), settled)
         {
             (true, taken) => Ok(taken),
+            (false, _) if self.state.land_irecvs_now(rail, &buf[range.clone()]) => Ok(false),
             (false, _) => self.handle_unlanded(now, rail, &buf[range]).map(|()| false),
         }
     }
@@ -233,11 +234,14 @@ impl<'a> DriverPort<'a> {
     /// in one (the packet is then handled). Otherwise the packet must
     /// still go through [`Self::handle_packet`].
     pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
+        // Oldest first: a blocking receive or a whole message waits outside
+        // the engine only where no receive of the list waits on its
+        // channel, so those of the list on a channel are the newer.
         self.land_tagged_now(rail, bytes)
-            || self.state.land_irecvs_now(rail, bytes)
             || self
                 .state
                 .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
+            || self.state.land_irecvs_now(rail, bytes)
     }
 
     /// Shows a packet to the blocking tagged receive waiting outside the
@@ -291,11 +295,12 @@ impl<'a> DriverPort<'a> {
         self.state.engine.close_rail(rail);
         // Receives waiting outside the engine learn of a lost peer only
         // the usual way: posted, the engine fails them if they were its.
-        self.state.post_irecvs();
+        // Oldest first, as `land_now` shows them packets.
         if self.state.post_waiting_lean() {
             self.core.lean_slot.record(RecvNowOutcome::Post);
         }
         self.state.post_waiting_reply(&self.core.lean_whole_settled);
+        self.state.post_irecvs();
     }
 
     /// Where the data of a rendezvous data chunk received on `rail` goes

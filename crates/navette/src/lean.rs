@@ -128,7 +128,9 @@ impl State {
         let Some(LeanRecv::Waiting { want, dest }) = self.lean.take() else {
             return;
         };
-        self.before_posting(want.channel);
+        // Receives of the list on its channel are newer (it waits outside
+        // the engine only where none does): they are posted after it, at
+        // the next packet that concerns them.
         let dest = self.mem.insert_lent(dest);
         let req = self
             .engine

@@ -148,7 +148,8 @@ impl State {
         let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
             return;
         };
-        self.before_posting(want.channel);
+        // Receives of the list on its channel are newer, as for
+        // `State::post_lean`: posted after it.
         let key = self.engine.recv_begin(want.channel, want.source, want.tag);
         self.watch(key, None);
         self.lean_whole[slot as usize] = Some(LeanWhole::Posted(key));

@@ -232,6 +232,12 @@ impl State {
         )
     }
 
+    /// Requests that failed with nobody waiting for them: the engine's
+    /// requests, and small sends lost in their open packets.
+    pub(crate) fn unwaited(&self) -> u64 {
+        self.unwaited_failures + self.engine.lost_detached_staged()
+    }
+
     /// Forgets a request nobody will wait for; its buffer is freed at completion.
     pub(crate) fn detach(&mut self, req: ReqId) {
         self.wakers.remove(&req);
@@ -472,7 +478,7 @@ impl Node {
     pub fn unwaited_failures(&self) -> u64 {
         let mut state = self.core.lock();
         state.collect();
-        let n = state.unwaited_failures;
+        let n = state.unwaited();
         unlock(state);
         n
     }

@@ -59,7 +59,9 @@ impl Completion for Received {
 /// It is also a [`Future`] of the same outcome, for any executor: each poll
 /// makes a round of progress; with a progress thread running
 /// ([`Node::spawn_progress_thread`]) a pending request sleeps until that
-/// thread completes it, otherwise it asks to be polled again at once.
+/// thread completes it, otherwise it asks to be polled again at once. A
+/// small send in its peer's open packet (see [`Node::isend`]) completes at
+/// the next round: it is always polled again at once.
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is waited for or tested"]
 pub struct Request<'n, T: Completion> {
@@ -284,6 +286,11 @@ impl<T: Completion> Drop for Request<'_, T> {
         match (self.op, self.taken) {
             (Op::Engine(id), false) => self.node.with_state(|s| s.detach(id)),
             (Op::Lean(key), false) => self.node.with_state(|s| s.drop_irecv(key)),
+            (Op::Staged(staged, _), false) => {
+                let mut state = self.node.core().lock();
+                state.engine.detach_staged(staged);
+                unlock(state);
+            }
             _ => {}
         }
     }
@@ -440,8 +447,11 @@ impl Node {
             core.mark_dirty();
             if staged.closed {
                 // A full packet leaves now: the receiver starts on it while
-                // this thread fills the next.
-                driver.progress(core)?;
+                // this thread fills the next. The message is accepted
+                // either way: a driver's failure shows at the next wait.
+                if let Err(err) = driver.progress(core) {
+                    tracing::debug!(%err, "progress after a full open packet");
+                }
             }
             if staged.opened {
                 // A thread sleeping in the driver (a progress thread) sends

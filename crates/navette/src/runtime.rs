@@ -252,12 +252,9 @@ impl Node {
     /// connections close. Every rank must call it. Other handles on this
     /// node must not start new operations meanwhile.
     pub fn finalize(self) -> Result<()> {
-        let unwaited =
-            self.wait_until(&|| "every accepted send to complete".to_owned(), |state| {
-                state
-                    .engine
-                    .sends_flushed()
-                    .then_some(state.unwaited_failures)
+        let unwaited = self
+            .wait_until(&|| "every accepted send to complete".to_owned(), |state| {
+                state.engine.sends_flushed().then_some(state.unwaited())
             })?;
         if unwaited > 0 {
             tracing::warn!(

@@ -149,6 +149,8 @@ fn a_lost_peer_fails_receives_posted_ahead_and_staged_sends() {
     let from_a = b.irecv(b.gate(0), 1u64, vec![0u8; 8]);
     let from_any = b.irecv(RecvFrom::any(), 1u64, vec![0u8; 8]);
     let staged = a.isend(a.gate(1), 2, vec![1u8; 4]).unwrap();
+    // Dropped: nobody waits for it, and its loss is counted.
+    drop(a.isend(a.gate(1), 3, vec![1u8; 4]).unwrap());
     cluster.cut(cluster.links_between(0, 1)[0]);
     let unreachable = |r: navette::Result<_>, peer| match r {
         Err(Error::Request(RequestError::PeerUnreachable { peer: p })) => assert_eq!(p, peer),
@@ -156,6 +158,7 @@ fn a_lost_peer_fails_receives_posted_ahead_and_staged_sends() {
     };
     unreachable(from_a.wait().map(drop), 0);
     unreachable(staged.wait().map(drop), 1);
+    assert_eq!(a.unwaited_failures(), 1);
     // Any source still receives from rank 2.
     let c = cluster.node(2);
     c.isend(c.gate(1), 1, pattern(8, 2))

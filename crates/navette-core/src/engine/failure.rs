@@ -22,8 +22,19 @@ impl Engine {
         let (rails, gates) = (p.rails.clone(), p.gates.clone());
         // Staged messages are lost with their packets: `staged_outcome`
         // reports it.
-        if self.peers.get_mut(&peer).is_some_and(|p| p.open.drop_all()) {
-            self.open_peers -= 1;
+        if let Some(p) = self.peers.get_mut(&peer) {
+            let (waited, lost) = p.open.drop_all();
+            if waited {
+                self.open_peers -= 1;
+            }
+            if lost > 0 {
+                self.lost_detached += lost as u64;
+                tracing::warn!(
+                    peer,
+                    lost,
+                    "small sends nobody waits for were lost with their peer"
+                );
+            }
         }
         for rail in rails {
             let r = &mut self.rails[rail.0 as usize];

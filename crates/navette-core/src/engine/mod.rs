@@ -139,6 +139,8 @@ pub struct Engine {
     open_peers: usize,
     /// Rails closed so far: while none is, no peer is lost.
     rails_closed: usize,
+    /// See [`Engine::lost_detached_staged`].
+    lost_detached: u64,
 }
 
 #[derive(Debug)]
@@ -243,7 +245,9 @@ pub struct GateStats {
     /// The gate's peer.
     pub peer: Rank,
     /// Packets that carried chunks of this gate (a packet shared by several
-    /// gates counts for each).
+    /// gates counts for each). Chunks put in an open packet (see
+    /// [`Engine::stage_tagged`]) count here, and in the next two, when
+    /// they are put there.
     pub packets_sent: u64,
     /// Chunks of this gate sent.
     pub chunks_sent: u64,
@@ -259,13 +263,15 @@ pub struct GateStats {
     /// pieces, also those of a message abandoned before it left; small
     /// CHEAPER ones that did not leave at once), counted
     /// with [`Engine::count_send_copy`] and, for messages sent at once, by
-    /// [`Engine::send_message_now`].
+    /// [`Engine::send_message_now`]; and the data of small messages copied
+    /// into open packets ([`Engine::stage_tagged`]).
     pub bytes_copied: u64,
     /// Messages of this gate received whole: unpacked out of the engine,
     /// with no request per piece (see [`WholeMessage`]).
     pub messages_whole: u64,
     /// Messages of this gate received at once, outside the engine: a
-    /// blocking tagged receive's ([`Engine::recv_now`]) and whole messages
+    /// blocking tagged receive's ([`Engine::recv_now`]), receives posted
+    /// ahead ([`Engine::land_posted_now`]) and whole messages
     /// ([`Engine::recv_whole_now`], counted among `messages_whole` too).
     pub messages_at_once: u64,
 }
@@ -317,6 +323,7 @@ impl Engine {
             rail_views: Vec::new(),
             open_peers: 0,
             rails_closed: 0,
+            lost_detached: 0,
         }
     }
 

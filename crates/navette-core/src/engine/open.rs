@@ -11,8 +11,12 @@
 //! sequence and message numbers as it would in the window, and no request,
 //! registration or window entry is made. The next idle rail to the peer
 //! takes the open packet before anything of the windows
-//! ([`Engine::poll_transmit`]), so the receiver sees exactly the packet
-//! the aggregate strategy would have built, in the same order.
+//! ([`Engine::poll_transmit`]): the receiver sees a packet of the kind
+//! the aggregate strategy builds from the windows (small messages of
+//! several gates together, each gate's in order), bounded by
+//! [`OPEN_MOST_CHUNKS`] and [`OPEN_MOST_BODY`]. While anything waits in
+//! one of the peer's windows, small messages join the windows instead, so
+//! that a stream of them never holds the windows back.
 //!
 //! An open packet closes when it holds [`OPEN_MOST_CHUNKS`] chunks or
 //! [`OPEN_MOST_BODY`] bytes (within the peer's smallest packet); closed
@@ -96,6 +100,9 @@ pub(super) struct OpenPackets {
     /// Packets handed to rails whose sending has not completed (one per
     /// rail at most); a lost peer's stay here.
     in_flight: SmallVec<[u64; 2]>,
+    /// The packet of each staged message whose request was dropped before
+    /// it left: lost with its peer, nobody would hear of it otherwise.
+    detached: Vec<u64>,
 }
 
 impl OpenPackets {
@@ -119,24 +126,24 @@ impl OpenPackets {
         }
     }
 
-    /// Drops every waiting packet (their peer is lost); whether any
-    /// waited.
-    pub(super) fn drop_all(&mut self) -> bool {
+    /// Drops every waiting packet (their peer is lost): whether any
+    /// waited, and how many staged messages nobody waits for were lost.
+    pub(super) fn drop_all(&mut self) -> (bool, usize) {
         let waited = self.is_waiting();
         self.bytes.clear();
         self.chunks = 0;
         self.gates.clear();
         self.closed.clear();
-        waited
+        (waited, std::mem::take(&mut self.detached).len())
     }
 }
 
 impl Engine {
     /// Puts the one-piece tagged message `data` to `peer` on `channel` in
     /// the peer's open packet, if its channel's strategy stages small
-    /// messages, nothing waits before it in its gate's window, it is at
-    /// most [`OPEN_MOST_PIECE`] bytes and eager, and the peer is
-    /// reachable: the message then takes its gate's numbers, its data is
+    /// messages, nothing waits in any of the peer's windows (before it in
+    /// its gate's, or to leave after the open packets), it is at most
+    /// [`OPEN_MOST_PIECE`] bytes and eager, and the peer is reachable: the message then takes its gate's numbers, its data is
     /// copied, and it leaves with the packet (see [`StagedSend`]). `None`
     /// sends it the usual way.
     pub fn stage_tagged(
@@ -158,6 +165,13 @@ impl Engine {
             return None;
         }
         let (peer_index, _, p) = self.peers.get_full_mut(&peer)?;
+        // Open packets leave before the windows: while anything waits in
+        // one of the peer's windows, small messages join the windows too,
+        // so that the open packets drain and the windows get their turn.
+        let gates = &self.gates;
+        if p.gates.iter().any(|g| !gates[g.0].window.is_empty()) {
+            return None;
+        }
         let open = &mut p.open;
         let chunk_len = EagerHeader::LEN + data.len();
         let body = open.bytes.len().saturating_sub(PacketHeader::LEN);
@@ -256,6 +270,27 @@ impl Engine {
     pub(super) fn open_packet_sent(&mut self, peer_index: usize, packet: u64) {
         if let Some((_, p)) = self.peers.get_index_mut(peer_index) {
             p.open.in_flight.retain(|n| *n != packet);
+            if !p.open.detached.is_empty() {
+                p.open.detached.retain(|n| *n != packet);
+            }
         }
+    }
+
+    /// Forgets a staged message whose request was dropped: it still
+    /// leaves with its packet, and if its peer is lost first it counts
+    /// among [`Self::lost_detached_staged`].
+    pub fn detach_staged(&mut self, staged: StagedSend) {
+        if self.staged_outcome(staged).is_some() {
+            return;
+        }
+        if let Some((_, p)) = self.peers.get_index_mut(staged.peer_index) {
+            p.open.detached.push(staged.packet);
+        }
+    }
+
+    /// Staged messages whose requests were dropped and that were lost with
+    /// their peer, since the start (each was logged as its peer was lost).
+    pub fn lost_detached_staged(&self) -> u64 {
+        self.lost_detached
     }
 }

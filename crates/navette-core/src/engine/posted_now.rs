@@ -18,11 +18,13 @@
 //! only the usual path handles (a message that does not fit, one in
 //! several pieces or by rendezvous, one out of order, one that no
 //! receive of its channel accepts and that would wait unexpected, a
-//! packet mixing such chunks with others) asks for the whole list to be
-//! posted the usual way ([`Engine::recv_tagged`], in order) before the
-//! packet is handled: matching then happens as if the receives had been
-//! posted all along. A packet with no first piece on a channel of the
-//! list is unrelated to it.
+//! chunk that releases chunks held ahead of it on its gate, a packet
+//! mixing such chunks with others) asks for the whole list to be posted
+//! the usual way ([`Engine::recv_tagged`], in order) before the packet is
+//! handled: matching then happens as if the receives had been posted all
+//! along. A packet whose chunks on the list's channels are all later
+//! pieces of messages under way, on gates holding nothing ahead, is
+//! unrelated to it.
 
 use navette_wire::{Eager, Packet, PieceFlags};
 
@@ -124,8 +126,10 @@ impl Engine {
     /// as the usual path would have done, with no request, posted entry or
     /// completion. A packet whose chunks might match one of these receives
     /// in a way only the usual path handles asks for the whole list to be
-    /// posted the usual way first; one with no first piece on a channel of
-    /// the list is unrelated to it. See [`PostedNowOutcome`].
+    /// posted the usual way first (a chunk that would release chunks held
+    /// ahead of it on its gate among them); one whose chunks on the list's
+    /// channels are all later pieces of messages under way is unrelated to
+    /// it. See [`PostedNowOutcome`].
     pub fn land_posted_now<P: PostedNow>(
         &mut self,
         rail: RailId,
@@ -162,7 +166,7 @@ impl Engine {
         let sequenced = packet
             .chunks()
             .filter_map(|chunk| super::now::sequenced(&chunk).map(|(c, flags, _)| (c, flags)));
-        unlanded(sequenced, posted)
+        self.unlanded(peer, sequenced, posted)
     }
 
     /// Lands `eager` (at most `N` chunks of one packet from `peer`) in
@@ -178,7 +182,8 @@ impl Engine {
                 self.land_assigned(peer, eager, &assignment, posted);
                 PostedNowOutcome::Landed
             }
-            None => unlanded(
+            None => self.unlanded(
+                peer,
                 eager.iter().map(|e| (e.header.channel, e.header.flags)),
                 posted,
             ),
@@ -225,7 +230,8 @@ impl Engine {
             let g = &self.gates[gate.0];
             let in_order = g.reorder.is_next(h.seq.wrapping_sub(earlier));
             let known = !g.incoming.is_empty() && g.incoming.contains_key(&h.msg);
-            let quiet = self.channels[g.channel_index].posted.is_empty();
+            let ch = &self.channels[g.channel_index];
+            let quiet = ch.posted.is_empty() && ch.unexpected.is_empty();
             if !in_order || known || !quiet {
                 return None;
             }
@@ -260,23 +266,36 @@ impl Engine {
     }
 }
 
-/// What to do with a packet that does not land whole, given the channel
-/// and flags of its sequenced chunks: post the list if one of them
-/// starts a message on a channel where a receive of the list waits (it
-/// would match one, or wait unexpected before it), else leave the list.
-fn unlanded<P: PostedNow>(
-    mut sequenced: impl Iterator<Item = (u16, PieceFlags)>,
-    posted: &[P],
-) -> PostedNowOutcome {
-    let touches = sequenced.any(|(channel, flags)| {
-        flags.first()
-            && posted
-                .iter()
-                .any(|p| p.want().channel == ChannelId(channel))
-    });
-    if touches {
-        PostedNowOutcome::Post
-    } else {
-        PostedNowOutcome::Unrelated
+impl Engine {
+    /// What to do with a packet from `peer` that does not land whole,
+    /// given the channel and flags of its sequenced chunks: post the list
+    /// if one of them is on a channel where a receive of the list waits
+    /// and starts a message (it would match one, or wait unexpected before
+    /// it) or comes to a gate holding chunks ahead of it (in order, it
+    /// releases them, and they might), else leave the list.
+    fn unlanded<P: PostedNow>(
+        &self,
+        peer: Rank,
+        mut sequenced: impl Iterator<Item = (u16, PieceFlags)>,
+        posted: &[P],
+    ) -> PostedNowOutcome {
+        let touches = sequenced.any(|(channel, flags)| {
+            let channel = ChannelId(channel);
+            let listed = posted.iter().any(|p| p.want().channel == channel);
+            listed && (flags.first() || self.holds_ahead(channel, peer))
+        });
+        if touches {
+            PostedNowOutcome::Post
+        } else {
+            PostedNowOutcome::Unrelated
+        }
+    }
+
+    /// Whether the gate of `channel` and `peer` holds chunks that came
+    /// ahead of their turn.
+    fn holds_ahead(&self, channel: ChannelId, peer: Rank) -> bool {
+        self.gate_index
+            .get(&(channel, peer))
+            .is_some_and(|g| !self.gates[g.0].reorder.is_empty())
     }
 }

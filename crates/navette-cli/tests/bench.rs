@@ -197,6 +197,9 @@ fn rpc_calls_a_service_at_every_size() {
             .iter()
             .all(|f| f.threads.is_none() && f.rate_per_s.is_none())
     );
+    // The raw baseline sends the call's header too: an empty argument has
+    // one.
+    assert!(figures.iter().all(|f| f.baseline.is_some()));
 }
 
 #[test]

@@ -152,6 +152,10 @@ indexed (same launchers, transports and turns):
              reading the header (kept and grown when a header announces more,
              so no malloc under the clock), and replies the same way; so does
              the client. latency_us = half a call's round trip; size = S.
+             Over tcp, navette bench runs with --baseline raw-tcp: raw-tcp
+             rows are the call's bytes (header + body) as one ping-pong
+             message over a plain socket, in turns with navette, the floor
+             of any call over TCP.
   migrate    after PM2's thread migration: a 650-byte task state shipped to
              the other rank, where the task lands in a freshly chosen slot
              (bench/mpi/migrate.c: the next of 16, MPI_Recv from
@@ -173,7 +177,9 @@ indexed (same launchers, transports and turns):
              per second over all threads. Every thread of a rank runs on that
              rank's core.
 
-The rpc table gives each one-way time and MPI µs / navette µs as multiseg's;
+The rpc table gives each one-way time and MPI µs / navette µs as multiseg's
+(over tcp also raw-tcp's µs, and the faster MPI's µs / raw-tcp's: the most
+any call over TCP could reach);
 migrate's has one row per tool (µs per migration, the tool's µs / navette's
 µs); rpc_rate's has one row per thread count (each tool's calls/s, navette /
 faster MPI). No plot for these three (sizes from 0 bytes, one size, rates

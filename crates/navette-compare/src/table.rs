@@ -170,9 +170,15 @@ impl<'a> View<'a> {
     /// How many times faster navette is than the faster MPI at `size`, and
     /// that MPI.
     pub fn speedup_vs_faster_mpi(&self, size: usize) -> Option<(f64, &'static str)> {
-        let navette = self.get(imp::NAVETTE, size)?.latency_us?;
+        self.faster_mpi_over(imp::NAVETTE, size)
+    }
+
+    /// The faster MPI's latency over `implementation`'s at `size` (how many
+    /// times faster `implementation` is), and that MPI.
+    fn faster_mpi_over(&self, implementation: &str, size: usize) -> Option<(f64, &'static str)> {
+        let ours = self.get(implementation, size)?.latency_us?;
         let (best, mpi) = self.best_of(&imp::MPIS, size, |r| r.latency_us, |a, b| a < b)?;
-        (navette > 0.0).then(|| (best / navette, mpi))
+        (ours > 0.0).then(|| (best / ours, mpi))
     }
 
     fn has(&self, implementation: &str, value: impl Fn(&Record) -> Option<f64>) -> bool {
@@ -318,6 +324,23 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
             text,
             "navette copies per message (bytes copied by Navette at both ends): {}",
             copies.join(", ")
+        );
+    }
+    let floor: Vec<String> = view
+        .sizes
+        .iter()
+        .filter_map(|&size| {
+            let (x, _) = view.faster_mpi_over(imp::RAW_TCP, size)?;
+            Some(format!("{} {x:.2}", ShortSize(size)))
+        })
+        .collect();
+    if !floor.is_empty() {
+        let _ = writeln!(
+            text,
+            "raw-tcp: the same bytes (8-byte header + body) as one ping-pong message over a \
+             plain socket, in turns with navette: the floor of any call over TCP; the faster \
+             MPI's µs / raw-tcp's µs, the most any call could reach: {}",
+            floor.join(", ")
         );
     }
     skips_and_notes(&mut text, view, skipped, notes);
@@ -788,6 +811,38 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("1.50 mpich"), "{text}");
+        assert!(!text.contains("raw-tcp"), "{text}");
+    }
+
+    #[test]
+    fn rpc_over_tcp_shows_the_raw_socket_floor() {
+        let call = |imp: &str, size, lat| Record::new("rpc", "tcp", imp, size, Some(lat), None);
+        let records = vec![
+            call(imp::NAVETTE, 16 << 10, 8.0),
+            call(imp::OPENMPI, 16 << 10, 13.0),
+            call(imp::MPICH, 16 << 10, 12.0),
+            call(imp::RAW_TCP, 16 << 10, 6.0),
+        ];
+        let view = View::new("rpc", "tcp", &records);
+        let text = render_vs_mpi(&view, &[], &[]);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("16K "))
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        // The floor is a column of its own, after the MPIs; the ratios stay
+        // navette's.
+        assert_eq!(
+            cells,
+            [
+                "16K", "8.000", "13.00", "12.00", "6.000", "1.62", "1.50", "1.50", "mpich"
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("the most any call could reach: 16K 2.00"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -92,7 +92,9 @@ impl Pattern {
 /// What a Navette figure is compared with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Baseline {
-    /// Plain TCP, non-blocking, TCP_NODELAY, busy polling.
+    /// Plain TCP, non-blocking, TCP_NODELAY, busy polling: each exchange
+    /// one ping-pong message of the pattern's bytes (an RPC's: its 8-byte
+    /// header and its body).
     RawTcp,
 }
 
@@ -353,6 +355,12 @@ pub fn run_rank(
     let mut results = Vec::new();
     for case in cases(config)? {
         let (size, bytes) = (case.size, case.bytes());
+        // An RPC's raw baseline carries its header too: the same bytes as
+        // the call (and as MPI's two messages).
+        let raw_bytes = match config.pattern {
+            Pattern::Rpc => bytes + rpc::HEADER,
+            _ => bytes,
+        };
         let iterations = config.iterations.unwrap_or_else(|| match config.pattern {
             Pattern::Migrate => rpc::MIGRATIONS,
             _ => case.default_iterations(),
@@ -361,7 +369,7 @@ pub fn run_rank(
         // nor of a rate of threads.
         let mut raw = raw
             .as_mut()
-            .filter(|_| bytes > 0 && config.pattern != Pattern::RpcRate);
+            .filter(|_| raw_bytes > 0 && config.pattern != Pattern::RpcRate);
         // With a baseline, the two alternate in slices of the iterations:
         // a host whose speed drifts during the run (a virtual machine's
         // neighbours) then weighs on both alike, and the ratio stays fair.
@@ -398,7 +406,7 @@ pub fn run_rank(
                     | Pattern::Migrate
                     | Pattern::RpcRate
                     | Pattern::Multiseg
-                    | Pattern::Indexed => raw_pingpong(raw, role, bytes, warm, count)?,
+                    | Pattern::Indexed => raw_pingpong(raw, role, raw_bytes, warm, count)?,
                     Pattern::Stream => raw_stream(raw, role, size, warm, count, window)?,
                 };
             }

@@ -25,6 +25,9 @@ use super::{BenchError, Role, payload};
 const RPC: &str = "navette.bench.rpc";
 const MIGRATE: &str = "navette.bench.migrate";
 
+/// Bytes of an rpc call's header: the body's length.
+pub(super) const HEADER: usize = 8;
+
 /// The services of this process, registered on first use.
 struct Services {
     rpc: ServiceName,
@@ -80,7 +83,7 @@ fn services(node: &Node) -> Result<&'static Services, BenchError> {
 /// then the same back from that buffer.
 fn serve_rpc(services: &Services, call: Call<'_>) -> HandlerResult {
     let (mut args, responder) = call.split();
-    let mut header = [0u8; 8];
+    let mut header = [0u8; HEADER];
     args.unpack_express(&mut header, SendMode::Safer)?;
     let len = usize::try_from(u64::from_le_bytes(header))?;
     let mut body = services.bodies.lock().pop().unwrap_or_default();
@@ -98,7 +101,7 @@ fn serve_rpc(services: &Services, call: Call<'_>) -> HandlerResult {
 
 fn pack_rpc<'a>(
     msg: &mut navette::Packing<'_, 'a>,
-    header: &'a [u8; 8],
+    header: &'a [u8; HEADER],
     body: &'a [u8],
 ) -> navette::Result<()> {
     msg.pack(header, SendMode::Safer, ReceiveMode::Express)?;
@@ -122,7 +125,7 @@ fn call_rpc(
         .call(peer, &services.rpc, |msg| pack_rpc(msg, &header, body))?
         .wait()?;
     let mut msg = reply.unpacking();
-    let mut len = [0u8; 8];
+    let mut len = [0u8; HEADER];
     msg.unpack_express(&mut len, SendMode::Safer)?;
     back.resize(
         usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX),

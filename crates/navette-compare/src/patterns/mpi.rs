@@ -10,7 +10,9 @@
 //! - rpc: a call with an S-byte argument (0, 64, 1K, 16K, 256K, 1M by
 //!   default), two messages each way: an 8-byte header holding S, then the
 //!   body, received into memory chosen after the header; the figure is half
-//!   a call's round trip;
+//!   a call's round trip; over tcp, navette brings its raw TCP baseline
+//!   (the call's bytes as one ping-pong message over a plain socket, in
+//!   turns with navette): the floor of any call over TCP;
 //! - migrate: a 650-byte task state shipped to the other rank, run there
 //!   and shipped back; the figure is the time of one migration (half a
 //!   round trip);
@@ -176,7 +178,7 @@ fn measure_navette(
         segments: (pattern == Pattern::Multiseg).then_some(ctx.segments),
         threads: (pattern == Pattern::RpcRate).then_some(ctx.threads),
         iterations: ctx.iterations,
-        raw_tcp: false,
+        raw_tcp: raw_floor(ctx, pattern),
         json: &json,
     };
     let mut command = navette::command(&ctx.programs.navette, &request);
@@ -210,7 +212,29 @@ fn measure_navette(
         return;
     }
     let ours: Vec<Record> = records.iter().filter(mine).cloned().collect();
+    if request.raw_tcp {
+        let floor: Vec<Record> = records
+            .iter()
+            .filter(|r| r.implementation == imp::RAW_TCP && r.pattern == pattern.name())
+            .cloned()
+            .collect();
+        settle_groups(
+            ctx,
+            pattern,
+            imp::RAW_TCP,
+            groups,
+            &floor,
+            failure.clone(),
+            outcome,
+        );
+    }
     settle_groups(ctx, pattern, name, groups, &ours, failure, outcome);
+}
+
+/// Whether navette's run of `pattern` brings its raw TCP baseline: rpc over
+/// tcp, whose floor is one plain socket's ping-pong of the call's bytes.
+fn raw_floor(ctx: &Context<'_>, pattern: Pattern) -> bool {
+    pattern == Pattern::Rpc && ctx.transport == crate::args::Transport::Tcp
 }
 
 /// Keeps the rows of `records` that each group expects, and skips the
@@ -470,6 +494,10 @@ mod tests {
         assert_eq!(args(Pattern::Migrate), "-i 100");
         assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
         assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
+        // Over tcp, navette's rpc run brings the raw socket's floor.
+        assert!(raw_floor(&ctx, Pattern::Rpc));
+        assert!(!raw_floor(&ctx, Pattern::Migrate));
+        assert!(!raw_floor(&ctx, Pattern::RpcRate));
         assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);
         assert_eq!(
             groups(&ctx, Pattern::Migrate),

@@ -1,0 +1,348 @@
+//! Random interleavings of the node's small-message paths over the
+//! simulated network, both directions: tagged `isend`s (small ones share
+//! open packets, large ones go by rendezvous), `irecv`s posted before or
+//! after their message (waiting outside the engine, or posted, or matching
+//! an unexpected message), packed messages of several pieces received
+//! whole or piece by piece, rounds of progress and waits in any order.
+//!
+//! The network's seed is drawn too, and its rails: one, or two where a
+//! fast jittery rail overtakes a slow one.
+//!
+//! The model: on each (channel, tag) of a direction, the k-th receive
+//! posted gets the k-th message sent (messages do not overtake one another
+//! between two ranks); every message arrives intact, every send and
+//! receive completes, and nothing is left unmatched at the end.
+
+mod common;
+
+use std::collections::VecDeque;
+
+use std::time::Duration;
+
+use common::{check, pattern};
+use navette::sim::SimCluster;
+use navette::{ChannelId, Gate, Node, ReceiveMode, Received, Request, SendMode, Status};
+use navette_sim::LinkSpec;
+use proptest::prelude::*;
+
+/// Largest eager message of the cluster: longer ones go by rendezvous.
+const RDV: usize = 4096;
+
+#[derive(Clone, Debug)]
+enum Kind {
+    /// One `isend` of this many bytes, received by an `irecv`.
+    Tagged(usize),
+    /// A packed message of these pieces (length, sent SAFER or CHEAPER,
+    /// received EXPRESS or CHEAPER), received by `begin_unpacking`.
+    Packed(Vec<(usize, SendMode, ReceiveMode)>),
+}
+
+#[derive(Clone, Debug)]
+struct Msg {
+    /// 0: rank 0 to rank 1; 1: back.
+    dir: usize,
+    channel: u16,
+    tag: u64,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    /// Send the direction's next unsent message.
+    Send(usize),
+    /// Post the receive of the direction's next unreceived message (a
+    /// packed one only once it was sent: its receive blocks).
+    Recv(usize),
+    /// A round of progress on a rank.
+    Progress(usize),
+    /// Wait for the oldest pending send of a direction.
+    WaitSend(usize),
+    /// Wait for the oldest pending receive of a direction.
+    WaitRecv(usize),
+}
+
+fn piece() -> impl Strategy<Value = (usize, SendMode, ReceiveMode)> {
+    (
+        prop_oneof![3 => 0usize..64, 1 => 64usize..1500],
+        prop_oneof![Just(SendMode::Safer), Just(SendMode::Cheaper)],
+        prop_oneof![Just(ReceiveMode::Express), Just(ReceiveMode::Cheaper)],
+    )
+}
+
+fn msg() -> impl Strategy<Value = Msg> {
+    let tagged = prop_oneof![
+        6 => 0usize..100,
+        2 => 100usize..2000,
+        1 => (RDV + 1)..(3 * RDV),
+    ]
+    .prop_map(Kind::Tagged);
+    let packed = prop::collection::vec(piece(), 1..4).prop_map(Kind::Packed);
+    (
+        0..2usize,
+        1..4u16,
+        0..3u64,
+        prop_oneof![4 => tagged, 1 => packed],
+    )
+        .prop_map(|(dir, channel, tag, kind)| Msg {
+            dir,
+            channel,
+            tag,
+            kind,
+        })
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        3 => (0..2usize).prop_map(Action::Send),
+        3 => (0..2usize).prop_map(Action::Recv),
+        2 => (0..2usize).prop_map(Action::Progress),
+        1 => (0..2usize).prop_map(Action::WaitSend),
+        1 => (0..2usize).prop_map(Action::WaitRecv),
+    ]
+}
+
+/// The data of piece `piece` of message `index`.
+fn data(index: usize, piece: usize, len: usize) -> Vec<u8> {
+    pattern(len, (index * 8 + piece) as u64)
+}
+
+struct Run<'n> {
+    nodes: [&'n Node; 2],
+    msgs: Vec<Msg>,
+    /// Next message to send / to receive, per direction (indices into
+    /// `msgs` of that direction, in order).
+    queue: [Vec<usize>; 2],
+    next_send: [usize; 2],
+    next_recv: [usize; 2],
+    sends: [VecDeque<(usize, Request<'n, Status>)>; 2],
+    recvs: [VecDeque<(usize, Request<'n, Received>)>; 2],
+    done: Vec<bool>,
+}
+
+impl<'n> Run<'n> {
+    fn new(nodes: [&'n Node; 2], msgs: Vec<Msg>) -> Self {
+        let queue = [0, 1].map(|d| {
+            (0..msgs.len())
+                .filter(|&i| msgs[i].dir == d)
+                .collect::<Vec<_>>()
+        });
+        let done = vec![false; msgs.len()];
+        Self {
+            nodes,
+            msgs,
+            queue,
+            next_send: [0; 2],
+            next_recv: [0; 2],
+            sends: [VecDeque::new(), VecDeque::new()],
+            recvs: [VecDeque::new(), VecDeque::new()],
+            done,
+        }
+    }
+
+    fn gate(&self, i: usize, towards: navette::Rank) -> Gate {
+        Gate::new(ChannelId(self.msgs[i].channel), towards)
+    }
+
+    fn send(&mut self, dir: usize) {
+        let Some(&i) = self.queue[dir].get(self.next_send[dir]) else {
+            return;
+        };
+        self.next_send[dir] += 1;
+        let (node, gate, tag) = (
+            self.nodes[dir],
+            self.gate(i, 1 - dir as u32),
+            self.msgs[i].tag,
+        );
+        match &self.msgs[i].kind {
+            Kind::Tagged(len) => {
+                let request = node.isend(gate, tag, data(i, 0, *len)).expect("isend");
+                self.sends[dir].push_back((i, request));
+            }
+            Kind::Packed(pieces) => {
+                let owned: Vec<Vec<u8>> = pieces
+                    .iter()
+                    .enumerate()
+                    .map(|(p, &(len, _, _))| data(i, p, len))
+                    .collect();
+                let mut msg = node.begin_packing(gate, tag).expect("begin_packing");
+                for (bytes, &(_, send, recv)) in owned.iter().zip(pieces) {
+                    msg.pack(bytes, send, recv).expect("pack");
+                }
+                // Eager pieces only: the message leaves without its
+                // receiver.
+                msg.end_packing().expect("end_packing");
+            }
+        }
+    }
+
+    fn recv(&mut self, dir: usize) {
+        let Some(&i) = self.queue[dir].get(self.next_recv[dir]) else {
+            return;
+        };
+        let node = self.nodes[1 - dir];
+        let (gate, tag) = (self.gate(i, dir as u32), self.msgs[i].tag);
+        match &self.msgs[i].kind {
+            Kind::Tagged(len) => {
+                // Room to spare now and then: a message may be shorter
+                // than its receive.
+                let room = len + i % 3;
+                let request = node.irecv(gate, tag, vec![0u8; room]);
+                self.recvs[dir].push_back((i, request));
+            }
+            Kind::Packed(pieces) => {
+                // Its receive blocks until it has come: only once sent.
+                if self.next_send[dir] <= self.next_recv[dir] {
+                    return;
+                }
+                let mut bufs: Vec<Vec<u8>> =
+                    pieces.iter().map(|&(len, ..)| vec![0u8; len]).collect();
+                let mut msg = node.begin_unpacking(gate, tag).expect("begin_unpacking");
+                for (buf, &(_, send, recv)) in bufs.iter_mut().zip(pieces) {
+                    msg.unpack(buf, send, recv).expect("unpack");
+                }
+                let status = msg.end_unpacking().expect("end_unpacking");
+                assert_eq!((status.peer, status.tag), (dir as u32, tag), "message {i}");
+                for (p, (buf, &(len, ..))) in bufs.iter().zip(pieces).enumerate() {
+                    check(buf, len, (i * 8 + p) as u64);
+                }
+                self.done[i] = true;
+            }
+        }
+        self.next_recv[dir] += 1;
+    }
+
+    /// Position of message `i` in its direction's order.
+    fn position(&self, i: usize) -> usize {
+        let dir = self.msgs[i].dir;
+        self.queue[dir]
+            .iter()
+            .position(|&j| j == i)
+            .expect("queued")
+    }
+
+    fn wait_send(&mut self, dir: usize) {
+        // A send by rendezvous completes once its receive is posted: this
+        // thread is both ranks, so it waits only for one that can end.
+        let Some(&(i, _)) = self.sends[dir].front() else {
+            return;
+        };
+        let eager = matches!(self.msgs[i].kind, Kind::Tagged(len) if len < RDV);
+        if !eager && self.position(i) >= self.next_recv[dir] {
+            return;
+        }
+        if let Some((i, request)) = self.sends[dir].pop_front() {
+            let status = request.wait().expect("send");
+            let Kind::Tagged(len) = self.msgs[i].kind else {
+                unreachable!("only tagged sends are kept");
+            };
+            assert_eq!(status.len, len, "send of message {i}");
+        }
+    }
+
+    fn wait_recv(&mut self, dir: usize) {
+        // Only for a message that was sent.
+        let Some(&(i, _)) = self.recvs[dir].front() else {
+            return;
+        };
+        if self.position(i) >= self.next_send[dir] {
+            return;
+        }
+        if let Some((i, request)) = self.recvs[dir].pop_front() {
+            let got = request.wait().expect("receive");
+            let Kind::Tagged(len) = self.msgs[i].kind else {
+                unreachable!("only tagged receives are kept");
+            };
+            assert_eq!(
+                (got.status.peer, got.status.tag, got.status.len),
+                (dir as u32, self.msgs[i].tag, len),
+                "message {i}"
+            );
+            check(&got.data[..len], len, (i * 8) as u64);
+            self.done[i] = true;
+        }
+    }
+
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Send(d) => self.send(d),
+            Action::Recv(d) => self.recv(d),
+            Action::Progress(d) => {
+                self.nodes[d].progress().expect("progress");
+            }
+            Action::WaitSend(d) => self.wait_send(d),
+            Action::WaitRecv(d) => self.wait_recv(d),
+        }
+    }
+
+    /// Sends and receives what is left, then waits for everything.
+    fn finish(&mut self) {
+        for dir in 0..2 {
+            while self.next_send[dir] < self.queue[dir].len() {
+                self.send(dir);
+            }
+        }
+        for dir in 0..2 {
+            while self.next_recv[dir] < self.queue[dir].len() {
+                self.recv(dir);
+            }
+        }
+        for dir in 0..2 {
+            while !self.sends[dir].is_empty() {
+                self.wait_send(dir);
+            }
+            while !self.recvs[dir].is_empty() {
+                self.wait_recv(dir);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn messages_arrive_in_order_whatever_the_interleaving(
+        msgs in prop::collection::vec(msg(), 1..24),
+        actions in prop::collection::vec(action(), 0..60),
+        seed in any::<u64>(),
+        two_rails in any::<bool>(),
+    ) {
+        // A wait with no progress at all for 2 s fails (a guard against a
+        // hang, not a timing assertion): a lost message shows as an error.
+        let guard = navette::NodeConfig {
+            wait_timeout: Some(Duration::from_secs(2)),
+            ..navette::NodeConfig::default()
+        };
+        let mut builder = SimCluster::builder(2)
+            .seed(seed)
+            .rdv_threshold(RDV)
+            .node_config(guard);
+        if two_rails {
+            builder = builder.rails(vec![
+                LinkSpec::new(Duration::from_micros(50), 1_000_000_000),
+                LinkSpec::new(Duration::from_micros(1), 10_000_000_000)
+                    .with_jitter(Duration::from_micros(30)),
+            ]);
+        }
+        let cluster = builder.build();
+        let nodes = [cluster.node(0), cluster.node(1)];
+        let mut run = Run::new(nodes, msgs);
+        for action in actions {
+            run.act(action);
+        }
+        run.finish();
+        prop_assert!(run.done.iter().all(|d| *d), "every message received");
+        for (rank, node) in nodes.iter().enumerate() {
+            for channel in 1..4u16 {
+                let left = node.probe(
+                    navette::RecvFrom { channel: ChannelId(channel), source: navette::Source::Any },
+                    navette::TagMatch::any(),
+                );
+                prop_assert!(matches!(left, Ok(None)), "rank {rank}, channel {channel}: {left:?}");
+            }
+        }
+    }
+}

@@ -16,7 +16,6 @@
 mod common;
 
 use std::collections::VecDeque;
-
 use std::time::Duration;
 
 use common::{check, pattern};

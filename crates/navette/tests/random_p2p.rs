@@ -345,3 +345,147 @@ proptest! {
         }
     }
 }
+
+/// Over shared memory, ranks as threads of this process: what the sim
+/// cannot show, sends written into the peer's ring at once and packets
+/// landed at once by the driver, with both ranks running concurrently.
+mod shm {
+    use navette::shm::ShmDriver;
+    use navette::{ChannelId, Gate, Node, Rank, init_shm};
+    use navette_session::JOB_KEY_LEN;
+    use navette_session::local::LocalBootstrap;
+    use proptest::prelude::*;
+
+    use super::{Duration, Kind, Msg, check, data, msg};
+
+    /// Packed messages keep a channel of their own here: their receives
+    /// block, so each rank takes them last, after its tagged ones.
+    const PACKED_CHANNEL: u16 = 4;
+
+    fn msg_shm() -> impl Strategy<Value = Msg> {
+        // Some above the shm driver's rendezvous threshold (about 33 KiB).
+        let large = (33_000usize..70_000).prop_map(Kind::Tagged);
+        prop_oneof![9 => msg(), 1 => (0..2usize, 1..4u16, 0..3u64, large)
+            .prop_map(|(dir, channel, tag, kind)| Msg { dir, channel, tag, kind })]
+        .prop_map(|mut m| {
+            if matches!(m.kind, Kind::Packed(_)) {
+                m.channel = PACKED_CHANNEL;
+            }
+            m
+        })
+    }
+
+    /// Rank `me`'s part: its sends and its receives' posts interleaved as
+    /// `choices` say, with rounds of progress; then every wait; then the
+    /// packed messages' receives, in order.
+    fn rank_part(node: &Node, me: usize, msgs: &[Msg], choices: &[u8]) {
+        let peer = (1 - me) as Rank;
+        let gate = |m: &Msg| Gate::new(ChannelId(m.channel), peer);
+        let out: Vec<usize> = (0..msgs.len()).filter(|&i| msgs[i].dir == me).collect();
+        let tagged_in: Vec<usize> = (0..msgs.len())
+            .filter(|&i| msgs[i].dir != me && matches!(msgs[i].kind, Kind::Tagged(_)))
+            .collect();
+        let (mut next_out, mut next_in) = (0, 0);
+        let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+        let mut choice = choices.iter().cycle();
+        while next_out < out.len() || next_in < tagged_in.len() {
+            // Each step sends or posts one (so the loop ends), after a
+            // round of progress when the choice's high bit says so.
+            let pick = *choice.next().unwrap_or(&0);
+            if pick & 0x80 != 0 {
+                node.progress().expect("progress");
+            }
+            if (pick & 1 == 0 && next_out < out.len()) || next_in == tagged_in.len() {
+                let i = out[next_out];
+                next_out += 1;
+                let m = &msgs[i];
+                match &m.kind {
+                    Kind::Tagged(len) => {
+                        let request = node.isend(gate(m), m.tag, data(i, 0, *len)).expect("isend");
+                        sends.push((i, request));
+                    }
+                    Kind::Packed(pieces) => {
+                        let owned: Vec<Vec<u8>> = pieces
+                            .iter()
+                            .enumerate()
+                            .map(|(p, &(len, ..))| data(i, p, len))
+                            .collect();
+                        let mut packing =
+                            node.begin_packing(gate(m), m.tag).expect("begin_packing");
+                        for (bytes, &(_, send, recv)) in owned.iter().zip(pieces) {
+                            packing.pack(bytes, send, recv).expect("pack");
+                        }
+                        packing.end_packing().expect("end_packing");
+                    }
+                }
+            } else {
+                let i = tagged_in[next_in];
+                next_in += 1;
+                let Kind::Tagged(len) = msgs[i].kind else {
+                    unreachable!("tagged")
+                };
+                let request = node.irecv(gate(&msgs[i]), msgs[i].tag, vec![0u8; len + i % 3]);
+                recvs.push((i, len, request));
+            }
+        }
+        for (i, request) in sends {
+            let Kind::Tagged(len) = msgs[i].kind else {
+                unreachable!("tagged")
+            };
+            assert_eq!(
+                request.wait().expect("send").len,
+                len,
+                "send of message {i}"
+            );
+        }
+        for (i, len, request) in recvs {
+            let got = request.wait().expect("receive");
+            assert_eq!(
+                (got.status.peer, got.status.tag, got.status.len),
+                (peer, msgs[i].tag, len),
+                "message {i}"
+            );
+            check(&got.data[..len], len, (i * 8) as u64);
+        }
+        for (i, m) in msgs.iter().enumerate().filter(|(_, m)| m.dir != me) {
+            let Kind::Packed(pieces) = &m.kind else {
+                continue;
+            };
+            let mut bufs: Vec<Vec<u8>> = pieces.iter().map(|&(len, ..)| vec![0u8; len]).collect();
+            let mut unpacking = node
+                .begin_unpacking(gate(m), m.tag)
+                .expect("begin_unpacking");
+            for (buf, &(_, send, recv)) in bufs.iter_mut().zip(pieces) {
+                unpacking.unpack(buf, send, recv).expect("unpack");
+            }
+            let status = unpacking.end_unpacking().expect("end_unpacking");
+            assert_eq!((status.peer, status.tag), (peer, m.tag), "message {i}");
+            for (p, (buf, &(len, ..))) in bufs.iter().zip(pieces).enumerate() {
+                check(buf, len, (i * 8 + p) as u64);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 24,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn both_ranks_at_once_over_shm(
+            msgs in prop::collection::vec(msg_shm(), 1..32),
+            choices in [prop::collection::vec(any::<u8>(), 1..64), prop::collection::vec(any::<u8>(), 1..64)],
+        ) {
+            let mut job = [0u8; 8];
+            getrandom::fill(&mut job).expect("random bytes");
+            let ranks = LocalBootstrap::job(2, u64::from_le_bytes(job), [0x5a; JOB_KEY_LEN]);
+            let config = super::common::test_config(Duration::from_secs(60));
+            let (msgs, choices) = (&msgs, &choices);
+            super::common::run_ranks(ranks, &config, init_shm, |node: &Node, _: &ShmDriver| {
+                let me = node.rank() as usize;
+                rank_part(node, me, msgs, &choices[me]);
+            });
+        }
+    }
+}

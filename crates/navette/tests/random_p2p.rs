@@ -12,6 +12,10 @@
 //! posted gets the k-th message sent (messages do not overtake one another
 //! between two ranks); every message arrives intact, every send and
 //! receive completes, and nothing is left unmatched at the end.
+//!
+//! `shm` runs the same messages over shared memory, both ranks as threads
+//! at once: sends written into the peer's ring at once and packets landed
+//! at once by the driver, which the simulated network does not have.
 
 mod common;
 
@@ -20,7 +24,7 @@ use std::time::Duration;
 
 use common::{check, pattern};
 use navette::sim::SimCluster;
-use navette::{ChannelId, Gate, Node, ReceiveMode, Received, Request, SendMode, Status};
+use navette::{ChannelId, Gate, Node, Rank, ReceiveMode, Received, Request, SendMode, Status};
 use navette_sim::LinkSpec;
 use proptest::prelude::*;
 
@@ -105,6 +109,48 @@ fn data(index: usize, piece: usize, len: usize) -> Vec<u8> {
     pattern(len, (index * 8 + piece) as u64)
 }
 
+type Pieces = [(usize, SendMode, ReceiveMode)];
+
+/// Sends message `i`, packed of `pieces`, and ends it (eager pieces only:
+/// it leaves without its receiver).
+fn send_packed(node: &Node, gate: Gate, tag: u64, i: usize, pieces: &Pieces) {
+    let owned: Vec<Vec<u8>> = pieces
+        .iter()
+        .enumerate()
+        .map(|(p, &(len, ..))| data(i, p, len))
+        .collect();
+    let mut msg = node.begin_packing(gate, tag).expect("begin_packing");
+    for (bytes, &(_, send, recv)) in owned.iter().zip(pieces) {
+        msg.pack(bytes, send, recv).expect("pack");
+    }
+    msg.end_packing().expect("end_packing");
+}
+
+/// Receives message `i`, packed of `pieces` by rank `from`, and checks it.
+fn recv_packed(node: &Node, gate: Gate, tag: u64, i: usize, pieces: &Pieces, from: Rank) {
+    let mut bufs: Vec<Vec<u8>> = pieces.iter().map(|&(len, ..)| vec![0u8; len]).collect();
+    let mut msg = node.begin_unpacking(gate, tag).expect("begin_unpacking");
+    for (buf, &(_, send, recv)) in bufs.iter_mut().zip(pieces) {
+        msg.unpack(buf, send, recv).expect("unpack");
+    }
+    let status = msg.end_unpacking().expect("end_unpacking");
+    assert_eq!((status.peer, status.tag), (from, tag), "message {i}");
+    for (p, (buf, &(len, ..))) in bufs.iter().zip(pieces).enumerate() {
+        check(buf, len, (i * 8 + p) as u64);
+    }
+}
+
+/// Checks what the receive of tagged message `i` (`len` bytes, `tag`,
+/// from rank `from`) got.
+fn check_tagged(got: &Received, i: usize, len: usize, tag: u64, from: Rank) {
+    assert_eq!(
+        (got.status.peer, got.status.tag, got.status.len),
+        (from, tag, len),
+        "message {i}"
+    );
+    check(&got.data[..len], len, (i * 8) as u64);
+}
+
 struct Run<'n> {
     nodes: [&'n Node; 2],
     msgs: Vec<Msg>,
@@ -157,20 +203,7 @@ impl<'n> Run<'n> {
                 let request = node.isend(gate, tag, data(i, 0, *len)).expect("isend");
                 self.sends[dir].push_back((i, request));
             }
-            Kind::Packed(pieces) => {
-                let owned: Vec<Vec<u8>> = pieces
-                    .iter()
-                    .enumerate()
-                    .map(|(p, &(len, _, _))| data(i, p, len))
-                    .collect();
-                let mut msg = node.begin_packing(gate, tag).expect("begin_packing");
-                for (bytes, &(_, send, recv)) in owned.iter().zip(pieces) {
-                    msg.pack(bytes, send, recv).expect("pack");
-                }
-                // Eager pieces only: the message leaves without its
-                // receiver.
-                msg.end_packing().expect("end_packing");
-            }
+            Kind::Packed(pieces) => send_packed(node, gate, tag, i, pieces),
         }
     }
 
@@ -193,17 +226,7 @@ impl<'n> Run<'n> {
                 if self.next_send[dir] <= self.next_recv[dir] {
                     return;
                 }
-                let mut bufs: Vec<Vec<u8>> =
-                    pieces.iter().map(|&(len, ..)| vec![0u8; len]).collect();
-                let mut msg = node.begin_unpacking(gate, tag).expect("begin_unpacking");
-                for (buf, &(_, send, recv)) in bufs.iter_mut().zip(pieces) {
-                    msg.unpack(buf, send, recv).expect("unpack");
-                }
-                let status = msg.end_unpacking().expect("end_unpacking");
-                assert_eq!((status.peer, status.tag), (dir as u32, tag), "message {i}");
-                for (p, (buf, &(len, ..))) in bufs.iter().zip(pieces).enumerate() {
-                    check(buf, len, (i * 8 + p) as u64);
-                }
+                recv_packed(node, gate, tag, i, pieces, dir as Rank);
                 self.done[i] = true;
             }
         }
@@ -251,12 +274,7 @@ impl<'n> Run<'n> {
             let Kind::Tagged(len) = self.msgs[i].kind else {
                 unreachable!("only tagged receives are kept");
             };
-            assert_eq!(
-                (got.status.peer, got.status.tag, got.status.len),
-                (dir as u32, self.msgs[i].tag, len),
-                "message {i}"
-            );
-            check(&got.data[..len], len, (i * 8) as u64);
+            check_tagged(&got, i, len, self.msgs[i].tag, dir as Rank);
             self.done[i] = true;
         }
     }
@@ -356,7 +374,7 @@ mod shm {
     use navette_session::local::LocalBootstrap;
     use proptest::prelude::*;
 
-    use super::{Duration, Kind, Msg, check, data, msg};
+    use super::{Duration, Kind, Msg, check_tagged, data, msg, recv_packed, send_packed};
 
     /// Packed messages keep a channel of their own here: their receives
     /// block, so each rank takes them last, after its tagged ones.
@@ -404,19 +422,7 @@ mod shm {
                         let request = node.isend(gate(m), m.tag, data(i, 0, *len)).expect("isend");
                         sends.push((i, request));
                     }
-                    Kind::Packed(pieces) => {
-                        let owned: Vec<Vec<u8>> = pieces
-                            .iter()
-                            .enumerate()
-                            .map(|(p, &(len, ..))| data(i, p, len))
-                            .collect();
-                        let mut packing =
-                            node.begin_packing(gate(m), m.tag).expect("begin_packing");
-                        for (bytes, &(_, send, recv)) in owned.iter().zip(pieces) {
-                            packing.pack(bytes, send, recv).expect("pack");
-                        }
-                        packing.end_packing().expect("end_packing");
-                    }
+                    Kind::Packed(pieces) => send_packed(node, gate(m), m.tag, i, pieces),
                 }
             } else {
                 let i = tagged_in[next_in];
@@ -439,30 +445,13 @@ mod shm {
             );
         }
         for (i, len, request) in recvs {
-            let got = request.wait().expect("receive");
-            assert_eq!(
-                (got.status.peer, got.status.tag, got.status.len),
-                (peer, msgs[i].tag, len),
-                "message {i}"
-            );
-            check(&got.data[..len], len, (i * 8) as u64);
+            check_tagged(&request.wait().expect("receive"), i, len, msgs[i].tag, peer);
         }
         for (i, m) in msgs.iter().enumerate().filter(|(_, m)| m.dir != me) {
             let Kind::Packed(pieces) = &m.kind else {
                 continue;
             };
-            let mut bufs: Vec<Vec<u8>> = pieces.iter().map(|&(len, ..)| vec![0u8; len]).collect();
-            let mut unpacking = node
-                .begin_unpacking(gate(m), m.tag)
-                .expect("begin_unpacking");
-            for (buf, &(_, send, recv)) in bufs.iter_mut().zip(pieces) {
-                unpacking.unpack(buf, send, recv).expect("unpack");
-            }
-            let status = unpacking.end_unpacking().expect("end_unpacking");
-            assert_eq!((status.peer, status.tag), (peer, m.tag), "message {i}");
-            for (p, (buf, &(len, ..))) in bufs.iter().zip(pieces).enumerate() {
-                check(buf, len, (i * 8 + p) as u64);
-            }
+            recv_packed(node, gate(m), m.tag, i, pieces, peer);
         }
     }
 

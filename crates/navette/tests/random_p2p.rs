@@ -327,10 +327,10 @@ proptest! {
         seed in any::<u64>(),
         two_rails in any::<bool>(),
     ) {
-        // A wait with no progress at all for 2 s fails (a guard against a
+        // A wait with no progress at all for 10 s fails (a guard against a
         // hang, not a timing assertion): a lost message shows as an error.
         let guard = navette::NodeConfig {
-            wait_timeout: Some(Duration::from_secs(2)),
+            wait_timeout: Some(Duration::from_secs(10)),
             ..navette::NodeConfig::default()
         };
         let mut builder = SimCluster::builder(2)

@@ -15,7 +15,9 @@
 //!
 //! `shm` runs the same messages over shared memory, both ranks as threads
 //! at once: sends written into the peer's ring at once and packets landed
-//! at once by the driver, which the simulated network does not have.
+//! at once by the driver, which the simulated network does not have; rank
+//! 0 also makes RPC calls between its steps, which rank 1 serves inline
+//! while it does its own sends and receives.
 
 mod common;
 
@@ -368,8 +370,12 @@ proptest! {
 /// cannot show, sends written into the peer's ring at once and packets
 /// landed at once by the driver, with both ranks running concurrently.
 mod shm {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    use navette::rpc::{Call, HandlerMode, HandlerResult};
     use navette::shm::ShmDriver;
-    use navette::{ChannelId, Gate, Node, Rank, init_shm};
+    use navette::{ChannelId, Gate, Node, Rank, ReceiveMode, SendMode, init_shm};
     use navette_session::JOB_KEY_LEN;
     use navette_session::local::LocalBootstrap;
     use proptest::prelude::*;
@@ -396,7 +402,62 @@ mod shm {
     /// Rank `me`'s part: its sends and its receives' posts interleaved as
     /// `choices` say, with rounds of progress; then every wait; then the
     /// packed messages' receives, in order.
-    fn rank_part(node: &Node, me: usize, msgs: &[Msg], choices: &[u8]) {
+    /// The echo service rank 1 serves: a call's 8-byte header (its body's
+    /// length, EXPRESS) then its body (CHEAPER, into memory taken after
+    /// the header), both sent back.
+    const ECHO: &str = "random_p2p.echo";
+
+    /// Body of call `k` of `len` bytes.
+    fn call_body(k: usize, len: usize) -> Vec<u8> {
+        data(1000 + k, 0, len)
+    }
+
+    fn echo(call: Call<'_>, served: &AtomicUsize) -> HandlerResult {
+        let (mut args, responder) = call.split();
+        let mut header = [0u8; 8];
+        args.unpack_express(&mut header, SendMode::Safer)?;
+        let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(header))?];
+        args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+        args.end_unpacking()?;
+        responder.reply(|msg| {
+            msg.pack(&header, SendMode::Safer, ReceiveMode::Express)?;
+            msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+        })?;
+        served.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Rank 0's call `k` of a `len`-byte body to rank 1, checked.
+    fn call(node: &Node, k: usize, len: usize) {
+        let header = (len as u64).to_le_bytes();
+        let body = call_body(k, len);
+        let reply = node
+            .call(1, ECHO, |msg| {
+                msg.pack(&header, SendMode::Safer, ReceiveMode::Express)?;
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+            })
+            .expect("call")
+            .wait()
+            .expect("reply");
+        let mut msg = reply.unpacking();
+        let mut back_header = [0u8; 8];
+        msg.unpack_express(&mut back_header, SendMode::Safer)
+            .expect("reply header");
+        assert_eq!(back_header, header, "call {k}");
+        let mut back = vec![0u8; len];
+        msg.unpack_cheaper(&mut back, SendMode::Cheaper)
+            .expect("reply body");
+        msg.end_unpacking().expect("end of reply");
+        assert!(back == body, "call {k}: body differs");
+    }
+
+    fn rank_part(node: &Node, me: usize, msgs: &[Msg], choices: &[u8], calls: &[usize]) {
+        // Rank 0 makes its calls (each waited for) between its steps.
+        let mut calls = if me == 0 { calls } else { &[][..] }
+            .iter()
+            .copied()
+            .enumerate()
+            .peekable();
         let peer = (1 - me) as Rank;
         let gate = |m: &Msg| Gate::new(ChannelId(m.channel), peer);
         let out: Vec<usize> = (0..msgs.len()).filter(|&i| msgs[i].dir == me).collect();
@@ -412,6 +473,11 @@ mod shm {
             let pick = *choice.next().unwrap_or(&0);
             if pick & 0x80 != 0 {
                 node.progress().expect("progress");
+            }
+            if pick & 0x40 != 0 {
+                if let Some((k, len)) = calls.next() {
+                    call(node, k, len);
+                }
             }
             if (pick & 1 == 0 && next_out < out.len()) || next_in == tagged_in.len() {
                 let i = out[next_out];
@@ -433,6 +499,9 @@ mod shm {
                 let request = node.irecv(gate(&msgs[i]), msgs[i].tag, vec![0u8; len + i % 3]);
                 recvs.push((i, len, request));
             }
+        }
+        for (k, len) in calls {
+            call(node, k, len);
         }
         for (i, request) in sends {
             let Kind::Tagged(len) = msgs[i].kind else {
@@ -465,15 +534,29 @@ mod shm {
         fn both_ranks_at_once_over_shm(
             msgs in prop::collection::vec(msg_shm(), 1..32),
             choices in [prop::collection::vec(any::<u8>(), 1..64), prop::collection::vec(any::<u8>(), 1..64)],
+            calls in prop::collection::vec(prop_oneof![4 => 0usize..2000, 1 => 33_000usize..50_000], 0..8),
         ) {
             let mut job = [0u8; 8];
             getrandom::fill(&mut job).expect("random bytes");
             let ranks = LocalBootstrap::job(2, u64::from_le_bytes(job), [0x5a; JOB_KEY_LEN]);
             let config = super::common::test_config(Duration::from_secs(60));
-            let (msgs, choices) = (&msgs, &choices);
+            let (msgs, choices, calls) = (&msgs, &choices, &calls);
+            // Rank 1 serves before rank 0 may call.
+            let registered = Barrier::new(2);
+            let served = Arc::new(AtomicUsize::new(0));
             super::common::run_ranks(ranks, &config, init_shm, |node: &Node, _: &ShmDriver| {
                 let me = node.rank() as usize;
-                rank_part(node, me, msgs, &choices[me]);
+                if me == 1 {
+                    let served = Arc::clone(&served);
+                    node.register_service(ECHO, HandlerMode::Inline, move |c| echo(c, &served))
+                        .expect("register");
+                }
+                registered.wait();
+                rank_part(node, me, msgs, &choices[me], calls);
+                if me == 1 {
+                    node.serve_until(|| served.load(Ordering::Acquire) == calls.len())
+                        .expect("serve");
+                }
             });
         }
     }

@@ -186,7 +186,7 @@ impl<'n> Run<'n> {
         }
     }
 
-    fn gate(&self, i: usize, towards: navette::Rank) -> Gate {
+    fn gate(&self, i: usize, towards: Rank) -> Gate {
         Gate::new(ChannelId(self.msgs[i].channel), towards)
     }
 
@@ -197,7 +197,7 @@ impl<'n> Run<'n> {
         self.next_send[dir] += 1;
         let (node, gate, tag) = (
             self.nodes[dir],
-            self.gate(i, 1 - dir as u32),
+            self.gate(i, (1 - dir) as Rank),
             self.msgs[i].tag,
         );
         match &self.msgs[i].kind {
@@ -214,7 +214,7 @@ impl<'n> Run<'n> {
             return;
         };
         let node = self.nodes[1 - dir];
-        let (gate, tag) = (self.gate(i, dir as u32), self.msgs[i].tag);
+        let (gate, tag) = (self.gate(i, dir as Rank), self.msgs[i].tag);
         match &self.msgs[i].kind {
             Kind::Tagged(len) => {
                 // Room to spare now and then: a message may be shorter

@@ -11,7 +11,7 @@
 //! packet that only the usual path can match correctly has the whole list
 //! posted first, in order, as if its receives had been posted all along;
 //! so has any receive, unpacking or blocking receive made on a channel of
-//! the list, a lost peer, a stall report, and a receive awaited as a
+//! the list, a lost peer, and a receive awaited as a
 //! future while a progress thread runs (which wakes only the engine's
 //! requests).
 //!
@@ -19,7 +19,9 @@
 //! receive (waiting, landed, posted as an engine request) stays in the
 //! state until the request takes it or is dropped.
 
-use navette_core::{ChannelId, PostedBuffer, PostedNowOutcome, RailId, RecvNow, ReqId, Status};
+use navette_core::{
+    ChannelId, OutsideReceive, PostedBuffer, PostedNowOutcome, RailId, RecvNow, ReqId, Status,
+};
 
 use crate::Result;
 use crate::node::State;
@@ -65,6 +67,18 @@ impl LeanIrecvs {
     /// Whether a receive of the list waits on `channel`.
     pub(crate) fn waits_on(&self, channel: ChannelId) -> bool {
         self.waiting.iter().any(|w| w.want.channel == channel)
+    }
+
+    /// The receives still waiting, in posting order, for a report.
+    pub(crate) fn outside(&self) -> impl Iterator<Item = OutsideReceive> + '_ {
+        self.waiting
+            .iter()
+            .filter(|w| w.landed.is_none())
+            .map(|w| OutsideReceive {
+                kind: "irecv posted ahead",
+                want: w.want,
+                room: Some(w.buf.len()),
+            })
     }
 
     fn slot(&mut self, key: LeanKey) -> &mut Slot {

@@ -108,6 +108,11 @@ impl LentMut {
         }
     }
 
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The lent memory.
     pub(crate) fn get_mut(&mut self) -> &mut [u8] {
         // SAFETY: by the module invariant the borrow this came from is live

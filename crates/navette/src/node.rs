@@ -238,6 +238,36 @@ impl State {
         self.unwaited_failures + self.engine.lost_detached_staged()
     }
 
+    /// The receives waiting outside the engine, for a report: the blocking
+    /// receive, the receives posted ahead in posting order, then the whole
+    /// messages'.
+    fn outside_receives(&self) -> Vec<navette_core::OutsideReceive> {
+        use crate::lean::LeanRecv;
+        use crate::lean_whole::{LeanWhole, WholeFor};
+        let mut outside = Vec::new();
+        if let Some(LeanRecv::Waiting { want, dest }) = &self.lean {
+            outside.push(navette_core::OutsideReceive {
+                kind: "blocking receive",
+                want: *want,
+                room: Some(dest.len()),
+            });
+        }
+        outside.extend(self.lean_irecvs.outside());
+        for (slot, kind) in [
+            (WholeFor::Reply, "RPC reply"),
+            (WholeFor::Calls, "next RPC call"),
+        ] {
+            if let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] {
+                outside.push(navette_core::OutsideReceive {
+                    kind,
+                    want,
+                    room: None,
+                });
+            }
+        }
+        outside
+    }
+
     /// Forgets a request nobody will wait for; its buffer is freed at completion.
     pub(crate) fn detach(&mut self, req: ReqId) {
         self.wakers.remove(&req);
@@ -349,9 +379,10 @@ impl NodeCore {
         if let Some(now) = now {
             state.engine.handle_tick(now);
         }
-        // Receives waiting outside the engine are listed once posted.
-        state.post_irecvs();
-        state.engine.report()
+        let mut report = state.engine.report();
+        // Listed, not posted: a report changes nothing.
+        report.outside = state.outside_receives();
+        report
     }
 }
 
@@ -466,7 +497,9 @@ impl Node {
     }
 
     /// What this node waits for: pending requests with their peer, tag,
-    /// size, protocol state and age, and the state of every rail.
+    /// size, protocol state and age, the receives waiting outside the
+    /// engine (listed as they are: a report changes nothing), and the
+    /// state of every rail.
     pub fn report(&self) -> navette_core::Report {
         self.core.report()
     }

@@ -169,14 +169,28 @@ fn a_lost_peer_fails_receives_posted_ahead_and_staged_sends() {
 }
 
 #[test]
-fn a_report_lists_receives_posted_ahead() {
+fn a_report_lists_receives_posted_ahead_and_leaves_them_waiting() {
     let cluster = cluster(2).build();
-    let b = cluster.node(1);
+    let (a, b) = (cluster.node(0), cluster.node(1));
     let recv = b.irecv(b.gate(0), 9u64, vec![0u8; 8]);
     let report = b.report();
-    assert_eq!(report.requests.len(), 1, "{report}");
-    assert_eq!(report.requests[0].channel, Some(ChannelId::DEFAULT));
-    drop(recv);
+    assert!(report.requests.is_empty(), "{report}");
+    assert_eq!(report.outside.len(), 1, "{report}");
+    let listed = &report.outside[0];
+    assert_eq!(listed.want.channel, ChannelId::DEFAULT);
+    assert_eq!(listed.want.tag, TagMatch::exact(9));
+    assert_eq!(listed.room, Some(8));
+    let shown = report.to_string();
+    assert!(
+        shown.contains("1 receives waiting outside the engine")
+            && shown.contains("irecv posted ahead on channel 0, room 8 bytes"),
+        "{shown}"
+    );
+    // Still outside the engine: its message lands at once.
+    a.send(a.gate(1), 9, &pattern(8, 9)).unwrap();
+    check(&recv.wait().unwrap().data, 8, 9);
+    assert_eq!(at_once(b), 1);
+    assert!(b.report().outside.is_empty());
 }
 
 #[test]

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::Engine;
 use super::recv::Posted;
+use super::{Engine, RecvNow};
 use crate::plan::SendProgress;
 use crate::{ChannelId, Pending, RailId, Rank, ReqId, TagMatch};
 
@@ -84,6 +84,20 @@ pub struct RailReport {
     pub waiting_chunks: usize,
 }
 
+/// A receive that the layer above the engine keeps outside it until its
+/// message comes (a receive posted ahead of its message, say): the engine
+/// knows nothing of it, so that layer adds it to its reports
+/// ([`Report::outside`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutsideReceive {
+    /// What kind of receive it is, for people.
+    pub kind: &'static str,
+    /// What it accepts.
+    pub want: RecvNow,
+    /// Bytes its buffer has room for, when it has a buffer.
+    pub room: Option<usize>,
+}
+
 /// Everything the engine waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
@@ -93,6 +107,9 @@ pub struct Report {
     pub now: Duration,
     /// Pending requests, oldest first.
     pub requests: Vec<PendingRequest>,
+    /// Receives waiting outside the engine, in posting order: none from
+    /// [`Engine::report`], listed by the layer above it.
+    pub outside: Vec<OutsideReceive>,
     /// Every rail.
     pub rails: Vec<RailReport>,
     /// Bytes of peer data held (unexpected, out of order).
@@ -134,6 +151,7 @@ impl Engine {
             rank: self.config.rank,
             now: self.now,
             requests,
+            outside: Vec::new(),
             rails,
             buffered_bytes: self.buffered,
         }
@@ -281,9 +299,11 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "rank {}: {} pending requests, {} bytes buffered (engine time {:?})",
+            "rank {}: {} pending requests, {} receives waiting outside the engine, \
+             {} bytes buffered (engine time {:?})",
             self.rank,
             self.requests.len(),
+            self.outside.len(),
             self.buffered_bytes,
             self.now
         )?;
@@ -295,6 +315,18 @@ impl fmt::Display for Report {
                 f,
                 "  {} peer {peer} tag {tag} {} bytes, age {age}: {}",
                 r.req, r.len, r.state
+            )?;
+        }
+        for r in &self.outside {
+            let awaiting = PendingState::AwaitingMatch {
+                source: r.want.source.rank(),
+                tag: r.want.tag,
+            };
+            let room = r.room.map_or("-".to_owned(), |n| n.to_string());
+            writeln!(
+                f,
+                "  {} on channel {}, room {room} bytes: {awaiting}",
+                r.kind, r.want.channel.0
             )?;
         }
         for r in &self.rails {

@@ -11,9 +11,7 @@
 //! packet that only the usual path can match correctly has the whole list
 //! posted first, in order, as if its receives had been posted all along;
 //! so has any receive, unpacking or blocking receive made on a channel of
-//! the list, a lost peer, and a receive awaited as a
-//! future while a progress thread runs (which wakes only the engine's
-//! requests).
+//! the list, and a lost peer.
 //!
 //! The request of such a receive holds its [`LeanKey`]; what became of the
 //! receive (waiting, landed, posted as an engine request) stays in the
@@ -222,19 +220,6 @@ impl State {
         };
         self.lean_irecvs.free_slot(key);
         Some(taken)
-    }
-
-    /// The receive of `key` as an engine request, posted (with the whole
-    /// list) if it still waits; `None` if it landed (take it instead).
-    pub(crate) fn irecv_to_engine(&mut self, key: LeanKey) -> Option<ReqId> {
-        if matches!(self.lean_irecvs.slot(key), Slot::Waiting { .. }) {
-            self.post_irecvs();
-        }
-        let Slot::Posted(req) = *self.lean_irecvs.slot(key) else {
-            return None;
-        };
-        self.lean_irecvs.free_slot(key);
-        Some(req)
     }
 
     /// Forgets the receive of `key` (its request was dropped): one still

@@ -117,6 +117,17 @@ struct Slot {
     detached: bool,
 }
 
+/// An operation outside the engine that a future may await: no engine
+/// completion tells when it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outside {
+    /// A receive posted ahead of its message ([`crate::lean_irecv`]), or
+    /// the engine request it became.
+    Irecv(crate::lean_irecv::LeanKey),
+    /// A small send in its peer's open packet.
+    Staged(navette_core::StagedSend),
+}
+
 /// The state behind the node's lock.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -133,6 +144,9 @@ pub(crate) struct State {
     pub(crate) lean_irecvs: crate::lean_irecv::LeanIrecvs,
     /// Wakers of requests awaited as futures, by request.
     wakers: FxHashMap<ReqId, Waker>,
+    /// Wakers of futures awaiting operations outside the engine, checked
+    /// at each [`Self::collect`] while there are any.
+    outside_wakers: Vec<(Outside, Waker)>,
     /// Wakers whose requests completed, to wake once the lock is released
     /// (a waker may run anything, even code that locks the node).
     woken: Vec<Waker>,
@@ -187,6 +201,52 @@ impl State {
                 }
             }
         }
+        if !self.outside_wakers.is_empty() {
+            self.wake_outside();
+        }
+    }
+
+    /// Moves the wakers of the operations outside the engine that are
+    /// done to the wakers to wake.
+    fn wake_outside(&mut self) {
+        let mut i = 0;
+        while let Some(&(on, _)) = self.outside_wakers.get(i) {
+            if self.outside_done(on) {
+                let (_, waker) = self.outside_wakers.swap_remove(i);
+                self.woken.push(waker);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Whether `on` is done (its request may be taken).
+    fn outside_done(&self, on: Outside) -> bool {
+        match on {
+            Outside::Irecv(key) => self.irecv_is_done(key),
+            Outside::Staged(staged) => self.engine.staged_outcome(staged).is_some(),
+        }
+    }
+
+    /// Has `waker` woken once `on` is done (by whoever collects then: the
+    /// progress thread, see [`Node::wake_futures`]).
+    pub(crate) fn wake_when(&mut self, on: Outside, waker: &Waker) {
+        match self.outside_wakers.iter_mut().find(|(o, _)| *o == on) {
+            Some((_, known)) => known.clone_from(waker),
+            None => self.outside_wakers.push((on, waker.clone())),
+        }
+    }
+
+    /// Forgets the waker of `on`, if any: its request was taken or dropped.
+    pub(crate) fn forget_waker(&mut self, on: Outside) {
+        if !self.outside_wakers.is_empty() {
+            self.outside_wakers.retain(|(o, _)| *o != on);
+        }
+    }
+
+    /// How many futures wait for a wake-up.
+    pub(crate) fn futures_waiting(&self) -> usize {
+        self.wakers.len() + self.outside_wakers.len()
     }
 
     /// The wakers to wake once the lock is released, if any.
@@ -425,6 +485,7 @@ impl Node {
                     lean_whole: Default::default(),
                     lean_irecvs: Default::default(),
                     wakers: FxHashMap::default(),
+                    outside_wakers: Vec::new(),
                     woken: Vec::new(),
                     unwaited_failures: 0,
                 }),
@@ -541,10 +602,16 @@ impl Node {
 
     /// Whether `req` has completed, after one round of progress.
     pub(crate) fn test_id(&self, req: ReqId) -> Result<bool> {
+        self.test_with(|state| state.is_done(req))
+    }
+
+    /// After one round of progress, what `done` tells of the state, its
+    /// completions collected.
+    pub(crate) fn test_with(&self, done: impl FnOnce(&State) -> bool) -> Result<bool> {
         self.progress()?;
         let mut state = self.core.lock();
         state.collect();
-        let done = state.is_done(req);
+        let done = done(&state);
         unlock(state);
         Ok(done)
     }
@@ -569,7 +636,7 @@ impl Node {
         }
         self.core
             .futures
-            .store(state.wakers.len(), Ordering::Release);
+            .store(state.futures_waiting(), Ordering::Release);
         unlock(state);
         if !done && self.core.progress_threads.load(Ordering::Acquire) == 0 {
             waker.wake_by_ref();
@@ -587,7 +654,7 @@ impl Node {
         state.collect();
         self.core
             .futures
-            .store(state.wakers.len(), Ordering::Release);
+            .store(state.futures_waiting(), Ordering::Release);
         unlock(state);
     }
 

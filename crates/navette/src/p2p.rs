@@ -16,7 +16,7 @@ use bytes::Bytes;
 use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch};
 
 use crate::lean_irecv::LeanKey;
-use crate::node::{State, unlock};
+use crate::node::{Outside, State, unlock};
 use crate::{Error, Gate, Node, RecvFrom, Result};
 
 /// What a completed receive gives back.
@@ -56,12 +56,11 @@ impl Completion for Received {
 /// complete from its start: testing, waiting for or polling it makes no
 /// progress and takes no lock.
 ///
-/// It is also a [`Future`] of the same outcome, for any executor: each poll
-/// makes a round of progress; with a progress thread running
-/// ([`Node::spawn_progress_thread`]) a pending request sleeps until that
-/// thread completes it, otherwise it asks to be polled again at once. A
-/// small send in its peer's open packet (see [`Node::isend`]) completes at
-/// the next round: it is always polled again at once.
+/// It is also a [`Future`] of the same outcome, for any executor: with a
+/// progress thread running ([`Node::spawn_progress_thread`]) a pending
+/// request sleeps until that thread completes it; otherwise each poll makes
+/// a round of progress and a pending request asks to be polled again at
+/// once, as a spinning wait would.
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is waited for or tested"]
 pub struct Request<'n, T: Completion> {
@@ -116,14 +115,7 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => self.node.test_id(id),
             Op::Left(_) => Ok(true),
-            Op::Lean(_) | Op::Staged(..) => {
-                self.node.progress()?;
-                let mut state = self.node.core().lock();
-                state.collect();
-                let done = self.is_done(&state);
-                unlock(state);
-                Ok(done)
-            }
+            Op::Lean(_) | Op::Staged(..) => self.node.test_with(|state| self.is_done(state)),
         }
     }
 
@@ -167,16 +159,27 @@ impl<'n, T: Completion> Request<'n, T> {
             Op::Left(status) => Ok(T::from_parts(status, None)),
             Op::Lean(key) => {
                 let (outcome, buf) = state.take_irecv(key)?;
+                state.forget_waker(Outside::Irecv(key));
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Staged(staged, status) => {
                 let left = state.engine.staged_outcome(staged)?;
+                state.forget_waker(Outside::Staged(staged));
                 left.map(|()| T::from_parts(status, None))
                     .map_err(Error::from)
             }
         };
         self.taken = true;
         Some(outcome)
+    }
+
+    /// The operation outside the engine that it awaits, if any.
+    fn outside(&self) -> Option<Outside> {
+        match self.op {
+            Op::Lean(key) => Some(Outside::Irecv(key)),
+            Op::Staged(staged, _) => Some(Outside::Staged(staged)),
+            Op::Engine(_) | Op::Left(_) => None,
+        }
     }
 }
 
@@ -186,23 +189,14 @@ impl<T: Completion> Future for Request<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         assert!(!this.taken, "a request polled after it completed");
-        if let Op::Lean(key) = this.op {
-            if let Some(done) = this.poll_lean(key, cx) {
-                return done;
-            }
-        }
-        if let Op::Staged(..) = this.op {
-            return this.poll_staged(cx);
-        }
         let id = match this.op {
             Op::Engine(id) => id,
             Op::Left(status) => {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
             }
-            Op::Lean(_) | Op::Staged(..) => {
-                unreachable!("poll_lean and poll_staged leave an engine request or an outcome")
-            }
+            Op::Lean(key) => return this.poll_outside(Outside::Irecv(key), cx),
+            Op::Staged(staged, _) => return this.poll_outside(Outside::Staged(staged), cx),
         };
         match this.node.poll_id(id, cx.waker()) {
             Err(err) => Poll::Ready(Err(err)),
@@ -217,81 +211,62 @@ impl<T: Completion> Future for Request<'_, T> {
 }
 
 impl<T: Completion> Request<'_, T> {
-    /// Polls a receive waiting outside the engine: with no progress thread,
-    /// after a round of progress, its outcome if it came (else it asks to
-    /// be polled again at once, as a spinning wait would). A progress
-    /// thread wakes only engine requests: with one running, a receive
-    /// still waiting is posted (with the whole list) and the request goes
-    /// on as that engine request (`None`).
-    fn poll_lean(&mut self, key: LeanKey, cx: &Context<'_>) -> Option<Poll<Result<T>>> {
-        let threads = self.node.core().progress_threads.load(Ordering::Acquire);
+    /// Polls an operation outside the engine (a receive posted ahead, a
+    /// send in an open packet), as [`Node::poll_id`] polls an engine
+    /// request: with a progress thread running, a pending one sleeps until
+    /// that thread sees it done (the receive stays outside the engine);
+    /// otherwise each poll makes a round of progress and a pending one
+    /// asks to be polled again at once.
+    fn poll_outside(&mut self, on: Outside, cx: &Context<'_>) -> Poll<Result<T>> {
+        let core = self.node.core();
+        let threads = core.progress_threads.load(Ordering::Acquire);
         if threads == 0 {
             if let Err(err) = self.node.progress() {
-                return Some(Poll::Ready(Err(err)));
+                return Poll::Ready(Err(err));
             }
         }
-        let mut state = self.node.core().lock();
+        let mut state = core.lock();
         state.collect();
         if let Some(out) = self.try_take(&mut state) {
             unlock(state);
-            return Some(Poll::Ready(out));
+            return Poll::Ready(out);
         }
+        if threads > 0 {
+            state.wake_when(on, cx.waker());
+            core.futures
+                .store(state.futures_waiting(), Ordering::Release);
+        }
+        unlock(state);
         if threads == 0 {
-            unlock(state);
             cx.waker().wake_by_ref();
-            return Some(Poll::Pending);
         }
-        let id = state.irecv_to_engine(key);
-        unlock(state);
-        // Posting may have queued a chunk (a clear-to-send).
-        self.node.core().mark_dirty();
-        self.node.wake_driver();
-        match id {
-            Some(id) => {
-                self.op = Op::Engine(id);
-                None
-            }
-            // Landed meanwhile: taken at the next poll.
-            None => {
-                cx.waker().wake_by_ref();
-                Some(Poll::Pending)
-            }
-        }
-    }
-}
-
-impl<T: Completion> Request<'_, T> {
-    /// Polls a send in an open packet: after a round of progress (which
-    /// sends the packet if its rail is idle), its outcome if it left; else
-    /// it asks to be polled again at once (no completion wakes it).
-    fn poll_staged(&mut self, cx: &Context<'_>) -> Poll<Result<T>> {
-        if let Err(err) = self.node.progress() {
-            return Poll::Ready(Err(err));
-        }
-        let mut state = self.node.core().lock();
-        let out = self.try_take(&mut state);
-        unlock(state);
-        match out {
-            Some(out) => Poll::Ready(out),
-            None => {
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        }
+        Poll::Pending
     }
 }
 
 impl<T: Completion> Drop for Request<'_, T> {
     fn drop(&mut self) {
-        match (self.op, self.taken) {
-            (Op::Engine(id), false) => self.node.with_state(|s| s.detach(id)),
-            (Op::Lean(key), false) => self.node.with_state(|s| s.drop_irecv(key)),
-            (Op::Staged(staged, _), false) => {
+        if self.taken {
+            return;
+        }
+        let forget = |state: &mut State| {
+            if let Some(on) = self.outside() {
+                state.forget_waker(on);
+            }
+        };
+        match self.op {
+            Op::Engine(id) => self.node.with_state(|s| s.detach(id)),
+            Op::Lean(key) => self.node.with_state(|s| {
+                forget(s);
+                s.drop_irecv(key);
+            }),
+            Op::Staged(staged, _) => {
                 let mut state = self.node.core().lock();
+                forget(&mut state);
                 state.engine.detach_staged(staged);
                 unlock(state);
             }
-            _ => {}
+            Op::Left(_) => {}
         }
     }
 }

@@ -7,6 +7,12 @@
 
 mod common;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
 use common::{check, cluster, pattern};
 use navette::{ChannelId, Error, Gate, RecvFrom, RequestError, TagMatch, wait_all, wait_all_into};
 
@@ -118,27 +124,106 @@ fn requests_test_and_await_as_futures() {
     check(&got.data, 20, 3);
 }
 
+/// A waker that counts its wake-ups and unparks the thread that made it.
+struct Counting {
+    wakes: AtomicUsize,
+    thread: std::thread::Thread,
+}
+
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+impl Counting {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            wakes: AtomicUsize::new(0),
+            thread: std::thread::current(),
+        })
+    }
+
+    fn wakes(&self) -> usize {
+        self.wakes.load(Ordering::SeqCst)
+    }
+
+    /// Parks this thread until woken at least once.
+    fn park_until_woken(&self) {
+        while self.wakes() == 0 {
+            std::thread::park();
+        }
+    }
+}
+
+/// Polls `request` once with `waker`.
+fn poll_once<F: Future + Unpin>(request: &mut F, waker: &Arc<Counting>) -> Poll<F::Output> {
+    let waker = Waker::from(Arc::clone(waker));
+    Pin::new(request).poll(&mut Context::from_waker(&waker))
+}
+
 #[test]
-fn an_irecv_awaited_with_a_progress_thread_is_woken() {
+fn an_irecv_awaited_with_a_progress_thread_sleeps_until_it_lands() {
     let cluster = cluster(2).build();
     let (a, b) = (cluster.node(0), cluster.node(1));
     let progress = b.spawn_progress_thread().unwrap();
-    let recv = b.irecv(b.gate(0), 4u64, vec![0u8; 32]);
+    let mut recv = b.irecv(b.gate(0), 4u64, vec![0u8; 32]);
+    let waker = Counting::new();
+    assert!(
+        poll_once(&mut recv, &waker).is_pending(),
+        "nothing sent yet"
+    );
+    // It sleeps (no wake-up asked for at once), and stays outside the
+    // engine.
+    assert_eq!(waker.wakes(), 0);
+    assert_eq!(b.report().outside.len(), 1);
+    a.isend(a.gate(1), 4, pattern(12, 4))
+        .unwrap()
+        .wait()
+        .unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            a.isend(a.gate(1), 4, pattern(12, 4))
-                .unwrap()
-                .wait()
-                .unwrap();
             // The sim network moves only when some node makes progress.
-            for _ in 0..1000 {
+            while waker.wakes() == 0 {
                 a.progress().unwrap();
+                std::thread::yield_now();
             }
         });
-        let got = futures::executor::block_on(recv).unwrap();
-        check(&got.data, 12, 4);
+        waker.park_until_woken();
     });
+    let Poll::Ready(got) = poll_once(&mut recv, &waker) else {
+        panic!("woken before it landed");
+    };
+    check(&got.unwrap().data, 12, 4);
+    assert_eq!(at_once(b), 1, "it landed outside the engine");
+    progress.stop().unwrap();
+}
+
+#[test]
+fn a_staged_send_awaited_with_a_progress_thread_is_woken_once_it_left() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let progress = a.spawn_progress_thread().unwrap();
+    let recv = b.irecv(b.gate(0), 5u64, vec![0u8; 32]);
+    for round in 0..50u64 {
+        let mut send = a.isend(a.gate(1), 5, pattern(8, round)).unwrap();
+        let waker = Counting::new();
+        // A wake-up comes only once the send is done: never at once
+        // for a send still in its open packet.
+        if poll_once(&mut send, &waker).is_pending() {
+            waker.park_until_woken();
+            let Poll::Ready(sent) = poll_once(&mut send, &waker) else {
+                panic!("woken before the send left");
+            };
+            assert_eq!(sent.unwrap().len, 8);
+        }
+    }
+    drop(recv);
     progress.stop().unwrap();
 }
 

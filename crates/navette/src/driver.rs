@@ -146,6 +146,22 @@ pub(crate) fn serve_until_fenced(
     }
 }
 
+/// A received packet: its bytes, or where they lie in a buffer the driver
+/// may give away (see [`DriverPort::handle_packet_in`]).
+enum PacketIn<'b> {
+    Bytes(&'b [u8]),
+    Buf(&'b mut Vec<u8>, Range<usize>),
+}
+
+impl PacketIn<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Bytes(bytes) => bytes,
+            Self::Buf(buf, range) => &buf[range.clone()],
+        }
+    }
+}
+
 /// A driver's locked access to a node's engine and memory.
 #[derive(Debug)]
 pub struct DriverPort<'a> {
@@ -213,35 +229,45 @@ impl<'a> DriverPort<'a> {
         buf: &mut Vec<u8>,
         range: Range<usize>,
     ) -> Result<bool, ProtocolError> {
-        // Oldest first, as `land_now`.
-        if self.land_tagged_now(rail, &buf[range.clone()]) {
-            return Ok(false);
-        }
-        let settled = &self.core.lean_whole_settled;
-        match self
-            .state
-            .land_whole_now_in(rail, buf, range.clone(), settled)
-        {
+        let mut packet = PacketIn::Buf(buf, range);
+        match self.land_outside(rail, &mut packet) {
             (true, taken) => Ok(taken),
-            (false, _) if self.state.land_irecvs_now(rail, &buf[range.clone()]) => Ok(false),
-            (false, _) => self.handle_unlanded(now, rail, &buf[range]).map(|()| false),
+            (false, _) => self
+                .handle_unlanded(now, rail, packet.bytes())
+                .map(|()| false),
         }
     }
 
     /// Shows a packet to the receives waiting outside the engine only (a
     /// blocking tagged receive's, non-blocking ones', a whole message's):
-    /// whether it landed
-    /// in one (the packet is then handled). Otherwise the packet must
-    /// still go through [`Self::handle_packet`].
+    /// whether it landed in one (the packet is then handled). Otherwise
+    /// the packet must still go through [`Self::handle_packet`].
     pub fn land_now(&mut self, rail: RailId, bytes: &[u8]) -> bool {
+        self.land_outside(rail, &mut PacketIn::Bytes(bytes)).0
+    }
+
+    /// [`Self::land_now`] for either kind of packet: whether it landed,
+    /// and whether a whole message took the driver's buffer.
+    #[inline(always)]
+    fn land_outside(&mut self, rail: RailId, packet: &mut PacketIn<'_>) -> (bool, bool) {
         // Oldest first: a blocking receive or a whole message waits outside
         // the engine only where no receive of the list waits on its
         // channel, so those of the list on a channel are the newer.
-        self.land_tagged_now(rail, bytes)
-            || self
-                .state
-                .land_whole_now(rail, bytes, &self.core.lean_whole_settled)
-            || self.state.land_irecvs_now(rail, bytes)
+        if self.land_tagged_now(rail, packet.bytes()) {
+            return (true, false);
+        }
+        let settled = &self.core.lean_whole_settled;
+        let whole = match packet {
+            PacketIn::Bytes(bytes) => (self.state.land_whole_now(rail, bytes, settled), false),
+            PacketIn::Buf(buf, range) => {
+                self.state
+                    .land_whole_now_in(rail, buf, range.clone(), settled)
+            }
+        };
+        if whole.0 {
+            return whole;
+        }
+        (self.state.land_irecvs_now(rail, packet.bytes()), false)
     }
 
     /// Shows a packet to the blocking tagged receive waiting outside the
@@ -295,7 +321,7 @@ impl<'a> DriverPort<'a> {
         self.state.engine.close_rail(rail);
         // Receives waiting outside the engine learn of a lost peer only
         // the usual way: posted, the engine fails them if they were its.
-        // Oldest first, as `land_now` shows them packets.
+        // Oldest first, as `land_outside` shows them packets.
         if self.state.post_waiting_lean() {
             self.core.lean_slot.record(RecvNowOutcome::Post);
         }

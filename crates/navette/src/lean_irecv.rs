@@ -176,11 +176,7 @@ impl State {
     pub(crate) fn post_irecvs(&mut self) {
         let mut waiting = std::mem::take(&mut self.lean_irecvs.waiting);
         for w in waiting.drain(..) {
-            let range = self.mem.insert_owned(w.buf);
-            let want = w.want;
-            let Self { engine, mem, .. } = self;
-            let req = engine.recv_tagged(want.channel, want.source, want.tag, range, mem);
-            self.watch(req, Some(range.handle));
+            let req = self.post_irecv(w.want, w.buf);
             match *self.lean_irecvs.slot(w.key) {
                 Slot::Waiting { detached: true } => {
                     self.detach(req);
@@ -191,6 +187,16 @@ impl State {
         }
         // The list keeps its memory for the next receives.
         self.lean_irecvs.waiting = waiting;
+    }
+
+    /// Posts a receive of `want` into `buf` as the usual engine request,
+    /// `buf` registered (given back when the request is taken).
+    pub(crate) fn post_irecv(&mut self, want: RecvNow, buf: Vec<u8>) -> ReqId {
+        let range = self.mem.insert_owned(buf);
+        let Self { engine, mem, .. } = self;
+        let req = engine.recv_tagged(want.channel, want.source, want.tag, range, mem);
+        self.watch(req, Some(range.handle));
+        req
     }
 
     /// Posts the receives waiting outside the engine if one waits on

@@ -551,10 +551,16 @@ impl Node {
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let mut state = self.core.lock();
         let out = f(&mut state);
+        self.unlock_with_work(state);
+        out
+    }
+
+    /// Releases the state, then marks the node as having work for the
+    /// driver and wakes a thread sleeping in it.
+    pub(crate) fn unlock_with_work(&self, state: MutexGuard<'_, State>) {
         unlock(state);
         self.core.mark_dirty();
         self.core.driver.wake();
-        out
     }
 
     /// What this node waits for: pending requests with their peer, tag,

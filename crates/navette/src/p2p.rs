@@ -444,9 +444,7 @@ impl Node {
         let range = state.mem.insert_shared(data);
         let id = state.engine.send_tagged(out, range);
         state.watch(id, Some(range.handle));
-        unlock(state);
-        core.mark_dirty();
-        self.wake_driver();
+        self.unlock_with_work(state);
         Ok(Request::new(self, Op::Engine(id)))
     }
 
@@ -479,14 +477,9 @@ impl Node {
             Err(buf) => buf,
         };
         state.before_posting(from.channel);
-        let range = state.mem.insert_owned(buf);
-        let State { engine, mem, .. } = &mut *state;
-        let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);
-        state.watch(id, Some(range.handle));
-        unlock(state);
+        let id = state.post_irecv(want, buf);
         // Posting may have queued a chunk (a clear-to-send).
-        self.core().mark_dirty();
-        self.wake_driver();
+        self.unlock_with_work(state);
         Request::new(self, Op::Engine(id))
     }
 

@@ -228,11 +228,10 @@ impl Engine {
             let gate = self.gate(channel, peer);
             let earlier = assignment[..i].iter().filter(|(_, g)| *g == gate).count() as u32;
             let g = &self.gates[gate.0];
-            let in_order = g.reorder.is_next(h.seq.wrapping_sub(earlier));
-            let known = !g.incoming.is_empty() && g.incoming.contains_key(&h.msg);
-            let ch = &self.channels[g.channel_index];
-            let quiet = ch.posted.is_empty() && ch.unexpected.is_empty();
-            if !in_order || known || !quiet {
+            // Nothing unexpected on its channel either, as when the
+            // list's receives were made (`can_recv_now`).
+            let unexpected = !self.channels[g.channel_index].unexpected.is_empty();
+            if unexpected || !self.may_land_now(g, h.seq.wrapping_sub(earlier), h.msg) {
                 return None;
             }
             taken |= 1 << j;
@@ -251,16 +250,7 @@ impl Engine {
         posted: &mut [P],
     ) {
         for (e, &(j, gate)) in eager.iter().zip(assignment) {
-            let g = &mut self.gates[gate.0];
-            g.reorder.take_next();
-            g.stats.chunks_received += 1;
-            g.stats.messages_at_once += 1;
-            g.stats.bytes_copied += e.data.len() as u64;
-            let status = Status {
-                peer,
-                tag: e.header.tag,
-                len: e.data.len(),
-            };
+            let status = self.land_in_turn(gate, peer, e);
             posted[j].land(e.data, status);
         }
     }
@@ -289,13 +279,5 @@ impl Engine {
         } else {
             PostedNowOutcome::Unrelated
         }
-    }
-
-    /// Whether the gate of `channel` and `peer` holds chunks that came
-    /// ahead of their turn.
-    fn holds_ahead(&self, channel: ChannelId, peer: Rank) -> bool {
-        self.gate_index
-            .get(&(channel, peer))
-            .is_some_and(|g| !self.gates[g.0].reorder.is_empty())
     }
 }

@@ -87,6 +87,16 @@ impl PacketHeader {
     pub fn total_len(&self) -> usize {
         Self::LEN + self.body_len as usize
     }
+
+    /// The chunk count that the header at the start of `bytes` announces,
+    /// read at its fixed offset and not checked (`None` if `bytes` is
+    /// shorter than a header): a hint for choosing how to read the packet,
+    /// each read of which checks the header itself.
+    #[inline]
+    pub fn peek_chunk_count(bytes: &[u8]) -> Option<u16> {
+        let head = bytes.first_chunk::<{ Self::LEN }>()?;
+        Some(u16::from_le_bytes([head[4], head[5]]))
+    }
 }
 
 /// A validated packet borrowing its bytes.

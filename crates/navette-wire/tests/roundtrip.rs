@@ -164,6 +164,7 @@ proptest! {
         let packet = Packet::decode(&bytes, &Limits::default()).unwrap();
         prop_assert_eq!(packet.header().chunk_count as usize, input.len());
         prop_assert_eq!(packet.header().total_len(), bytes.len());
+        prop_assert_eq!(PacketHeader::peek_chunk_count(&bytes), Some(input.len() as u16));
         prop_assert_eq!(packet.chunks().size_hint(), (input.len(), Some(input.len())));
         let single = (input.len() == 1).then(|| input[0]);
         prop_assert_eq!(Packet::decode_single(&bytes, &Limits::default()), Ok(single));
@@ -181,6 +182,7 @@ proptest! {
         }
         for end in 0..PacketHeader::LEN {
             prop_assert!(PacketHeader::decode(&bytes[..end], &Limits::default()).is_err());
+            prop_assert_eq!(PacketHeader::peek_chunk_count(&bytes[..end]), None);
         }
     }
 

@@ -26,7 +26,7 @@
 //! pieces of messages under way, on gates holding nothing ahead, is
 //! unrelated to it.
 
-use navette_wire::{Eager, Packet, PieceFlags};
+use navette_wire::{Eager, Packet, PacketHeader, PieceFlags};
 
 use super::{Engine, GateId, OPEN_MOST_CHUNKS};
 use crate::{ChannelId, RailId, Rank, RecvNow, Status};
@@ -151,6 +151,13 @@ impl Engine {
             self.land_eager::<1, P>(peer, eager, posted)
         })
         .or_else(|| {
+            // Room for more would refuse a packet of one chunk as room
+            // for one did, and one of no chunk or more than it holds:
+            // those are read once more only, below.
+            let count = PacketHeader::peek_chunk_count(bytes).map_or(0, usize::from);
+            if !(2..=OPEN_MOST_CHUNKS).contains(&count) {
+                return None;
+            }
             Packet::with_eager_chunks::<OPEN_MOST_CHUNKS, _>(bytes, &limits, |eager| {
                 self.land_eager::<OPEN_MOST_CHUNKS, P>(peer, eager, posted)
             })

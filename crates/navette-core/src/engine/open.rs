@@ -87,6 +87,10 @@ pub(super) struct OpenPackets {
     /// (empty when none).
     bytes: Vec<u8>,
     chunks: u16,
+    /// A buffer for the next packet to open, left by the last packet
+    /// handed to a rail ([`Self::keep`]): while messages are staged as
+    /// fast as packets leave, no packet allocates.
+    spare: Vec<u8>,
     /// Gates with a chunk in it (their packet counts).
     gates: Vec<GateId>,
     /// Its largest body, read from the peer's rails when it opened.
@@ -116,13 +120,27 @@ impl OpenPackets {
         self.left + self.closed.len() as u64
     }
 
-    /// Closes the packet taking messages, if it has any.
+    /// Closes the packet taking messages, if it has any: the spare buffer,
+    /// if any, takes the next messages.
     fn close(&mut self) {
         if self.chunks > 0 {
-            let bytes = std::mem::take(&mut self.bytes);
+            let next = std::mem::take(&mut self.spare);
+            let bytes = std::mem::replace(&mut self.bytes, next);
             self.closed.push_back((bytes, self.chunks));
             self.chunks = 0;
             self.gates.clear();
+        }
+    }
+
+    /// Keeps `buffer` (its bytes mean nothing) for the next packets: as
+    /// the buffer taking messages if that one has none, else as the spare
+    /// if there is none; else drops it.
+    fn keep(&mut self, buffer: Vec<u8>) {
+        if self.bytes.capacity() == 0 {
+            // No room was reserved, so no message was staged in it.
+            self.bytes = buffer;
+        } else if self.spare.capacity() == 0 {
+            self.spare = buffer;
         }
     }
 
@@ -255,10 +273,8 @@ impl Engine {
         bytes[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
         let mut plan = self.pool.take_plan();
         let old = std::mem::replace(&mut plan.bytes, bytes);
-        if open.chunks == 0 {
-            // The plan's old buffer takes the next messages.
-            open.bytes = old;
-        }
+        // The plan's old buffer takes the next messages, or the ones after.
+        open.keep(old);
         plan.segments.clear();
         plan.segments.push(Segment::Local(0..plan.bytes.len()));
         let mut progress = self.pool.progress_list();

@@ -126,6 +126,33 @@ fn only_small_eager_messages_of_an_aggregating_channel_with_an_empty_window_stag
 }
 
 #[test]
+fn a_peer_without_rails_gets_no_gate_and_stages_once_it_has_one() {
+    let mut net = net(StrategyKind::Aggregate);
+    let gates = net.engines[0].gate_stats().count();
+    assert!(net.engines[0].stage_tagged(CH, 2, 1, b"nowhere").is_none());
+    let peers: Vec<_> = net.engines[0].gate_stats().map(|s| s.peer).collect();
+    assert_eq!(
+        peers.len(),
+        gates,
+        "a gate to a peer without rails: {peers:?}"
+    );
+    // Rank 1 is node 1; rank 2 gets a rail of its own now (to nowhere):
+    // its gate is made as any other, and the message leaves on it.
+    let rail = net.engines[0].add_rail(2, caps(1024, 600));
+    let staged = net.engines[0]
+        .stage_tagged(CH, 2, 1, b"somewhere")
+        .expect("staged");
+    assert!(staged.opened);
+    let plan = net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rail)
+        .expect("the open packet");
+    let packet = Packet::decode(&plan.bytes, &Default::default()).expect("a valid packet");
+    assert_eq!(packet.header().chunk_count, 1);
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rail);
+    assert_eq!(net.engines[0].staged_outcome(staged), Some(Ok(())));
+}
+
+#[test]
 fn staged_messages_leave_before_the_window_and_keep_their_gate_order() {
     let mut net = net(StrategyKind::Aggregate);
     stage(&mut net, 0, 1, b"first").expect("staged");

@@ -16,25 +16,23 @@ impl Engine {
     /// Later sends to it are refused.
     pub fn fail_peer(&mut self, peer: Rank) {
         let err = RequestError::PeerUnreachable { peer };
-        let Some(p) = self.peers.get(&peer) else {
+        let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
         let (rails, gates) = (p.rails.clone(), p.gates.clone());
         // Staged messages are lost with their packets: `staged_outcome`
         // reports it.
-        if let Some(p) = self.peers.get_mut(&peer) {
-            let (waited, lost) = p.open.drop_all();
-            if waited {
-                self.open_peers -= 1;
-            }
-            if lost > 0 {
-                self.lost_detached += lost as u64;
-                tracing::warn!(
-                    peer,
-                    lost,
-                    "small sends nobody waits for were lost with their peer"
-                );
-            }
+        let (waited, lost) = p.open.drop_all();
+        if waited {
+            self.open_peers -= 1;
+        }
+        if lost > 0 {
+            self.lost_detached += lost as u64;
+            tracing::warn!(
+                peer,
+                lost,
+                "small sends nobody waits for were lost with their peer"
+            );
         }
         for rail in rails {
             let r = &mut self.rails[rail.0 as usize];

@@ -161,9 +161,10 @@ impl Engine {
     /// the peer's open packet, if its channel's strategy stages small
     /// messages, nothing waits in any of the peer's windows (before it in
     /// its gate's, or to leave after the open packets), it is at most
-    /// [`OPEN_MOST_PIECE`] bytes and eager, and the peer is reachable: the message then takes its gate's numbers, its data is
-    /// copied, and it leaves with the packet (see [`StagedSend`]). `None`
-    /// sends it the usual way.
+    /// [`OPEN_MOST_PIECE`] bytes and eager, and the peer is reachable: the
+    /// message then takes its gate's numbers, its data is copied, and it
+    /// leaves with the packet (see [`StagedSend`]). `None` sends it the
+    /// usual way.
     pub fn stage_tagged(
         &mut self,
         channel: ChannelId,
@@ -176,13 +177,20 @@ impl Engine {
         }
         // At most OPEN_MOST_PIECE.
         let len = data.len() as u32;
+        // A peer that never had a rail gets no gate here (the usual path
+        // refuses the message without making one): made now, it would miss
+        // from the peer's gates once a rail came.
+        let peer_index = self.peers.get_index_of(&peer)?;
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];
         let stages = self.channels[g.channel_index].strategy.stages_small();
         if !stages || !g.window.is_empty() || data.len() >= g.rdv_threshold {
             return None;
         }
-        let (peer_index, _, p) = self.peers.get_full_mut(&peer)?;
+        let (_, p) = self
+            .peers
+            .get_index_mut(peer_index)
+            .expect("peers are never removed");
         // Open packets leave before the windows: while anything waits in
         // one of the peer's windows, small messages join the windows too,
         // so that the open packets drain and the windows get their turn.

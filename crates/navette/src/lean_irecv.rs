@@ -26,8 +26,9 @@ use crate::node::State;
 
 /// Most receives waiting outside the engine at once: a receive past them
 /// is posted the usual way (the list first, if it has one on its channel).
-/// Each packet is shown to the list, chunk by chunk: it stays short.
-pub(crate) const MOST_WAITING: usize = 64;
+/// Each packet is shown to the list, chunk by chunk: it stays short, and
+/// within what the engine lands at once.
+pub(crate) const MOST_WAITING: usize = navette_core::MOST_LANDING;
 
 /// The handle of a receive posted outside the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -111,8 +111,8 @@ type Assignment<const N: usize> = [(usize, GateId); N];
 
 /// Receives of the list past this many are never landed at once (a
 /// packet that one of them would take is posted): the ones taken by a
-/// packet are noted in a 64-bit mask.
-const MOST_LANDING: usize = 64;
+/// packet are noted in a 64-bit mask. A list kept this short lands all.
+pub const MOST_LANDING: usize = 64;
 
 impl Engine {
     /// Shows a packet received on `rail` to the receives of `posted`, kept

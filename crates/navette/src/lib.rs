@@ -76,8 +76,9 @@ pub use counters::STATS_VAR;
 pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};
 pub use navette_core::{
-    ChannelId, EngineConfig, GateStats, Limits, PendingRequest, PendingState, RailCaps, RailReport,
-    Rank, ReceiveMode, Report, SendMode, Source, Status, StrategyKind, TagMatch,
+    ChannelId, EngineConfig, GateStats, Limits, OutsideReceive, PendingRequest, PendingState,
+    RailCaps, RailReport, Rank, ReceiveMode, Report, SendMode, Source, Status, StrategyKind,
+    TagMatch,
 };
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_all_into, wait_any};

@@ -660,6 +660,12 @@ fn a_reply_waiting_outside_the_engine_learns_that_its_server_is_lost() {
     serving(&cluster, |node| {
         let pending = node.call(1, "hang", |_| Ok(())).unwrap();
         assert!(!pending.test().unwrap(), "no reply yet");
+        // A report lists the reply's receive, and leaves it outside.
+        let report = node.report();
+        let reply =
+            |r: &navette::OutsideReceive| r.kind == "RPC reply" && r.want.channel == ChannelId::RPC;
+        assert!(report.outside.iter().any(reply), "{report}");
+        assert!(node.report().outside.iter().any(reply));
         cluster.cut(cluster.links_between(0, 1)[0]);
         // Ready: waiting would not block, and fails.
         while !pending.test().unwrap() {}

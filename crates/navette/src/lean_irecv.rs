@@ -22,7 +22,7 @@ use navette_core::{
 };
 
 use crate::Result;
-use crate::node::State;
+use crate::node::{Outside, State};
 
 /// Most receives waiting outside the engine at once: a receive past them
 /// is posted the usual way (the list first, if it has one on its channel).
@@ -226,12 +226,14 @@ impl State {
             Slot::Free | Slot::Waiting { .. } => return None,
         };
         self.lean_irecvs.free_slot(key);
+        self.forget_waker(Outside::Irecv(key));
         Some(taken)
     }
 
     /// Forgets the receive of `key` (its request was dropped): one still
     /// waiting takes its message all the same, then drops it.
     pub(crate) fn drop_irecv(&mut self, key: LeanKey) {
+        self.forget_waker(Outside::Irecv(key));
         match *self.lean_irecvs.slot(key) {
             Slot::Free => {}
             Slot::Waiting { .. } => *self.lean_irecvs.slot(key) = Slot::Waiting { detached: true },

@@ -8,11 +8,12 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::Waker;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use navette_core::{
-    ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, Status,
+    ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, StagedSend,
+    Status,
 };
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
@@ -125,7 +126,17 @@ pub(crate) enum Outside {
     /// the engine request it became.
     Irecv(crate::lean_irecv::LeanKey),
     /// A small send in its peer's open packet.
-    Staged(navette_core::StagedSend),
+    Staged(StagedSend),
+}
+
+/// What a future waits on, for its waker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WakeOn {
+    /// An engine request: its completion wakes it.
+    Req(ReqId),
+    /// An operation outside the engine: a collect that sees it done wakes
+    /// it.
+    Outside(Outside),
 }
 
 /// The state behind the node's lock.
@@ -230,22 +241,52 @@ impl State {
 
     /// Has `waker` woken once `on` is done (by whoever collects then: the
     /// progress thread, see [`Node::wake_futures`]).
-    pub(crate) fn wake_when(&mut self, on: Outside, waker: &Waker) {
-        match self.outside_wakers.iter_mut().find(|(o, _)| *o == on) {
-            Some((_, known)) => known.clone_from(waker),
-            None => self.outside_wakers.push((on, waker.clone())),
+    fn wake_when(&mut self, on: WakeOn, waker: &Waker) {
+        let known = match on {
+            WakeOn::Req(req) => self.wakers.get_mut(&req),
+            WakeOn::Outside(on) => self
+                .outside_wakers
+                .iter_mut()
+                .find(|(o, _)| *o == on)
+                .map(|(_, known)| known),
+        };
+        match (known, on) {
+            (Some(known), _) => known.clone_from(waker),
+            (None, WakeOn::Req(req)) => {
+                self.wakers.insert(req, waker.clone());
+            }
+            (None, WakeOn::Outside(on)) => self.outside_wakers.push((on, waker.clone())),
         }
     }
 
-    /// Forgets the waker of `on`, if any: its request was taken or dropped.
+    /// Forgets the waker of `on`, if any: its operation was taken or
+    /// dropped.
     pub(crate) fn forget_waker(&mut self, on: Outside) {
         if !self.outside_wakers.is_empty() {
             self.outside_wakers.retain(|(o, _)| *o != on);
         }
     }
 
+    /// Takes the outcome of the send in an open packet `staged`, if it
+    /// left or was lost.
+    pub(crate) fn take_staged(
+        &mut self,
+        staged: StagedSend,
+    ) -> Option<std::result::Result<(), RequestError>> {
+        let left = self.engine.staged_outcome(staged)?;
+        self.forget_waker(Outside::Staged(staged));
+        Some(left)
+    }
+
+    /// Forgets the send in an open packet `staged` (its request was
+    /// dropped): it still leaves with its packet.
+    pub(crate) fn drop_staged(&mut self, staged: StagedSend) {
+        self.forget_waker(Outside::Staged(staged));
+        self.engine.detach_staged(staged);
+    }
+
     /// How many futures wait for a wake-up.
-    pub(crate) fn futures_waiting(&self) -> usize {
+    fn futures_waiting(&self) -> usize {
         self.wakers.len() + self.outside_wakers.len()
     }
 
@@ -623,31 +664,41 @@ impl Node {
     }
 
     /// For a future awaiting `req`: after a round of progress, whether it
-    /// has completed; if not, `waker` is woken when it does. With no
-    /// progress thread to complete it, the future is asked to poll again
-    /// at once (each poll making a round of progress, as a spinning wait
-    /// does).
+    /// has completed (see [`Self::poll_with`]).
     pub(crate) fn poll_id(&self, req: ReqId, waker: &Waker) -> Result<bool> {
+        let done = |state: &mut State| state.is_done(req).then_some(());
+        Ok(self.poll_with(WakeOn::Req(req), waker, done)?.is_ready())
+    }
+
+    /// For a future awaiting `on`: after a round of progress, what `take`
+    /// takes of the state (the operation's outcome), if it is there; if
+    /// not, `waker` is woken once `on` is done. With no progress thread to
+    /// do it, the future is asked to poll again at once (each poll making
+    /// a round of progress, as a spinning wait does).
+    pub(crate) fn poll_with<R>(
+        &self,
+        on: WakeOn,
+        waker: &Waker,
+        take: impl FnOnce(&mut State) -> Option<R>,
+    ) -> Result<Poll<R>> {
         self.progress()?;
         let mut state = self.core.lock();
         state.collect();
-        let done = state.is_done(req);
-        if !done {
-            match state.wakers.get_mut(&req) {
-                Some(known) => known.clone_from(waker),
-                None => {
-                    state.wakers.insert(req, waker.clone());
-                }
-            }
+        let taken = take(&mut state);
+        if taken.is_none() {
+            state.wake_when(on, waker);
         }
         self.core
             .futures
             .store(state.futures_waiting(), Ordering::Release);
         unlock(state);
-        if !done && self.core.progress_threads.load(Ordering::Acquire) == 0 {
-            waker.wake_by_ref();
-        }
-        Ok(done)
+        let Some(taken) = taken else {
+            if self.core.progress_threads.load(Ordering::Acquire) == 0 {
+                waker.wake_by_ref();
+            }
+            return Ok(Poll::Pending);
+        };
+        Ok(Poll::Ready(taken))
     }
 
     /// Moves completions into their slots and wakes the futures whose

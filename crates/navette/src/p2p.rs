@@ -9,14 +9,13 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch};
 
 use crate::lean_irecv::LeanKey;
-use crate::node::{Outside, State, unlock};
+use crate::node::{Outside, State, WakeOn, unlock};
 use crate::{Error, Gate, Node, RecvFrom, Result};
 
 /// What a completed receive gives back.
@@ -56,11 +55,12 @@ impl Completion for Received {
 /// complete from its start: testing, waiting for or polling it makes no
 /// progress and takes no lock.
 ///
-/// It is also a [`Future`] of the same outcome, for any executor: with a
-/// progress thread running ([`Node::spawn_progress_thread`]) a pending
-/// request sleeps until that thread completes it; otherwise each poll makes
-/// a round of progress and a pending request asks to be polled again at
-/// once, as a spinning wait would.
+/// It is also a [`Future`] of the same outcome, for any executor: each poll
+/// makes a round of progress; with a progress thread running
+/// ([`Node::spawn_progress_thread`]) a pending request sleeps until that
+/// thread completes it (a receive posted ahead stays outside the engine,
+/// a small send in an open packet wakes once the packet left), otherwise it
+/// asks to be polled again at once, as a spinning wait would.
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is waited for or tested"]
 pub struct Request<'n, T: Completion> {
@@ -132,7 +132,7 @@ impl<'n, T: Completion> Request<'n, T> {
                 let what = || self.op.to_string();
                 let left = self
                     .node
-                    .wait_until(&what, |state| state.engine.staged_outcome(staged))?;
+                    .wait_until(&what, |state| state.take_staged(staged))?;
                 (left.map(|()| status).map_err(Error::from), None)
             }
         };
@@ -159,27 +159,16 @@ impl<'n, T: Completion> Request<'n, T> {
             Op::Left(status) => Ok(T::from_parts(status, None)),
             Op::Lean(key) => {
                 let (outcome, buf) = state.take_irecv(key)?;
-                state.forget_waker(Outside::Irecv(key));
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Staged(staged, status) => {
-                let left = state.engine.staged_outcome(staged)?;
-                state.forget_waker(Outside::Staged(staged));
+                let left = state.take_staged(staged)?;
                 left.map(|()| T::from_parts(status, None))
                     .map_err(Error::from)
             }
         };
         self.taken = true;
         Some(outcome)
-    }
-
-    /// The operation outside the engine that it awaits, if any.
-    fn outside(&self) -> Option<Outside> {
-        match self.op {
-            Op::Lean(key) => Some(Outside::Irecv(key)),
-            Op::Staged(staged, _) => Some(Outside::Staged(staged)),
-            Op::Engine(_) | Op::Left(_) => None,
-        }
     }
 }
 
@@ -189,84 +178,34 @@ impl<T: Completion> Future for Request<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         assert!(!this.taken, "a request polled after it completed");
-        let id = match this.op {
-            Op::Engine(id) => id,
+        let on = match this.op {
             Op::Left(status) => {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
             }
-            Op::Lean(key) => return this.poll_outside(Outside::Irecv(key), cx),
-            Op::Staged(staged, _) => return this.poll_outside(Outside::Staged(staged), cx),
+            Op::Engine(id) => WakeOn::Req(id),
+            Op::Lean(key) => WakeOn::Outside(Outside::Irecv(key)),
+            Op::Staged(staged, _) => WakeOn::Outside(Outside::Staged(staged)),
         };
-        match this.node.poll_id(id, cx.waker()) {
+        let node = this.node;
+        match node.poll_with(on, cx.waker(), |state| this.try_take(state)) {
             Err(err) => Poll::Ready(Err(err)),
-            Ok(false) => Poll::Pending,
-            Ok(true) => {
-                let mut state = this.node.core().lock();
-                let out = this.try_take(&mut state).expect("polled complete");
-                Poll::Ready(out)
-            }
+            Ok(poll) => poll,
         }
-    }
-}
-
-impl<T: Completion> Request<'_, T> {
-    /// Polls an operation outside the engine (a receive posted ahead, a
-    /// send in an open packet), as [`Node::poll_id`] polls an engine
-    /// request: with a progress thread running, a pending one sleeps until
-    /// that thread sees it done (the receive stays outside the engine);
-    /// otherwise each poll makes a round of progress and a pending one
-    /// asks to be polled again at once.
-    fn poll_outside(&mut self, on: Outside, cx: &Context<'_>) -> Poll<Result<T>> {
-        let core = self.node.core();
-        let threads = core.progress_threads.load(Ordering::Acquire);
-        if threads == 0 {
-            if let Err(err) = self.node.progress() {
-                return Poll::Ready(Err(err));
-            }
-        }
-        let mut state = core.lock();
-        state.collect();
-        if let Some(out) = self.try_take(&mut state) {
-            unlock(state);
-            return Poll::Ready(out);
-        }
-        if threads > 0 {
-            state.wake_when(on, cx.waker());
-            core.futures
-                .store(state.futures_waiting(), Ordering::Release);
-        }
-        unlock(state);
-        if threads == 0 {
-            cx.waker().wake_by_ref();
-        }
-        Poll::Pending
     }
 }
 
 impl<T: Completion> Drop for Request<'_, T> {
     fn drop(&mut self) {
-        if self.taken {
-            return;
-        }
-        let forget = |state: &mut State| {
-            if let Some(on) = self.outside() {
-                state.forget_waker(on);
-            }
-        };
-        match self.op {
-            Op::Engine(id) => self.node.with_state(|s| s.detach(id)),
-            Op::Lean(key) => self.node.with_state(|s| {
-                forget(s);
-                s.drop_irecv(key);
-            }),
-            Op::Staged(staged, _) => {
+        match (self.op, self.taken) {
+            (Op::Engine(id), false) => self.node.with_state(|s| s.detach(id)),
+            (Op::Lean(key), false) => self.node.with_state(|s| s.drop_irecv(key)),
+            (Op::Staged(staged, _), false) => {
                 let mut state = self.node.core().lock();
-                forget(&mut state);
-                state.engine.detach_staged(staged);
+                state.drop_staged(staged);
                 unlock(state);
             }
-            Op::Left(_) => {}
+            _ => {}
         }
     }
 }

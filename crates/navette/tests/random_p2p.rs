@@ -399,9 +399,6 @@ mod shm {
         })
     }
 
-    /// Rank `me`'s part: its sends and its receives' posts interleaved as
-    /// `choices` say, with rounds of progress; then every wait; then the
-    /// packed messages' receives, in order.
     /// The echo service rank 1 serves: a call's 8-byte header (its body's
     /// length, EXPRESS) then its body (CHEAPER, into memory taken after
     /// the header), both sent back.
@@ -412,17 +409,9 @@ mod shm {
         data(1000 + k, 0, len)
     }
 
+    /// [`super::common::echo`], counted in `served`.
     fn echo(call: Call<'_>, served: &AtomicUsize) -> HandlerResult {
-        let (mut args, responder) = call.split();
-        let mut header = [0u8; 8];
-        args.unpack_express(&mut header, SendMode::Safer)?;
-        let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(header))?];
-        args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-        args.end_unpacking()?;
-        responder.reply(|msg| {
-            msg.pack(&header, SendMode::Safer, ReceiveMode::Express)?;
-            msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-        })?;
+        super::common::echo(call)?;
         served.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -451,6 +440,9 @@ mod shm {
         assert!(back == body, "call {k}: body differs");
     }
 
+    /// Rank `me`'s part: its sends and its receives' posts interleaved as
+    /// `choices` say, with rounds of progress (and rank 0's `calls`); then
+    /// every wait; then the packed messages' receives, in order.
     fn rank_part(node: &Node, me: usize, msgs: &[Msg], choices: &[u8], calls: &[usize]) {
         // Rank 0 makes its calls (each waited for) between its steps.
         let mut calls = if me == 0 { calls } else { &[][..] }

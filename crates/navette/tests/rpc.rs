@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{check, cluster, pattern};
-use navette::rpc::{Call, HandlerError, HandlerMode, HandlerResult, RpcError, ServiceName};
+use common::{check, cluster, echo, pattern};
+use navette::rpc::{HandlerError, HandlerMode, RpcError, ServiceName};
 use navette::sim::SimCluster;
 use navette::{ChannelId, Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch};
 
@@ -67,23 +67,6 @@ fn slow_and_echo() -> (SimCluster, Arc<AtomicBool>) {
 fn register_echo(node: &Node) {
     node.register_service("echo", HandlerMode::Inline, echo)
         .unwrap();
-}
-
-/// The echo handler: a length EXPRESS, then that many bytes CHEAPER into
-/// memory allocated after reading it; replies with the same two pieces
-/// from that memory.
-fn echo(call: Call<'_>) -> HandlerResult {
-    let (mut args, responder) = call.split();
-    let mut len = [0u8; 8];
-    args.unpack_express(&mut len, SendMode::Safer)?;
-    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
-    args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-    args.end_unpacking()?;
-    responder.reply(|msg| {
-        msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
-        msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-    })?;
-    Ok(())
 }
 
 /// Calls `service` at `peer` with `body` in the echo shape; returns the

@@ -1,7 +1,9 @@
 //! Helpers shared by the sim tests.
 #![allow(dead_code, unreachable_pub)]
 
+use navette::rpc::{Call, HandlerResult};
 use navette::sim::{SimCluster, SimClusterBuilder};
+use navette::{ReceiveMode, SendMode};
 
 /// The seed of this run: `NAVETTE_SIM_SEED` if set, else `default`. Printed
 /// so that a failure can be replayed.
@@ -89,4 +91,21 @@ pub fn test_config(hang_guard: std::time::Duration) -> navette::RuntimeConfig {
 /// its gates (`GateStats::bytes_copied`; the driver's own copies apart).
 pub fn gate_copies(node: &navette::Node) -> u64 {
     node.gate_stats().iter().map(|g| g.bytes_copied).sum()
+}
+
+/// The echo handler: an 8-byte length EXPRESS, then that many bytes
+/// CHEAPER into memory allocated after reading it; replies with the same
+/// two pieces from that memory.
+pub fn echo(call: Call<'_>) -> HandlerResult {
+    let (mut args, responder) = call.split();
+    let mut len = [0u8; 8];
+    args.unpack_express(&mut len, SendMode::Safer)?;
+    let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(len))?];
+    args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    args.end_unpacking()?;
+    responder.reply(|msg| {
+        msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+        msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })?;
+    Ok(())
 }

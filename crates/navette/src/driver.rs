@@ -325,7 +325,8 @@ impl<'a> DriverPort<'a> {
         if self.state.post_waiting_lean() {
             self.core.lean_slot.record(RecvNowOutcome::Post);
         }
-        self.state.post_waiting_reply(&self.core.lean_whole_settled);
+        self.state
+            .post_waiting_wholes(&self.core.lean_whole_settled);
         self.state.post_irecvs();
     }
 

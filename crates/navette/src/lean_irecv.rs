@@ -22,6 +22,7 @@ use navette_core::{
 };
 
 use crate::Result;
+use crate::lean_whole::SettledFlags;
 use crate::node::{Outside, State};
 
 /// Most receives waiting outside the engine at once: a receive past them
@@ -119,7 +120,9 @@ impl State {
     /// posted or unexpected could come before it on its channel, neither in
     /// the engine nor in the list.
     pub(crate) fn can_recv_now(&self, channel: ChannelId, source: navette_core::Source) -> bool {
-        self.engine.can_recv_now(channel, source) && !self.lean_irecvs.waits_on(channel)
+        self.engine.can_recv_now(channel, source)
+            && !self.lean_irecvs.waits_on(channel)
+            && !self.message_waits_on(channel)
     }
 
     /// Posts `want` into `buf` outside the engine if it may (see
@@ -133,6 +136,7 @@ impl State {
         let list = &self.lean_irecvs;
         if list.waiting.len() >= MOST_WAITING
             || !self.engine.can_recv_now(want.channel, want.source)
+            || self.message_waits_on(want.channel)
             || u32::try_from(list.slots.len()).is_err()
         {
             return Err(buf);
@@ -200,13 +204,15 @@ impl State {
         req
     }
 
-    /// Posts the receives waiting outside the engine if one waits on
-    /// `channel`: before a receive of another kind is made there, so that
-    /// receives keep their posting order.
-    pub(crate) fn before_posting(&mut self, channel: ChannelId) {
+    /// Posts the receives waiting outside the engine on `channel` (the
+    /// list, or a begun message's: never both, see
+    /// [`crate::lean_whole::WholeFor::Message`]) before a receive is made
+    /// there the usual way, so that receives keep their posting order.
+    pub(crate) fn before_posting(&mut self, channel: ChannelId, settled: &SettledFlags) {
         if self.lean_irecvs.waits_on(channel) {
             self.post_irecvs();
         }
+        self.post_message_on(channel, settled);
     }
 
     /// Whether the receive of `key` is complete.

@@ -1,5 +1,6 @@
-//! Receiving whole messages at once: the reply of an RPC call, and the
-//! next call for a node's services, wait outside the engine.
+//! Receiving whole messages at once: the reply of an RPC call, the next
+//! call for a node's services, and a message begun by
+//! [`crate::Node::begin_unpacking`] before it came wait outside the engine.
 //!
 //! Each is kept in the node's state as a [`LeanWhole`] in its own slot
 //! ([`WholeFor`]), at most one of each kind at a time, made only when
@@ -13,7 +14,7 @@
 //! entry, unexpected entry, binding, request or completion.
 //!
 //! A packet that only the usual path can match correctly goes that way:
-//! - a reply's receive is posted first, as
+//! - a reply's or a begun message's receive is posted first, as
 //!   [`crate::Node::begin_unpacking`] would have made it (so is one whose
 //!   owner stops spinning, or polls it as a future while a progress thread
 //!   runs, or whose peer is lost);
@@ -41,13 +42,19 @@ pub(crate) enum WholeFor {
     Reply = 0,
     /// The next call for this node's services.
     Calls = 1,
+    /// A message begun by [`crate::Node::begin_unpacking`] before it came.
+    /// It is the newest receive of its channel: no other receive there
+    /// waits outside the engine after it ([`State::can_recv_now`]), and
+    /// one made the usual way has it posted first
+    /// ([`State::before_posting`]); so it is shown packets last.
+    Message = 2,
 }
 
 /// The slots, in the order packets are shown to them.
-const SLOTS: [WholeFor; SLOT_COUNT] = [WholeFor::Reply, WholeFor::Calls];
+const SLOTS: [WholeFor; SLOT_COUNT] = [WholeFor::Reply, WholeFor::Calls, WholeFor::Message];
 
 /// How many slots there are.
-pub(crate) const SLOT_COUNT: usize = 2;
+pub(crate) const SLOT_COUNT: usize = 3;
 
 /// A receive of a whole message waiting outside the engine, in the node's
 /// state.
@@ -123,6 +130,14 @@ impl State {
             let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
                 continue;
             };
+            if slot == WholeFor::Message && !self.engine.can_recv_now(want.channel, want.source) {
+                // An older receive of its channel went into the engine
+                // (a blocking receive at the end of its spin): it must
+                // match first.
+                self.post_lean_whole(slot);
+                settled[slot as usize].store(true, Ordering::Release);
+                continue;
+            }
             match recv(&mut self.engine, &want) {
                 WholeNowOutcome::Landed(whole) => {
                     self.lean_whole[slot as usize] = Some(LeanWhole::Landed(whole));
@@ -131,7 +146,7 @@ impl State {
                 }
                 WholeNowOutcome::Unrelated => {}
                 WholeNowOutcome::Post => match slot {
-                    WholeFor::Reply => {
+                    WholeFor::Reply | WholeFor::Message => {
                         self.post_lean_whole(slot);
                         settled[slot as usize].store(true, Ordering::Release);
                     }
@@ -216,14 +231,37 @@ impl State {
         }
     }
 
-    /// Posts the reply's receive if it waits outside the engine: a peer
-    /// was lost (the engine then fails it, if it was that peer's), and
-    /// only the usual path reports that.
-    pub(crate) fn post_waiting_reply(&mut self, settled: &SettledFlags) {
-        let slot = WholeFor::Reply;
-        if matches!(self.lean_whole[slot as usize], Some(LeanWhole::Waiting(_))) {
-            self.post_lean_whole(slot);
-            settled[slot as usize].store(true, Ordering::Release);
+    /// Posts the reply's and the begun message's receives if they wait
+    /// outside the engine: a peer was lost (the engine then fails them, if
+    /// they were that peer's), and only the usual path reports that.
+    pub(crate) fn post_waiting_wholes(&mut self, settled: &SettledFlags) {
+        for slot in [WholeFor::Reply, WholeFor::Message] {
+            if matches!(self.lean_whole[slot as usize], Some(LeanWhole::Waiting(_))) {
+                self.post_lean_whole(slot);
+                settled[slot as usize].store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether the begun message's receive waits outside the engine on
+    /// `channel`: no other receive there may then wait outside after it.
+    pub(crate) fn message_waits_on(&self, channel: navette_core::ChannelId) -> bool {
+        matches!(
+            self.lean_whole[WholeFor::Message as usize],
+            Some(LeanWhole::Waiting(want)) if want.channel == channel
+        )
+    }
+
+    /// Posts the begun message's receive if it waits outside the engine on
+    /// `channel`: a receive made there the usual way comes after it.
+    pub(crate) fn post_message_on(
+        &mut self,
+        channel: navette_core::ChannelId,
+        settled: &SettledFlags,
+    ) {
+        if self.message_waits_on(channel) {
+            self.post_lean_whole(WholeFor::Message);
+            settled[WholeFor::Message as usize].store(true, Ordering::Release);
         }
     }
 }
@@ -252,13 +290,12 @@ impl Node {
         self.core().lean_whole_settled[slot as usize].load(Ordering::Acquire)
     }
 
-    /// Takes what became of the reply's receive waiting outside the
+    /// Takes what became of the receive of `slot` waiting outside the
     /// engine, if it settled; with `post`, one still waiting is posted
     /// first (then it is the engine's). `None` leaves it waiting.
-    pub(crate) fn settle_reply_lean(&self, post: bool) -> Option<Settled> {
+    pub(crate) fn settle_whole(&self, slot: WholeFor, post: bool) -> Option<Settled> {
         let core = self.core();
-        let take =
-            |state: &mut State| state.settle_whole(WholeFor::Reply, post, &core.lean_whole_settled);
+        let take = |state: &mut State| state.settle_whole(slot, post, &core.lean_whole_settled);
         if post {
             // As any change the API makes: the driver looks again.
             return self.with_state(take);
@@ -269,13 +306,48 @@ impl Node {
         settled
     }
 
-    /// Gives up the reply's receive waiting outside the engine: returns
+    /// Spins until the receive of `slot` waiting outside the engine
+    /// settles (its message came, or a packet had it posted), or until
+    /// the spin phase ends, which posts it: then any further wait is the
+    /// usual one. Calls for this node's services are served meanwhile.
+    /// `None` if `give_up` said so first (the receive still waits).
+    pub(crate) fn spin_whole(
+        &self,
+        slot: WholeFor,
+        give_up: impl Fn() -> bool,
+    ) -> crate::Result<Option<Settled>> {
+        let core = self.core();
+        let mut idle: u32 = 0;
+        loop {
+            let progressed = core.driver().progress_lean(core)?;
+            if let Some(rpc) = core.rpc.get() {
+                rpc.dispatch(self);
+            }
+            let spun = idle >= self.spin_rounds();
+            if self.lean_whole_settled(slot) || spun {
+                if let Some(settled) = self.settle_whole(slot, spun) {
+                    return Ok(Some(settled));
+                }
+            }
+            if give_up() {
+                return Ok(None);
+            }
+            if progressed {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Gives up the receive of `slot` waiting outside the engine: returns
     /// whether its message may still come (it had not landed, nor matched
-    /// once posted), which the caller then expects to come unexpected.
-    pub(crate) fn drop_reply_lean(&self) -> bool {
+    /// once posted), which then comes unexpected or to a later receive.
+    pub(crate) fn drop_whole(&self, slot: WholeFor) -> bool {
         let core = self.core();
         self.with_state(|state| {
-            let slot = WholeFor::Reply as usize;
+            let slot = slot as usize;
             core.lean_whole_settled[slot].store(false, Ordering::Relaxed);
             match state.lean_whole[slot].take() {
                 None | Some(LeanWhole::Landed(_)) => false,

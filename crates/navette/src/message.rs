@@ -26,6 +26,12 @@
 //!   its destination at its unpack, CHEAPER ones included, with no lock,
 //!   request or completion, and checked against the sender's sizes and
 //!   modes with the same errors.
+//! - A message begun before it came, when nothing posted or unexpected
+//!   could come before it on its channel, waits outside the engine (see
+//!   [`crate::lean_whole`]): if it comes in one packet, its pieces all
+//!   eager, it is taken whole as it lands, with no receive message,
+//!   posted entry or request; otherwise its receive is posted as usual,
+//!   at the packet that needs it or when the first unpack stops spinning.
 //!
 //! Caller memory is lent to the engine only inside a blocking call
 //! (`end_packing`, `unpack_express`, `end_unpacking`), so dropping or
@@ -40,9 +46,11 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use navette_core::{
-    MemRef, NowPiece, OutMsg, PieceSpec, RecvPiece, ReqId, Status, TagMatch, WholeMessage,
+    ChannelId, MemRef, NowPiece, OutMsg, PieceSpec, RecvNow, RecvPiece, ReqId, Status, TagMatch,
+    WholeMessage,
 };
 
+use crate::lean_whole::{Settled, WholeFor};
 use crate::node::{Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 
@@ -177,12 +185,26 @@ impl Node {
     ) -> Result<Unpacking<'_, 'a>> {
         let from = from.into();
         let tag = tag.into();
-        let key = self.with_state(|s| {
-            s.before_posting(from.channel);
-            let key = s.engine.recv_begin(from.channel, from.source, tag);
-            s.watch(key, None);
-            key
-        });
+        let core = self.core();
+        let settled = &core.lean_whole_settled;
+        let mut state = core.lock();
+        // The RPC channel's receives are the engine's: RPC has its own
+        // receives outside the engine there, and reads the engine's keys
+        // of these (`Unpacking::match_request`).
+        let want = RecvNow {
+            channel: from.channel,
+            source: from.source,
+            tag,
+        };
+        if from.channel != ChannelId::RPC && state.await_whole(WholeFor::Message, want, settled) {
+            // Nothing for the driver to do: no mark, no wake-up.
+            crate::node::unlock(state);
+            return Ok(Unpacking::outside(self));
+        }
+        state.before_posting(from.channel, settled);
+        let key = state.engine.recv_begin(from.channel, from.source, tag);
+        state.watch(key, None);
+        self.unlock_with_work(state);
         Ok(Unpacking::from_posted(self, key))
     }
 }
@@ -526,6 +548,10 @@ pub struct Unpacking<'n, 'a> {
 #[derive(Debug)]
 struct UnpackingCore<N: Borrow<Node>> {
     node: N,
+    /// Its receive waits outside the engine, in the begun message's slot
+    /// ([`WholeFor::Message`]): `key`, `matched` and `whole` mean nothing
+    /// until it settles ([`UnpackingCore::come_in`]).
+    outside: bool,
     key: ReqId,
     matched: Option<Status>,
     pieces: Vec<ReqId>,
@@ -546,12 +572,64 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
         debug_assert!(Arc::ptr_eq(node.borrow().core(), self.node.borrow().core()));
         UnpackingCore {
             node,
+            outside: std::mem::replace(&mut self.outside, false),
             key: self.key,
             matched: self.matched,
             pieces: std::mem::take(&mut self.pieces),
             open: std::mem::replace(&mut self.open, false),
             whole: self.whole.take(),
             tried_whole: self.tried_whole,
+        }
+    }
+
+    /// Brings a receive waiting outside the engine in: spins until it
+    /// settles, or posts it at the end of the spin phase (see
+    /// [`Node::spin_whole`]). Then the message is whole, or the engine's.
+    fn come_in(&mut self) -> Result<()> {
+        if !self.outside {
+            return Ok(());
+        }
+        let settled = self.node.borrow().spin_whole(WholeFor::Message, || false)?;
+        if let Some(settled) = settled {
+            self.settle(settled);
+        }
+        Ok(())
+    }
+
+    /// Posts a receive still waiting outside the engine (or takes its
+    /// message, if it came): for what needs the engine's key at once.
+    fn post_outside(&mut self) {
+        if !self.outside {
+            return;
+        }
+        if let Some(settled) = self.node.borrow().settle_whole(WholeFor::Message, true) {
+            self.settle(settled);
+        }
+    }
+
+    /// Gives up a receive waiting outside the engine: whether its message
+    /// may still come (then to a later receive, or unexpected, as for an
+    /// abandoned receive that was not matched).
+    fn drop_outside(&mut self) -> bool {
+        std::mem::replace(&mut self.outside, false)
+            && self.node.borrow().drop_whole(WholeFor::Message)
+    }
+
+    fn settle(&mut self, settled: Settled) {
+        self.outside = false;
+        match settled {
+            Settled::Landed(whole) => {
+                self.matched = Some(Status {
+                    len: 0,
+                    ..whole.status()
+                });
+                self.whole = Some(whole);
+                self.tried_whole = true;
+            }
+            Settled::Posted(key) => {
+                self.key = key;
+                self.open = true;
+            }
         }
     }
 
@@ -601,6 +679,7 @@ impl<'n> Unpacking<'n, '_> {
         Self {
             core: UnpackingCore {
                 node,
+                outside: false,
                 key,
                 matched: None,
                 pieces: Vec::new(),
@@ -619,6 +698,7 @@ impl<'n> Unpacking<'n, '_> {
         Self {
             core: UnpackingCore {
                 node,
+                outside: false,
                 // The key of a message out of the engine is never used:
                 // every method serves it from `whole` first.
                 key: ReqId(0),
@@ -630,6 +710,25 @@ impl<'n> Unpacking<'n, '_> {
                 open: false,
                 whole: Some(whole),
                 tried_whole: true,
+            },
+            cheaper: Vec::new(),
+        }
+    }
+
+    /// A message whose receive waits outside the engine, in the begun
+    /// message's slot (made there by [`Node::begin_unpacking`]).
+    fn outside(node: &'n Node) -> Self {
+        Self {
+            core: UnpackingCore {
+                node,
+                outside: true,
+                // Meaningless until the receive settles (`come_in`).
+                key: ReqId(0),
+                matched: None,
+                pieces: Vec::new(),
+                open: false,
+                whole: None,
+                tried_whole: false,
             },
             cheaper: Vec::new(),
         }
@@ -665,6 +764,7 @@ impl<'a> Unpacking<'_, 'a> {
 
     /// Unpacks the next piece into `dest` and returns once it is there.
     pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
+        self.core.come_in()?;
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Express) {
             return landed;
         }
@@ -724,6 +824,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest`, which stays borrowed until
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
+        self.core.come_in()?;
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper) {
             return landed;
         }
@@ -758,6 +859,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// Waits until the message is matched; returns its sender and tag. A
     /// failed match stays failed: asked again, the same error.
     pub fn status(&mut self) -> Result<Status> {
+        self.core.come_in()?;
         if let Some(status) = self.core.matched {
             return Ok(status);
         }
@@ -795,6 +897,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// Lands every CHEAPER piece and checks that the sender packed exactly
     /// the pieces unpacked. Returns the sender, tag and total length.
     pub fn end_unpacking(mut self) -> Result<Status> {
+        self.core.come_in()?;
         if let Some(whole) = self.core.whole.take() {
             return Ok(whole.end()?);
         }
@@ -866,6 +969,7 @@ impl<'n> Unpacking<'n, '_> {
             self.cheaper.is_empty(),
             "no CHEAPER piece may wait when a message is parked"
         );
+        self.core.post_outside();
         let node = self.core.node.clone();
         Parked {
             core: self.core.move_to(node),
@@ -877,6 +981,9 @@ impl<'n> Unpacking<'n, '_> {
     /// message can match it in between).
     pub(crate) fn abandon(mut self) -> bool {
         let core = &mut self.core;
+        if core.outside {
+            return core.drop_outside();
+        }
         if !std::mem::replace(&mut core.open, false) {
             // Taken whole: matched, and out of the engine.
             return false;
@@ -893,12 +1000,18 @@ impl<'n> Unpacking<'n, '_> {
 
     /// The request that completes when the message is matched.
     pub(crate) fn match_request(&self) -> Option<ReqId> {
+        // RPC's receives are never outside the engine (`begin_unpacking`).
+        debug_assert!(
+            !self.core.outside,
+            "a receive outside the engine has no request"
+        );
         self.core.matched.is_none().then_some(self.core.key)
     }
 }
 
 impl<N: Borrow<Node>> Drop for UnpackingCore<N> {
     fn drop(&mut self) {
+        self.drop_outside();
         if !self.open {
             return;
         }

@@ -357,6 +357,7 @@ impl State {
         for (slot, kind) in [
             (WholeFor::Reply, "RPC reply"),
             (WholeFor::Calls, "next RPC call"),
+            (WholeFor::Message, "begun message"),
         ] {
             if let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] {
                 outside.push(navette_core::OutsideReceive {

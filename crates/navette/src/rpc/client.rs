@@ -135,7 +135,7 @@ impl Node {
                     reply.abandon();
                 }
                 if std::mem::take(&mut request.lean) {
-                    request.node.drop_reply_lean();
+                    request.node.drop_whole(WholeFor::Reply);
                 }
                 return Err(err);
             }
@@ -251,47 +251,36 @@ impl<'n> CallRequest<'n, '_> {
     }
 
     /// Spins until the reply's receive waiting outside the engine settles
-    /// (its message came, or a packet had it posted), or until the spin
-    /// phase ends, which posts it: then it is [`Self::reply`], and any
-    /// further wait is the usual one. Calls for this node's services are
-    /// served meanwhile. `Ok(false)` if the deadline passed first.
+    /// (see [`Node::spin_whole`]): then it is [`Self::reply`], and any
+    /// further wait is the usual one. `Ok(false)` if the deadline passed
+    /// first.
     fn wait_lean(&mut self) -> Result<bool> {
         let node = self.node;
-        let core = node.core();
-        let mut idle: u32 = 0;
-        loop {
-            let progressed = core.driver().progress_lean(core)?;
-            if let Some(rpc) = core.rpc.get() {
-                rpc.dispatch(node);
+        match node.spin_whole(WholeFor::Reply, || self.is_late())? {
+            Some(settled) => {
+                self.take_settled(settled);
+                Ok(true)
             }
-            let spun = idle >= node.spin_rounds();
-            if (node.lean_whole_settled(WholeFor::Reply) || spun) && self.settle_lean(spun) {
-                return Ok(true);
-            }
-            if self.is_late() {
-                return Ok(false);
-            }
-            if progressed {
-                idle = 0;
-            } else {
-                idle = idle.saturating_add(1);
-                std::hint::spin_loop();
-            }
+            None => Ok(false),
         }
     }
 
     /// Takes the reply's receive back from outside the engine if it
     /// settled (with `post`, posting it if not): whether it did.
     fn settle_lean(&mut self, post: bool) -> bool {
-        let Some(settled) = self.node.settle_reply_lean(post) else {
+        let Some(settled) = self.node.settle_whole(WholeFor::Reply, post) else {
             return false;
         };
+        self.take_settled(settled);
+        true
+    }
+
+    fn take_settled(&mut self, settled: Settled) {
         self.lean = false;
         self.reply = Some(match settled {
             Settled::Landed(whole) => Unpacking::from_whole(self.node, whole),
             Settled::Posted(key) => Unpacking::from_posted(self.node, key),
         });
-        true
     }
 
     fn match_request(&self) -> Option<navette_core::ReqId> {
@@ -368,7 +357,7 @@ impl CallRequest<'_, '_> {
     fn give_up(&mut self) {
         let may_come = match self.reply.take() {
             Some(reply) => reply.abandon(),
-            None => std::mem::take(&mut self.lean) && self.node.drop_reply_lean(),
+            None => std::mem::take(&mut self.lean) && self.node.drop_whole(WholeFor::Reply),
         };
         if may_come {
             self.node.rpc().abandon_one();

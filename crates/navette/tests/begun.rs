@@ -1,0 +1,183 @@
+//! Messages begun before they come (`Node::begin_unpacking` with nothing
+//! posted or unexpected on its channel): their receive waits outside the
+//! engine, and a message that comes whole in one packet is taken whole as
+//! it lands. Checked here over the simulated network: the data and errors
+//! are those of the usual path, receives keep their posting order against
+//! every other kind of receive, and what cannot land at once (rendezvous,
+//! a lost peer) goes the usual way.
+
+mod common;
+
+use common::{check, cluster, pattern};
+use navette::{
+    ChannelId, Error, Gate, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch, Unpacking,
+};
+
+/// Messages received at once by `node`, over all its gates.
+fn at_once(node: &navette::Node) -> u64 {
+    node.gate_stats().iter().map(|s| s.messages_at_once).sum()
+}
+
+/// Sends a message of an 8-byte EXPRESS header and a `body`-byte CHEAPER
+/// body, both drawn from `salt`.
+fn send_message(node: &navette::Node, gate: Gate, tag: u64, body: usize, salt: u64) {
+    let (head, data) = (pattern(8, salt), pattern(body, salt + 1));
+    let mut msg = node.begin_packing(gate, tag).unwrap();
+    msg.pack(&head, SendMode::Cheaper, ReceiveMode::Express)
+        .unwrap();
+    msg.pack(&data, SendMode::Cheaper, ReceiveMode::Cheaper)
+        .unwrap();
+    msg.end_packing().unwrap();
+}
+
+/// Unpacks a message sent by [`send_message`] (its body into `data`,
+/// which is checked against `salt`): its tag.
+fn receive_message<'a>(mut msg: Unpacking<'_, 'a>, data: &'a mut [u8], salt: u64) -> u64 {
+    let body = data.len();
+    let mut head = [0u8; 8];
+    msg.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+    msg.unpack_cheaper(data, SendMode::Cheaper).unwrap();
+    let status = msg.end_unpacking().unwrap();
+    check(&head, 8, salt);
+    assert_eq!(status.len, 8 + body);
+    status.tag
+}
+
+/// Receives a message sent by [`send_message`] through `msg`, checking
+/// its body against `salt`: its tag.
+macro_rules! receive {
+    ($msg:expr, $data:ident, $salt:expr) => {{
+        let tag = receive_message($msg, &mut $data, $salt);
+        check(&$data, $data.len(), $salt + 1);
+        tag
+    }};
+}
+
+#[test]
+fn a_message_begun_before_it_comes_is_taken_whole_as_it_lands() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    for round in 0..50u64 {
+        let mut data = vec![0u8; 100];
+        let msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
+        if round == 0 {
+            let report = b.report();
+            assert!(report.requests.is_empty(), "{report}");
+            assert_eq!(report.outside.len(), 1, "{report}");
+            assert_eq!(report.outside[0].kind, "begun message");
+        }
+        send_message(a, a.gate(1), 7, 100, round);
+        assert_eq!(receive!(msg, data, round), 7);
+    }
+    assert_eq!(at_once(b), 50, "every message landed outside the engine");
+    assert!(b.report().outside.is_empty());
+}
+
+#[test]
+fn receives_made_after_a_begun_message_come_after_it() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    for round in 0..3u64 {
+        // Any tag, on one channel: the first message is the begun one's.
+        let mut data = vec![0u8; 16];
+        let first = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
+        let salt = round * 10;
+        send_message(a, a.gate(1), 0, 16, salt);
+        a.isend(a.gate(1), 1, pattern(10, salt + 5))
+            .unwrap()
+            .wait()
+            .unwrap();
+        let mut second = vec![0u8; 10];
+        match round {
+            0 => {
+                let got = b
+                    .irecv(RecvFrom::any(), TagMatch::any(), second)
+                    .wait()
+                    .unwrap();
+                assert_eq!(got.status.tag, 1);
+                second = got.data;
+            }
+            1 => {
+                let status = b
+                    .recv(RecvFrom::any(), TagMatch::any(), &mut second)
+                    .unwrap();
+                assert_eq!(status.tag, 1);
+            }
+            _ => {
+                let mut msg = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
+                msg.unpack(&mut second, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .unwrap();
+                assert_eq!(msg.end_unpacking().unwrap().tag, 1);
+            }
+        }
+        check(&second, 10, salt + 5);
+        assert_eq!(receive!(first, data, salt), 0);
+    }
+}
+
+#[test]
+fn a_begun_message_that_cannot_land_at_once_is_received_the_usual_way() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    // Its body comes by rendezvous: the packet has the receive posted.
+    let body = 1 << 20;
+    let mut data = vec![0u8; body];
+    let msg = b.begin_unpacking(b.gate(0), 3u64).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| send_message(a, a.gate(1), 3, body, 1));
+        assert_eq!(receive!(msg, data, 1), 3);
+    });
+    assert_eq!(at_once(b), 0);
+    assert!(b.report().outside.is_empty());
+}
+
+#[test]
+fn a_dropped_begun_message_leaves_its_message_to_the_next_receive() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    drop(b.begin_unpacking(b.gate(0), 5u64).unwrap());
+    assert!(b.report().outside.is_empty());
+    send_message(a, a.gate(1), 5, 24, 40);
+    let mut data = vec![0u8; 24];
+    let msg = b.begin_unpacking(b.gate(0), 5u64).unwrap();
+    assert_eq!(receive!(msg, data, 40), 5);
+    assert_eq!(b.unwaited_failures(), 0);
+}
+
+#[test]
+fn a_begun_message_from_a_lost_peer_fails_and_any_source_still_receives() {
+    let cluster = cluster(3).build();
+    let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    let mut from_a = b.begin_unpacking(b.gate(0), 1u64).unwrap();
+    cluster.cut(cluster.links_between(0, 1)[0]);
+    match from_a.status() {
+        Err(Error::Request(RequestError::PeerUnreachable { peer })) => assert_eq!(peer, 0),
+        other => panic!("expected peer 0 unreachable, got {other:?}"),
+    }
+    drop(from_a);
+    let mut data = vec![0u8; 12];
+    let from_any = b.begin_unpacking(RecvFrom::any(), 1u64).unwrap();
+    send_message(c, c.gate(1), 1, 12, 60);
+    assert_eq!(receive!(from_any, data, 60), 1);
+    assert_eq!(a.rank(), 0);
+}
+
+#[test]
+fn each_channel_keeps_its_own_order_beside_a_begun_message() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let on_4 = |peer| Gate::new(ChannelId(4), peer);
+    // The begun message waits on channel 4; receives posted ahead on
+    // another channel still wait outside the engine and land at once.
+    let mut data = vec![0u8; 32];
+    let msg = b.begin_unpacking(on_4(0), 2u64).unwrap();
+    let other = b.irecv(b.gate(0), 2u64, vec![0u8; 8]);
+    a.isend(a.gate(1), 2, pattern(8, 70))
+        .unwrap()
+        .wait()
+        .unwrap();
+    send_message(a, on_4(1), 2, 32, 71);
+    check(&other.wait().unwrap().data, 8, 70);
+    assert_eq!(receive!(msg, data, 71), 2);
+    assert_eq!(at_once(b), 2);
+}

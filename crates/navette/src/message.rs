@@ -28,7 +28,7 @@
 //!   modes with the same errors.
 //! - A message begun before it came, when nothing posted or unexpected
 //!   could come before it on its channel, waits outside the engine (see
-//!   [`crate::lean_whole`]): if it comes in one packet, its pieces all
+//!   `lean_whole.rs`): if it comes in one packet, its pieces all
 //!   eager, it is taken whole as it lands, with no receive message,
 //!   posted entry or request; otherwise its receive is posted as usual,
 //!   at the packet that needs it or when the first unpack stops spinning.

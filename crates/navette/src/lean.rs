@@ -123,6 +123,17 @@ impl State {
         true
     }
 
+    /// Posts the receive waiting outside the engine as the usual request
+    /// if it waits on `channel`: whether it did (record the outcome with
+    /// [`LeanSlot::record`]).
+    pub(crate) fn post_lean_on(&mut self, channel: navette_core::ChannelId) -> bool {
+        if !matches!(&self.lean, Some(LeanRecv::Waiting { want, .. }) if want.channel == channel) {
+            return false;
+        }
+        self.post_lean();
+        true
+    }
+
     /// Posts the receive waiting outside the engine as the usual request.
     fn post_lean(&mut self) {
         let Some(LeanRecv::Waiting { want, dest }) = self.lean.take() else {
@@ -195,7 +206,7 @@ impl Node {
                 std::mem::forget(clear);
                 return Ok(status);
             }
-            let spun = idle >= self.spin_rounds();
+            let spun = idle >= self.outside_spin_rounds();
             if slot.is_settled() || spun {
                 let mut state = core.lock();
                 match state.lean {

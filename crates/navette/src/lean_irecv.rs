@@ -22,7 +22,6 @@ use navette_core::{
 };
 
 use crate::Result;
-use crate::lean_whole::SettledFlags;
 use crate::node::{Outside, State};
 
 /// Most receives waiting outside the engine at once: a receive past them
@@ -204,15 +203,20 @@ impl State {
         req
     }
 
-    /// Posts the receives waiting outside the engine on `channel` (the
-    /// list, or a begun message's: never both, see
-    /// [`crate::lean_whole::WholeFor::Message`]) before a receive is made
-    /// there the usual way, so that receives keep their posting order.
-    pub(crate) fn before_posting(&mut self, channel: ChannelId, settled: &SettledFlags) {
+    /// Posts the receives waiting outside the engine on `channel` (a
+    /// blocking receive's, then the list's or a begun message's: never
+    /// both, see [`crate::lean_whole::WholeFor::Message`]) before a
+    /// receive is made there the usual way, so that receives keep their
+    /// posting order. `core` holds this state (for the flags its waiting
+    /// threads read without the lock).
+    pub(crate) fn before_posting(&mut self, channel: ChannelId, core: &crate::node::NodeCore) {
+        if self.post_lean_on(channel) {
+            core.lean_slot.record(navette_core::RecvNowOutcome::Post);
+        }
         if self.lean_irecvs.waits_on(channel) {
             self.post_irecvs();
         }
-        self.post_message_on(channel, settled);
+        self.post_message_on(channel, &core.lean_whole_settled);
     }
 
     /// Whether the receive of `key` is complete.

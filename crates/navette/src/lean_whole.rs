@@ -46,7 +46,11 @@ pub(crate) enum WholeFor {
     /// It is the newest receive of its channel: no other receive there
     /// waits outside the engine after it ([`State::can_recv_now`]), and
     /// one made the usual way has it posted first
-    /// ([`State::before_posting`]); so it is shown packets last.
+    /// ([`State::before_posting`]). Only a blocking receive may be older
+    /// there, and packets are shown to that one first; one of those that
+    /// went into the engine at the end of its spin makes a packet of the
+    /// channel post this one too (the engine lands nothing at once past a
+    /// posted receive).
     Message = 2,
 }
 
@@ -130,14 +134,6 @@ impl State {
             let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] else {
                 continue;
             };
-            if slot == WholeFor::Message && !self.engine.can_recv_now(want.channel, want.source) {
-                // An older receive of its channel went into the engine
-                // (a blocking receive at the end of its spin): it must
-                // match first.
-                self.post_lean_whole(slot);
-                settled[slot as usize].store(true, Ordering::Release);
-                continue;
-            }
             match recv(&mut self.engine, &want) {
                 WholeNowOutcome::Landed(whole) => {
                     self.lean_whole[slot as usize] = Some(LeanWhole::Landed(whole));
@@ -323,7 +319,7 @@ impl Node {
             if let Some(rpc) = core.rpc.get() {
                 rpc.dispatch(self);
             }
-            let spun = idle >= self.spin_rounds();
+            let spun = idle >= self.outside_spin_rounds();
             if self.lean_whole_settled(slot) || spun {
                 if let Some(settled) = self.settle_whole(slot, spun) {
                     return Ok(Some(settled));

@@ -31,7 +31,8 @@
 //!   `lean_whole.rs`): if it comes in one packet, its pieces all
 //!   eager, it is taken whole as it lands, with no receive message,
 //!   posted entry or request; otherwise its receive is posted as usual,
-//!   at the packet that needs it or when the first unpack stops spinning.
+//!   at the packet that needs it, when an EXPRESS unpack stops spinning,
+//!   or at once by a CHEAPER unpack (which never waits).
 //!
 //! Caller memory is lent to the engine only inside a blocking call
 //! (`end_packing`, `unpack_express`, `end_unpacking`), so dropping or
@@ -201,7 +202,7 @@ impl Node {
             crate::node::unlock(state);
             return Ok(Unpacking::outside(self));
         }
-        state.before_posting(from.channel, settled);
+        state.before_posting(from.channel, core);
         let key = state.engine.recv_begin(from.channel, from.source, tag);
         state.watch(key, None);
         self.unlock_with_work(state);
@@ -597,7 +598,8 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
     }
 
     /// Posts a receive still waiting outside the engine (or takes its
-    /// message, if it came): for what needs the engine's key at once.
+    /// message, if it came): for what must not wait (a CHEAPER piece) or
+    /// needs the engine's key at once (parking).
     fn post_outside(&mut self) {
         if !self.outside {
             return;
@@ -824,7 +826,9 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest`, which stays borrowed until
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
-        self.core.come_in()?;
+        // It returns at once: a message that has not come yet is posted,
+        // and its pieces land as usual (by `end_unpacking`).
+        self.core.post_outside();
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper) {
             return landed;
         }

@@ -770,9 +770,14 @@ impl Node {
         }
     }
 
-    /// Idle rounds spent spinning before yielding.
-    pub(crate) fn spin_rounds(&self) -> u32 {
-        self.core.spin_rounds
+    /// Idle rounds a receive waiting outside the engine spins before it is
+    /// posted: the spin phase, but never more than `OUTSIDE_SPIN_CAP`
+    /// rounds (a few milliseconds), so that a node configured to spin for
+    /// ever still waits the usual way in the end, which reports stalls
+    /// and honours [`NodeConfig::wait_timeout`].
+    pub(crate) fn outside_spin_rounds(&self) -> u32 {
+        const OUTSIDE_SPIN_CAP: u32 = 1 << 16;
+        self.core.spin_rounds.min(OUTSIDE_SPIN_CAP)
     }
 
     /// Idle rounds after which waiting blocks in the driver.

@@ -415,7 +415,7 @@ impl Node {
             }
             Err(buf) => buf,
         };
-        state.before_posting(from.channel, &self.core().lean_whole_settled);
+        state.before_posting(from.channel, self.core());
         let id = state.post_irecv(want, buf);
         // Posting may have queued a chunk (a clear-to-send).
         self.unlock_with_work(state);
@@ -462,7 +462,7 @@ impl Node {
             return received;
         }
         let (id, lent) = self.with_state(|s| {
-            s.before_posting(from.channel, &self.core().lean_whole_settled);
+            s.before_posting(from.channel, self.core());
             let (range, lent) = self.lend_mut(s, dest);
             let State { engine, mem, .. } = &mut *s;
             let id = engine.recv_tagged(from.channel, from.source, tag, range, mem);

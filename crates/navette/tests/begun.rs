@@ -18,6 +18,11 @@ fn at_once(node: &navette::Node) -> u64 {
     node.gate_stats().iter().map(|s| s.messages_at_once).sum()
 }
 
+/// The kinds of `node`'s receives waiting outside the engine.
+fn waiting_kinds(node: &navette::Node) -> Vec<&'static str> {
+    node.report().outside.iter().map(|o| o.kind).collect()
+}
+
 /// Sends a message of an 8-byte EXPRESS header and a `body`-byte CHEAPER
 /// body, both drawn from `salt`.
 fn send_message(node: &navette::Node, gate: Gate, tag: u64, body: usize, salt: u64) {
@@ -123,6 +128,7 @@ fn a_begun_message_that_cannot_land_at_once_is_received_the_usual_way() {
     let body = 1 << 20;
     let mut data = vec![0u8; body];
     let msg = b.begin_unpacking(b.gate(0), 3u64).unwrap();
+    assert_eq!(waiting_kinds(b), ["begun message"]);
     std::thread::scope(|s| {
         s.spawn(|| send_message(a, a.gate(1), 3, body, 1));
         assert_eq!(receive!(msg, data, 1), 3);
@@ -135,7 +141,9 @@ fn a_begun_message_that_cannot_land_at_once_is_received_the_usual_way() {
 fn a_dropped_begun_message_leaves_its_message_to_the_next_receive() {
     let cluster = cluster(2).build();
     let (a, b) = (cluster.node(0), cluster.node(1));
-    drop(b.begin_unpacking(b.gate(0), 5u64).unwrap());
+    let begun = b.begin_unpacking(b.gate(0), 5u64).unwrap();
+    assert_eq!(waiting_kinds(b), ["begun message"]);
+    drop(begun);
     assert!(b.report().outside.is_empty());
     send_message(a, a.gate(1), 5, 24, 40);
     let mut data = vec![0u8; 24];
@@ -149,6 +157,7 @@ fn a_begun_message_from_a_lost_peer_fails_and_any_source_still_receives() {
     let cluster = cluster(3).build();
     let (a, b, c) = (cluster.node(0), cluster.node(1), cluster.node(2));
     let mut from_a = b.begin_unpacking(b.gate(0), 1u64).unwrap();
+    assert_eq!(waiting_kinds(b), ["begun message"]);
     cluster.cut(cluster.links_between(0, 1)[0]);
     match from_a.status() {
         Err(Error::Request(RequestError::PeerUnreachable { peer })) => assert_eq!(peer, 0),
@@ -159,7 +168,8 @@ fn a_begun_message_from_a_lost_peer_fails_and_any_source_still_receives() {
     let from_any = b.begin_unpacking(RecvFrom::any(), 1u64).unwrap();
     send_message(c, c.gate(1), 1, 12, 60);
     assert_eq!(receive!(from_any, data, 60), 1);
-    assert_eq!(a.rank(), 0);
+    // The lost peer's node goes on without b.
+    assert!(a.report().outside.is_empty());
 }
 
 #[test]
@@ -180,4 +190,164 @@ fn each_channel_keeps_its_own_order_beside_a_begun_message() {
     check(&other.wait().unwrap().data, 8, 70);
     assert_eq!(receive!(msg, data, 71), 2);
     assert_eq!(at_once(b), 2);
+}
+
+#[test]
+fn a_cheaper_first_piece_returns_before_its_message_comes() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut data = vec![0u8; 40];
+    let mut msg = b.begin_unpacking(b.gate(0), 9u64).unwrap();
+    assert_eq!(waiting_kinds(b), ["begun message"]);
+    // Nothing was sent: the CHEAPER piece returns all the same, its
+    // receive posted, and the data lands at the end.
+    msg.unpack_cheaper(&mut data, SendMode::Cheaper).unwrap();
+    assert!(b.report().outside.is_empty());
+    let sent = pattern(40, 80);
+    let mut out = a.begin_packing(a.gate(1), 9).unwrap();
+    out.pack(&sent, SendMode::Cheaper, ReceiveMode::Cheaper)
+        .unwrap();
+    out.end_packing().unwrap();
+    let status = msg.end_unpacking().unwrap();
+    assert_eq!((status.tag, status.len), (9, 40));
+    check(&data, 40, 80);
+    assert_eq!(at_once(b), 0, "it was received the usual way");
+}
+
+#[test]
+fn a_begun_message_taken_whole_checks_the_senders_pieces() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    // Unpacked as EXPRESS, packed for CHEAPER: the mode error of the
+    // usual path, and the message is gone all the same.
+    let msg = b.begin_unpacking(b.gate(0), 4u64).unwrap();
+    send_message(a, a.gate(1), 4, 16, 90);
+    let mut msg = msg;
+    let mut head = [0u8; 8];
+    msg.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+    let mut body = [0u8; 16];
+    let err = msg
+        .unpack_express(&mut body, SendMode::Cheaper)
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Request(RequestError::ModeMismatch { piece: 1, .. })
+        ),
+        "{err:?}"
+    );
+    drop(msg);
+    // One piece short: the count error at the end.
+    let mut short = b.begin_unpacking(b.gate(0), 4u64).unwrap();
+    send_message(a, a.gate(1), 4, 16, 91);
+    short.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+    let err = short.end_unpacking().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Request(RequestError::PieceCountMismatch { unpacked: 1, .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(at_once(b), 2, "both landed outside the engine");
+    // Nothing is left behind: the next message is received in full.
+    let mut data = vec![0u8; 16];
+    let next = b.begin_unpacking(b.gate(0), 4u64).unwrap();
+    send_message(a, a.gate(1), 4, 16, 92);
+    assert_eq!(receive!(next, data, 92), 4);
+}
+
+#[test]
+fn a_begun_message_dropped_after_it_landed_is_gone() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut msg = b.begin_unpacking(b.gate(0), 6u64).unwrap();
+    send_message(a, a.gate(1), 6, 20, 100);
+    // Matched (it landed whole), then dropped unread.
+    assert_eq!(msg.status().unwrap().tag, 6);
+    drop(msg);
+    assert!(b.report().outside.is_empty());
+    send_message(a, a.gate(1), 6, 20, 101);
+    let mut data = vec![0u8; 20];
+    let next = b.begin_unpacking(b.gate(0), 6u64).unwrap();
+    assert_eq!(receive!(next, data, 101), 6);
+    assert_eq!(at_once(b), 2);
+    assert_eq!(b.unwaited_failures(), 0);
+}
+
+#[test]
+fn a_begun_message_waits_the_usual_way_after_its_spin_however_long() {
+    // Spinning for ever, as configured, still ends in the usual wait: it
+    // reports the stall and honours the timeout.
+    let cluster = cluster(2)
+        .node_config(navette::NodeConfig {
+            wait_timeout: Some(std::time::Duration::from_millis(200)),
+            spin_rounds: u32::MAX,
+            oversubscribed_spin_rounds: u32::MAX,
+            ..navette::NodeConfig::default()
+        })
+        .build();
+    let b = cluster.node(1);
+    let mut msg = b.begin_unpacking(b.gate(0), 2u64).unwrap();
+    let mut head = [0u8; 8];
+    match msg.unpack_express(&mut head, SendMode::Cheaper) {
+        Err(Error::Stalled { .. }) => {}
+        other => panic!("expected a stall, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
+    // A thread's blocking receive waits outside the engine (spinning as
+    // long as its spin phase lets it); meanwhile another thread begins a
+    // message and posts a receive on the same channel the usual way. The
+    // blocking receive, the oldest, gets the first message.
+    let cluster = cluster(2)
+        .node_config(navette::NodeConfig {
+            spin_rounds: u32::MAX,
+            oversubscribed_spin_rounds: u32::MAX,
+            ..navette::NodeConfig::default()
+        })
+        .build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    std::thread::scope(|s| {
+        let blocking = s.spawn(|| {
+            let mut first = vec![0u8; 8];
+            let status = b
+                .recv(RecvFrom::any(), TagMatch::any(), &mut first)
+                .unwrap();
+            (status.tag, first)
+        });
+        // Until it waits (outside, or posted at the end of its spin).
+        loop {
+            let report = b.report();
+            let outside = report.outside.iter().any(|o| o.kind == "blocking receive");
+            if outside || !report.requests.is_empty() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let begun = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
+        let third = b.irecv(RecvFrom::any(), TagMatch::any(), vec![0u8; 8]);
+        for tag in 0..3u64 {
+            a.isend(a.gate(1), tag, pattern(8, 110 + tag))
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        // Sent in tag order 0, 1, 2; received in posting order.
+        let (tag, first) = blocking.join().unwrap();
+        assert_eq!(tag, 0);
+        check(&first, 8, 110);
+        let mut begun = begun;
+        let mut second = [0u8; 8];
+        begun
+            .unpack(&mut second, SendMode::Cheaper, ReceiveMode::Cheaper)
+            .unwrap();
+        assert_eq!(begun.end_unpacking().unwrap().tag, 1);
+        check(&second, 8, 111);
+        let third = third.wait().unwrap();
+        assert_eq!(third.status.tag, 2);
+        check(&third.data, 8, 112);
+    });
 }

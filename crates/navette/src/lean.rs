@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use navette_core::{MemRef, RailId, RecvNow, RecvNowOutcome, ReqId, Status};
 
 use crate::memtable::LentMut;
-use crate::node::{NodeCore, State};
+use crate::node::{NodeCore, StallClock, State};
 use crate::{Node, Result};
 
 /// A blocking tagged receive waiting outside the engine, in the node's
@@ -198,6 +198,7 @@ impl Node {
         let core = self.core();
         let slot = &core.lean_slot;
         let mut idle: u32 = 0;
+        let mut stall = self.stall_clock();
         loop {
             let progressed = core.driver().progress_lean(core)?;
             if let Some(status) = slot.landed() {
@@ -206,7 +207,7 @@ impl Node {
                 std::mem::forget(clear);
                 return Ok(status);
             }
-            let spun = idle >= self.outside_spin_rounds();
+            let spun = idle >= self.spin_rounds();
             if slot.is_settled() || spun {
                 let mut state = core.lock();
                 match state.lean {
@@ -233,9 +234,14 @@ impl Node {
             }
             if progressed {
                 idle = 0;
+                stall = self.stall_clock();
             } else {
                 idle = idle.saturating_add(1);
                 std::hint::spin_loop();
+                if idle % StallClock::EVERY == 0 {
+                    // Failing here drops the receive (`Clear`), unmatched.
+                    self.check_stall(&mut stall, &|| "a blocking receive".to_string())?;
+                }
             }
         }
     }

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use navette_core::{RailId, RecvNow, ReqId, WholeMessage, WholeNowOutcome};
 
 use crate::Node;
-use crate::node::State;
+use crate::node::{StallClock, State};
 
 /// Which whole message waits outside the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,8 +54,20 @@ pub(crate) enum WholeFor {
     Message = 2,
 }
 
+impl WholeFor {
+    /// What waits in the slot, for reports.
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Self::Reply => "RPC reply",
+            Self::Calls => "next RPC call",
+            Self::Message => "begun message",
+        }
+    }
+}
+
 /// The slots, in the order packets are shown to them.
-const SLOTS: [WholeFor; SLOT_COUNT] = [WholeFor::Reply, WholeFor::Calls, WholeFor::Message];
+pub(crate) const SLOTS: [WholeFor; SLOT_COUNT] =
+    [WholeFor::Reply, WholeFor::Calls, WholeFor::Message];
 
 /// How many slots there are.
 pub(crate) const SLOT_COUNT: usize = 3;
@@ -314,12 +326,13 @@ impl Node {
     ) -> crate::Result<Option<Settled>> {
         let core = self.core();
         let mut idle: u32 = 0;
+        let mut stall = self.stall_clock();
         loop {
             let progressed = core.driver().progress_lean(core)?;
             if let Some(rpc) = core.rpc.get() {
                 rpc.dispatch(self);
             }
-            let spun = idle >= self.outside_spin_rounds();
+            let spun = idle >= self.spin_rounds();
             if self.lean_whole_settled(slot) || spun {
                 if let Some(settled) = self.settle_whole(slot, spun) {
                     return Ok(Some(settled));
@@ -330,9 +343,15 @@ impl Node {
             }
             if progressed {
                 idle = 0;
+                stall = self.stall_clock();
             } else {
                 idle = idle.saturating_add(1);
                 std::hint::spin_loop();
+                if idle % StallClock::EVERY == 0 {
+                    // Failing leaves the receive waiting: its owner may
+                    // wait again, or drop it.
+                    self.check_stall(&mut stall, &|| format!("the {}", slot.kind()))?;
+                }
             }
         }
     }

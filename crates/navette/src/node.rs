@@ -61,6 +61,29 @@ impl Default for NodeConfig {
     }
 }
 
+/// How long a wait has seen no progress, for its stall report and
+/// timeout ([`Node::check_stall`]). Clock reads cost on some machines: it
+/// starts at the first check after progress, and waits read it every
+/// [`StallClock::EVERY`] idle rounds only.
+#[derive(Debug)]
+pub(crate) struct StallClock {
+    idle_since: Option<Instant>,
+    next_report: Duration,
+}
+
+impl StallClock {
+    /// Idle rounds between clock reads.
+    pub(crate) const EVERY: u32 = 64;
+
+    /// A clock for a wait that has just seen progress.
+    pub(crate) fn new(config: &NodeConfig) -> Self {
+        Self {
+            idle_since: None,
+            next_report: config.report_after,
+        }
+    }
+}
+
 /// One peer as seen from a channel: where messages go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Gate {
@@ -344,7 +367,7 @@ impl State {
     /// messages'.
     fn outside_receives(&self) -> Vec<navette_core::OutsideReceive> {
         use crate::lean::LeanRecv;
-        use crate::lean_whole::{LeanWhole, WholeFor};
+        use crate::lean_whole::LeanWhole;
         let mut outside = Vec::new();
         if let Some(LeanRecv::Waiting { want, dest }) = &self.lean {
             outside.push(navette_core::OutsideReceive {
@@ -354,14 +377,10 @@ impl State {
             });
         }
         outside.extend(self.lean_irecvs.outside());
-        for (slot, kind) in [
-            (WholeFor::Reply, "RPC reply"),
-            (WholeFor::Calls, "next RPC call"),
-            (WholeFor::Message, "begun message"),
-        ] {
+        for slot in crate::lean_whole::SLOTS {
             if let Some(LeanWhole::Waiting(want)) = self.lean_whole[slot as usize] {
                 outside.push(navette_core::OutsideReceive {
-                    kind,
+                    kind: slot.kind(),
                     want,
                     room: None,
                 });
@@ -723,12 +742,7 @@ impl Node {
         mut check: impl FnMut(&mut State) -> Option<R>,
     ) -> Result<R> {
         let mut idle: u32 = 0;
-        // Clock reads cost on some machines: the stall clock starts at the
-        // first idle check after progress, and is read every CLOCK_EVERY
-        // idle rounds only (each blocking round lasts up to `block_for`).
-        const CLOCK_EVERY: u32 = 64;
-        let mut idle_since: Option<Instant> = None;
-        let mut next_report = self.core.config.report_after;
+        let mut stall = self.stall_clock();
         loop {
             {
                 let mut state = self.core.lock();
@@ -741,43 +755,53 @@ impl Node {
             }
             if self.progress()? {
                 idle = 0;
-                idle_since = None;
-                next_report = self.core.config.report_after;
+                stall = self.stall_clock();
                 continue;
             }
             idle = idle.saturating_add(1);
             self.back_off(idle)?;
-            if idle % CLOCK_EVERY != 0 && idle <= self.blocking_after() {
-                continue;
-            }
-            let waited = idle_since.get_or_insert_with(Instant::now).elapsed();
-            if waited >= next_report {
-                next_report += self.core.config.report_after;
-                tracing::warn!(
-                    "no progress for {waited:.1?} while waiting for {}\n{}",
-                    what(),
-                    self.report()
-                );
-            }
-            if let Some(limit) = self.core.config.wait_timeout {
-                if waited > limit {
-                    return Err(Error::Stalled {
-                        waited,
-                        what: what(),
-                    });
-                }
+            // Each blocking round lasts up to `block_for`: read the clock
+            // at each.
+            if idle % StallClock::EVERY == 0 || idle > self.blocking_after() {
+                self.check_stall(&mut stall, what)?;
             }
         }
     }
 
-    /// Idle rounds a receive waiting outside the engine spins before it is
-    /// posted: the spin phase, but never more than `OUTSIDE_SPIN_CAP`
-    /// rounds (a few milliseconds), so that a node configured to spin for
-    /// ever still waits the usual way in the end, which reports stalls
-    /// and honours [`NodeConfig::wait_timeout`].
-    pub(crate) fn outside_spin_rounds(&self) -> u32 {
-        const OUTSIDE_SPIN_CAP: u32 = 1 << 16;
-        self.core.spin_rounds.min(OUTSIDE_SPIN_CAP)
+    /// A stall clock for a wait that has just seen progress.
+    pub(crate) fn stall_clock(&self) -> StallClock {
+        StallClock::new(&self.core.config)
+    }
+
+    /// Reads the stall clock of a wait that saw no progress: logs what
+    /// the node waits for once each `report_after`, and fails with
+    /// [`Error::Stalled`] past `wait_timeout`.
+    pub(crate) fn check_stall(
+        &self,
+        stall: &mut StallClock,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let waited = stall.idle_since.get_or_insert_with(Instant::now).elapsed();
+        if waited >= stall.next_report {
+            stall.next_report += self.core.config.report_after;
+            tracing::warn!(
+                "no progress for {waited:.1?} while waiting for {}\n{}",
+                what(),
+                self.report()
+            );
+        }
+        match self.core.config.wait_timeout {
+            Some(limit) if waited > limit => Err(Error::Stalled {
+                waited,
+                what: what(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Idle rounds spent spinning before yielding.
+    pub(crate) fn spin_rounds(&self) -> u32 {
+        self.core.spin_rounds
     }
 
     /// Idle rounds after which waiting blocks in the driver.

@@ -276,24 +276,27 @@ fn a_begun_message_dropped_after_it_landed_is_gone() {
 }
 
 #[test]
-fn a_begun_message_waits_the_usual_way_after_its_spin_however_long() {
-    // Spinning for ever, as configured, still ends in the usual wait: it
-    // reports the stall and honours the timeout.
-    let cluster = cluster(2)
-        .node_config(navette::NodeConfig {
-            wait_timeout: Some(std::time::Duration::from_millis(200)),
-            spin_rounds: u32::MAX,
-            oversubscribed_spin_rounds: u32::MAX,
-            ..navette::NodeConfig::default()
-        })
-        .build();
+fn a_begun_message_spinning_for_ever_still_times_out() {
+    // Spinning for ever, as configured, the wait outside the engine
+    // honours the timeout as the usual wait does; the receive stays, to
+    // be waited for again.
+    let cluster = spinning_for_ever(Some(std::time::Duration::from_millis(200)));
     let b = cluster.node(1);
     let mut msg = b.begin_unpacking(b.gate(0), 2u64).unwrap();
     let mut head = [0u8; 8];
     match msg.unpack_express(&mut head, SendMode::Cheaper) {
-        Err(Error::Stalled { .. }) => {}
+        Err(Error::Stalled { what, .. }) => assert_eq!(what, "the begun message"),
         other => panic!("expected a stall, got {other:?}"),
     }
+    assert_eq!(waiting_kinds(b), ["begun message"]);
+    let a = cluster.node(0);
+    send_message(a, a.gate(1), 2, 8, 120);
+    msg.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+    check(&head, 8, 120);
+    let mut body = [0u8; 8];
+    msg.unpack_cheaper(&mut body, SendMode::Cheaper).unwrap();
+    assert_eq!(msg.end_unpacking().unwrap().len, 16);
+    check(&body, 8, 121);
 }
 
 #[test]
@@ -302,13 +305,7 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
     // long as its spin phase lets it); meanwhile another thread begins a
     // message and posts a receive on the same channel the usual way. The
     // blocking receive, the oldest, gets the first message.
-    let cluster = cluster(2)
-        .node_config(navette::NodeConfig {
-            spin_rounds: u32::MAX,
-            oversubscribed_spin_rounds: u32::MAX,
-            ..navette::NodeConfig::default()
-        })
-        .build();
+    let cluster = spinning_for_ever(None);
     let (a, b) = (cluster.node(0), cluster.node(1));
     std::thread::scope(|s| {
         let blocking = s.spawn(|| {
@@ -350,4 +347,35 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
         assert_eq!(third.status.tag, 2);
         check(&third.data, 8, 112);
     });
+}
+
+#[test]
+fn a_blocking_receive_spinning_for_ever_still_times_out() {
+    let cluster = spinning_for_ever(Some(std::time::Duration::from_millis(200)));
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut data = [0u8; 8];
+    match b.recv(b.gate(0), 3u64, &mut data) {
+        Err(Error::Stalled { what, .. }) => assert_eq!(what, "a blocking receive"),
+        other => panic!("expected a stall, got {other:?}"),
+    }
+    // It is gone: the message goes to the next receive.
+    assert!(b.report().outside.is_empty());
+    a.isend(a.gate(1), 3, pattern(8, 130))
+        .unwrap()
+        .wait()
+        .unwrap();
+    b.recv(b.gate(0), 3u64, &mut data).unwrap();
+    check(&data, 8, 130);
+}
+
+/// Two nodes that spin for ever while they wait, with `timeout`.
+fn spinning_for_ever(timeout: Option<std::time::Duration>) -> navette::sim::SimCluster {
+    cluster(2)
+        .node_config(navette::NodeConfig {
+            wait_timeout: timeout,
+            spin_rounds: u32::MAX,
+            oversubscribed_spin_rounds: u32::MAX,
+            ..navette::NodeConfig::default()
+        })
+        .build()
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use navette_core::{MemRef, RailId, RecvNow, RecvNowOutcome, ReqId, Status};
 
 use crate::memtable::LentMut;
-use crate::node::{NodeCore, StallClock, State};
+use crate::node::{NodeCore, State};
 use crate::{Node, Result};
 
 /// A blocking tagged receive waiting outside the engine, in the node's
@@ -197,8 +197,7 @@ impl Node {
     fn wait_lean(&self, clear: Clear<'_>) -> Result<Status> {
         let core = self.core();
         let slot = &core.lean_slot;
-        let mut idle: u32 = 0;
-        let mut stall = self.stall_clock();
+        let mut spin = self.spinning();
         loop {
             let progressed = core.driver().progress_lean(core)?;
             if let Some(status) = slot.landed() {
@@ -207,7 +206,7 @@ impl Node {
                 std::mem::forget(clear);
                 return Ok(status);
             }
-            let spun = idle >= self.spin_rounds();
+            let spun = spin.idle >= self.spin_rounds();
             if slot.is_settled() || spun {
                 let mut state = core.lock();
                 match state.lean {
@@ -232,17 +231,8 @@ impl Node {
                     _ => {}
                 }
             }
-            if progressed {
-                idle = 0;
-                stall = self.stall_clock();
-            } else {
-                idle = idle.saturating_add(1);
-                std::hint::spin_loop();
-                if idle % StallClock::EVERY == 0 {
-                    // Failing here drops the receive (`Clear`), unmatched.
-                    self.check_stall(&mut stall, &|| "a blocking receive".to_string())?;
-                }
-            }
+            // A stall drops the receive (`Clear`), unmatched.
+            self.spin_round(&mut spin, progressed, &|| "a blocking receive".to_string())?;
         }
     }
 }

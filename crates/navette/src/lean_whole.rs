@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use navette_core::{RailId, RecvNow, ReqId, WholeMessage, WholeNowOutcome};
 
 use crate::Node;
-use crate::node::{StallClock, State};
+use crate::node::State;
 
 /// Which whole message waits outside the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,14 +325,13 @@ impl Node {
         give_up: impl Fn() -> bool,
     ) -> crate::Result<Option<Settled>> {
         let core = self.core();
-        let mut idle: u32 = 0;
-        let mut stall = self.stall_clock();
+        let mut spin = self.spinning();
         loop {
             let progressed = core.driver().progress_lean(core)?;
             if let Some(rpc) = core.rpc.get() {
                 rpc.dispatch(self);
             }
-            let spun = idle >= self.spin_rounds();
+            let spun = spin.idle >= self.spin_rounds();
             if self.lean_whole_settled(slot) || spun {
                 if let Some(settled) = self.settle_whole(slot, spun) {
                     return Ok(Some(settled));
@@ -341,18 +340,9 @@ impl Node {
             if give_up() {
                 return Ok(None);
             }
-            if progressed {
-                idle = 0;
-                stall = self.stall_clock();
-            } else {
-                idle = idle.saturating_add(1);
-                std::hint::spin_loop();
-                if idle % StallClock::EVERY == 0 {
-                    // Failing leaves the receive waiting: its owner may
-                    // wait again, or drop it.
-                    self.check_stall(&mut stall, &|| format!("the {}", slot.kind()))?;
-                }
-            }
+            // A stall leaves the receive waiting: its owner may wait
+            // again, or drop it.
+            self.spin_round(&mut spin, progressed, &|| format!("the {}", slot.kind()))?;
         }
     }
 

@@ -84,6 +84,15 @@ impl StallClock {
     }
 }
 
+/// The idle rounds and stall clock of a wait that spins outside the
+/// engine (see [`Node::spin_round`]).
+#[derive(Debug)]
+pub(crate) struct Spinning {
+    /// Rounds since the last progress.
+    pub(crate) idle: u32,
+    stall: StallClock,
+}
+
 /// One peer as seen from a channel: where messages go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Gate {
@@ -771,6 +780,35 @@ impl Node {
     /// A stall clock for a wait that has just seen progress.
     pub(crate) fn stall_clock(&self) -> StallClock {
         StallClock::new(&self.core.config)
+    }
+
+    /// The state of a wait that spins outside the engine, starting.
+    pub(crate) fn spinning(&self) -> Spinning {
+        Spinning {
+            idle: 0,
+            stall: self.stall_clock(),
+        }
+    }
+
+    /// Counts a round of a wait spinning outside the engine, which
+    /// `progressed` or not: an idle one spins, and reads the stall clock
+    /// as the usual wait does (reports, and fails past `wait_timeout`).
+    pub(crate) fn spin_round(
+        &self,
+        spin: &mut Spinning,
+        progressed: bool,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        if progressed {
+            *spin = self.spinning();
+            return Ok(());
+        }
+        spin.idle = spin.idle.saturating_add(1);
+        std::hint::spin_loop();
+        if spin.idle % StallClock::EVERY == 0 {
+            self.check_stall(&mut spin.stall, what)?;
+        }
+        Ok(())
     }
 
     /// Reads the stall clock of a wait that saw no progress: logs what

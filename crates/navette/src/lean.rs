@@ -9,7 +9,9 @@
 //! completion event or slot. Any packet that only the usual path can match
 //! correctly posts it as the usual request first; so does the end of the
 //! spin phase, after which it waits as any request does (yielding, then
-//! blocking, with stall reports).
+//! blocking). Spinning, it reads the stall clock as any wait does. It is
+//! alone outside the engine on its channel: a receive made there after it
+//! has it posted first ([`State::before_posting`]).
 //!
 //! While it spins, its thread makes progress through
 //! [`crate::driver::Driver::progress_lean`]: the shm driver shows it the
@@ -127,11 +129,18 @@ impl State {
     /// if it waits on `channel`: whether it did (record the outcome with
     /// [`LeanSlot::record`]).
     pub(crate) fn post_lean_on(&mut self, channel: navette_core::ChannelId) -> bool {
-        if !matches!(&self.lean, Some(LeanRecv::Waiting { want, .. }) if want.channel == channel) {
+        if !self.lean_waits_on(channel) {
             return false;
         }
         self.post_lean();
         true
+    }
+
+    /// Whether the blocking receive waits outside the engine on `channel`:
+    /// no other receive there may then wait outside (it is the oldest,
+    /// and alone: whatever posts another posts it first).
+    pub(crate) fn lean_waits_on(&self, channel: navette_core::ChannelId) -> bool {
+        matches!(&self.lean, Some(LeanRecv::Waiting { want, .. }) if want.channel == channel)
     }
 
     /// Posts the receive waiting outside the engine as the usual request.
@@ -189,12 +198,12 @@ impl Node {
         // From here on `dest` is reached only through the lent pointer,
         // under the lock, until `Clear` or the code below takes it back.
         let clear = Clear(core);
-        Some(self.wait_lean(clear))
+        Some(self.wait_lean(want.channel, clear))
     }
 
     /// Spins until the receive lands or is posted (by a packet, or here at
     /// the end of the spin phase), then, posted, waits for it as usual.
-    fn wait_lean(&self, clear: Clear<'_>) -> Result<Status> {
+    fn wait_lean(&self, channel: navette_core::ChannelId, clear: Clear<'_>) -> Result<Status> {
         let core = self.core();
         let slot = &core.lean_slot;
         let mut spin = self.spinning();
@@ -217,7 +226,7 @@ impl Node {
                         std::mem::forget(clear);
                         // Released under the lock that sees the request done.
                         let lent = self.registration(dest);
-                        return self.wait_releasing(req, lent);
+                        return self.wait_receive(channel, req, lent);
                     }
                     Some(LeanRecv::Waiting { .. }) if spun => {
                         state.post_lean();
@@ -231,8 +240,18 @@ impl Node {
                     _ => {}
                 }
             }
-            // A stall drops the receive (`Clear`), unmatched.
-            self.spin_round(&mut spin, progressed, &|| "a blocking receive".to_string())?;
+            if let Err(stalled) =
+                self.spin_round(&mut spin, progressed, &|| "a blocking receive".to_string())
+            {
+                // Given up under the lock that sees it still waiting (then
+                // `Clear` finds nothing to undo); one that landed or was
+                // posted meanwhile is taken above.
+                let mut state = core.lock();
+                if matches!(state.lean, Some(LeanRecv::Waiting { .. })) {
+                    state.lean = None;
+                    return Err(stalled);
+                }
+            }
         }
     }
 }

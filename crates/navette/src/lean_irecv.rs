@@ -117,11 +117,14 @@ impl State {
     /// Whether a receive on `channel` from `source` may wait outside the
     /// engine (here, or as a blocking receive or whole message): nothing
     /// posted or unexpected could come before it on its channel, neither in
-    /// the engine nor in the list.
+    /// the engine nor outside it (the list, a begun message, a blocking
+    /// receive). So the receives waiting outside on a channel are of one
+    /// kind: a blocking receive, or a begun message, or the list's.
     pub(crate) fn can_recv_now(&self, channel: ChannelId, source: navette_core::Source) -> bool {
         self.engine.can_recv_now(channel, source)
             && !self.lean_irecvs.waits_on(channel)
             && !self.message_waits_on(channel)
+            && !self.lean_waits_on(channel)
     }
 
     /// Posts `want` into `buf` outside the engine if it may (see
@@ -136,6 +139,7 @@ impl State {
         if list.waiting.len() >= MOST_WAITING
             || !self.engine.can_recv_now(want.channel, want.source)
             || self.message_waits_on(want.channel)
+            || self.lean_waits_on(want.channel)
             || u32::try_from(list.slots.len()).is_err()
         {
             return Err(buf);
@@ -203,12 +207,11 @@ impl State {
         req
     }
 
-    /// Posts the receives waiting outside the engine on `channel` (a
-    /// blocking receive's, then the list's or a begun message's: never
-    /// both, see [`crate::lean_whole::WholeFor::Message`]) before a
-    /// receive is made there the usual way, so that receives keep their
-    /// posting order. `core` holds this state (for the flags its waiting
-    /// threads read without the lock).
+    /// Posts the receives waiting outside the engine on `channel` (of one
+    /// kind, see [`Self::can_recv_now`]) before a receive is made there the
+    /// usual way, so that receives keep their posting order. `core` holds
+    /// this state (for the flags its waiting threads read without the
+    /// lock).
     pub(crate) fn before_posting(&mut self, channel: ChannelId, core: &crate::node::NodeCore) {
         if self.post_lean_on(channel) {
             core.lean_slot.record(navette_core::RecvNowOutcome::Post);

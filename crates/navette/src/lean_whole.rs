@@ -46,11 +46,8 @@ pub(crate) enum WholeFor {
     /// It is the newest receive of its channel: no other receive there
     /// waits outside the engine after it ([`State::can_recv_now`]), and
     /// one made the usual way has it posted first
-    /// ([`State::before_posting`]). Only a blocking receive may be older
-    /// there, and packets are shown to that one first; one of those that
-    /// went into the engine at the end of its spin makes a packet of the
-    /// channel post this one too (the engine lands nothing at once past a
-    /// posted receive).
+    /// ([`State::before_posting`]); it is made only where no other
+    /// receive waits, in the engine or outside it.
     Message = 2,
 }
 

@@ -73,7 +73,14 @@ pub(crate) struct StallClock {
 
 impl StallClock {
     /// Idle rounds between clock reads.
-    pub(crate) const EVERY: u32 = 64;
+    const EVERY: u32 = 64;
+
+    /// Whether a wait idle for `idle` rounds reads the clock: every
+    /// [`Self::EVERY`] rounds, and every round once the count saturated
+    /// (a wait spinning for ever).
+    pub(crate) fn due(idle: u32) -> bool {
+        idle % Self::EVERY == 0 || idle == u32::MAX
+    }
 
     /// A clock for a wait that has just seen progress.
     pub(crate) fn new(config: &NodeConfig) -> Self {
@@ -771,7 +778,7 @@ impl Node {
             self.back_off(idle)?;
             // Each blocking round lasts up to `block_for`: read the clock
             // at each.
-            if idle % StallClock::EVERY == 0 || idle > self.blocking_after() {
+            if StallClock::due(idle) || idle > self.blocking_after() {
                 self.check_stall(&mut stall, what)?;
             }
         }
@@ -805,7 +812,7 @@ impl Node {
         }
         spin.idle = spin.idle.saturating_add(1);
         std::hint::spin_loop();
-        if spin.idle % StallClock::EVERY == 0 {
+        if StallClock::due(spin.idle) {
             self.check_stall(&mut spin.stall, what)?;
         }
         Ok(())
@@ -882,6 +889,45 @@ impl Node {
             Some(out)
         })?;
         outcome
+    }
+
+    /// [`Self::wait_releasing`] for tagged receive `req` on `channel`: if
+    /// waiting fails (a stall), the receive is cancelled with its memory
+    /// still lent, under one lock, unless a message matched it meanwhile
+    /// (then its outcome, if complete, is returned): a message it would
+    /// have taken goes to a later receive, not into memory no longer lent.
+    pub(crate) fn wait_receive(
+        &self,
+        channel: navette_core::ChannelId,
+        req: ReqId,
+        lent: Registration<'_>,
+    ) -> Result<Status> {
+        let mut lent = Some(lent);
+        let waited = self.wait_until(&|| format!("{req}"), |state| {
+            let out = state.take(req)?;
+            if let Some(lent) = lent.take() {
+                lent.release(state);
+            }
+            Some(out)
+        });
+        let err = match waited {
+            Ok((outcome, _)) => return outcome,
+            Err(err) => err,
+        };
+        let mut state = self.core.lock();
+        let done = state.take(req);
+        if done.is_none() {
+            state.engine.recv_tagged_cancel(channel, req);
+            state.detach(req);
+        }
+        if let Some(lent) = lent.take() {
+            lent.release(&mut state);
+        }
+        unlock(state);
+        match done {
+            Some((outcome, _)) => outcome,
+            None => Err(err),
+        }
     }
 
     /// Waits for all of `reqs`; returns their outcomes in order, and

@@ -469,7 +469,7 @@ impl Node {
             s.watch(id, None);
             (id, lent)
         });
-        self.wait_releasing(id, lent)
+        self.wait_receive(from.channel, id, lent)
     }
 
     /// After one round of progress, the first message that a receive from

@@ -194,7 +194,9 @@ fn each_channel_keeps_its_own_order_beside_a_begun_message() {
 
 #[test]
 fn a_cheaper_first_piece_returns_before_its_message_comes() {
-    let cluster = cluster(2).build();
+    // Spinning for ever: a CHEAPER piece that waited for its message
+    // would fail by the guard's timeout instead of returning.
+    let cluster = spinning_for_ever(Some(HANG_GUARD));
     let (a, b) = (cluster.node(0), cluster.node(1));
     let mut data = vec![0u8; 40];
     let mut msg = b.begin_unpacking(b.gate(0), 9u64).unwrap();
@@ -305,7 +307,7 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
     // long as its spin phase lets it); meanwhile another thread begins a
     // message and posts a receive on the same channel the usual way. The
     // blocking receive, the oldest, gets the first message.
-    let cluster = spinning_for_ever(None);
+    let cluster = spinning_for_ever(Some(HANG_GUARD));
     let (a, b) = (cluster.node(0), cluster.node(1));
     std::thread::scope(|s| {
         let blocking = s.spawn(|| {
@@ -315,15 +317,7 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
                 .unwrap();
             (status.tag, first)
         });
-        // Until it waits (outside, or posted at the end of its spin).
-        loop {
-            let report = b.report();
-            let outside = report.outside.iter().any(|o| o.kind == "blocking receive");
-            if outside || !report.requests.is_empty() {
-                break;
-            }
-            std::thread::yield_now();
-        }
+        await_blocking_outside(b);
         let begun = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
         let third = b.irecv(RecvFrom::any(), TagMatch::any(), vec![0u8; 8]);
         for tag in 0..3u64 {
@@ -350,22 +344,118 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
 }
 
 #[test]
-fn a_blocking_receive_spinning_for_ever_still_times_out() {
-    let cluster = spinning_for_ever(Some(std::time::Duration::from_millis(200)));
-    let (a, b) = (cluster.node(0), cluster.node(1));
-    let mut data = [0u8; 8];
-    match b.recv(b.gate(0), 3u64, &mut data) {
-        Err(Error::Stalled { what, .. }) => assert_eq!(what, "a blocking receive"),
-        other => panic!("expected a stall, got {other:?}"),
+fn a_blocking_receive_that_times_out_leaves_its_message_to_the_next() {
+    let timeout = Some(std::time::Duration::from_millis(200));
+    // Stalled while spinning outside the engine (for ever), or after the
+    // spin, posted: either way it is gone.
+    let default_spin = cluster(2)
+        .node_config(navette::NodeConfig {
+            wait_timeout: timeout,
+            ..navette::NodeConfig::default()
+        })
+        .build();
+    for (cluster, what) in [
+        (spinning_for_ever(timeout), "a blocking receive"),
+        (default_spin, "req#"),
+    ] {
+        let (a, b) = (cluster.node(0), cluster.node(1));
+        let mut data = [0u8; 8];
+        match b.recv(b.gate(0), 3u64, &mut data) {
+            Err(Error::Stalled { what: got, .. }) => assert!(got.starts_with(what), "{got}"),
+            other => panic!("expected a stall, got {other:?}"),
+        }
+        let report = b.report();
+        assert!(
+            report.outside.is_empty() && report.requests.is_empty(),
+            "{report}"
+        );
+        a.isend(a.gate(1), 3, pattern(8, 130))
+            .unwrap()
+            .wait()
+            .unwrap();
+        b.recv(b.gate(0), 3u64, &mut data).unwrap();
+        check(&data, 8, 130);
+        assert_eq!(b.unwaited_failures(), 0);
     }
-    // It is gone: the message goes to the next receive.
-    assert!(b.report().outside.is_empty());
-    a.isend(a.gate(1), 3, pattern(8, 130))
+    // Posted behind an unexpected message (the usual path from the start).
+    let cluster = spinning_for_ever(timeout);
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    a.isend(a.gate(1), 7, pattern(8, 131))
+        .unwrap()
+        .wait()
+        .unwrap();
+    while b.probe(b.gate(0), 7u64).unwrap().is_none() {}
+    let mut data = [0u8; 8];
+    assert!(matches!(
+        b.recv(b.gate(0), 3u64, &mut data),
+        Err(Error::Stalled { .. })
+    ));
+    a.isend(a.gate(1), 3, pattern(8, 132))
         .unwrap()
         .wait()
         .unwrap();
     b.recv(b.gate(0), 3u64, &mut data).unwrap();
-    check(&data, 8, 130);
+    check(&data, 8, 132);
+    b.recv(b.gate(0), 7u64, &mut data).unwrap();
+    check(&data, 8, 131);
+    assert_eq!(b.unwaited_failures(), 0);
+}
+
+#[test]
+fn a_blocking_receive_waiting_outside_is_posted_before_any_other_on_its_channel() {
+    // While a blocking receive waits outside the engine on a channel, a
+    // receive there of any kind is made the usual way, the blocking one
+    // posted first; receives on other channels wait outside as usual.
+    let cluster = spinning_for_ever(Some(HANG_GUARD));
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let on_4 = |peer| Gate::new(ChannelId(4), peer);
+    std::thread::scope(|s| {
+        let blocking = s.spawn(|| {
+            let mut first = vec![0u8; 8];
+            let status = b.recv(on_4(0), TagMatch::any(), &mut first).unwrap();
+            (status.tag, first)
+        });
+        await_blocking_outside(b);
+        let mut begun = b.begin_unpacking(on_4(0), TagMatch::any()).unwrap();
+        let mut second = vec![0u8; 8];
+        // Returns at once, posted behind the blocking receive.
+        begun
+            .unpack_cheaper(&mut second, SendMode::Cheaper)
+            .unwrap();
+        let third = b.irecv(on_4(0), TagMatch::any(), vec![0u8; 8]);
+        let elsewhere = b.irecv(b.gate(0), 9u64, vec![0u8; 8]);
+        assert_eq!(waiting_kinds(b), ["irecv posted ahead"]);
+        for tag in 0..3u64 {
+            a.isend(on_4(1), tag, pattern(8, 140 + tag))
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        a.isend(a.gate(1), 9, pattern(8, 149))
+            .unwrap()
+            .wait()
+            .unwrap();
+        let (tag, first) = blocking.join().unwrap();
+        assert_eq!(tag, 0);
+        check(&first, 8, 140);
+        assert_eq!(begun.end_unpacking().unwrap().tag, 1);
+        check(&second, 8, 141);
+        let third = third.wait().unwrap();
+        assert_eq!(third.status.tag, 2);
+        check(&third.data, 8, 142);
+        check(&elsewhere.wait().unwrap().data, 8, 149);
+    });
+}
+
+/// A guard against a regression that would wait for ever: the longest a
+/// test's wait may see no progress.
+const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until `node`'s blocking receive waits outside the engine.
+fn await_blocking_outside(node: &navette::Node) {
+    while !waiting_kinds(node).contains(&"blocking receive") {
+        std::thread::yield_now();
+    }
 }
 
 /// Two nodes that spin for ever while they wait, with `timeout`.

@@ -393,6 +393,34 @@ impl Engine {
         req
     }
 
+    /// Cancels tagged receive `req` (from [`Self::recv_tagged`] on
+    /// `channel`) if no message has matched it yet: whether it did. Its
+    /// request then completes with [`RequestError::Cancelled`], and the
+    /// next message it would have taken goes to a later receive. For a
+    /// waiter that gives up (a stalled wait), so that no message is
+    /// written into memory it no longer lends.
+    pub fn recv_tagged_cancel(&mut self, channel: ChannelId, req: ReqId) -> bool {
+        let Some(ch) = self.find_channel(channel) else {
+            return false;
+        };
+        let recv_msgs = &self.recv_msgs;
+        let found = ch.posted.iter().position(|p| match p {
+            Posted::Tagged(t) => t.req == req,
+            // Promoted (it was posted behind unexpected messages): the
+            // message's end request is the receive's.
+            Posted::Msg(key) => recv_msgs.get(key).is_some_and(|m| m.end == Some(req)),
+        });
+        let Some(i) = found else {
+            return false;
+        };
+        match self.channel(channel).posted.remove(i) {
+            Some(Posted::Tagged(_)) => self.complete(req, Err(RequestError::Cancelled)),
+            Some(Posted::Msg(key)) => self.recv_abandon(key),
+            None => return false,
+        }
+        true
+    }
+
     /// Turns a tagged receive into a receive message of one piece, whose
     /// end request is the tagged receive's own; returns the message's key.
     /// With `post`, the message is bound to an unexpected message or posted

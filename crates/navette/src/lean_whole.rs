@@ -315,11 +315,14 @@ impl Node {
     /// settles (its message came, or a packet had it posted), or until
     /// the spin phase ends, which posts it: then any further wait is the
     /// usual one. Calls for this node's services are served meanwhile.
-    /// `None` if `give_up` said so first (the receive still waits).
+    /// `None` if `give_up` said so first (the receive still waits). A
+    /// stall fails with [`crate::Error::Stalled`] naming `what`, and
+    /// leaves the receive waiting.
     pub(crate) fn spin_whole(
         &self,
         slot: WholeFor,
         give_up: impl Fn() -> bool,
+        what: &dyn Fn() -> String,
     ) -> crate::Result<Option<Settled>> {
         let core = self.core();
         let mut spin = self.spinning();
@@ -337,9 +340,8 @@ impl Node {
             if give_up() {
                 return Ok(None);
             }
-            // A stall leaves the receive waiting: its owner may wait
-            // again, or drop it.
-            self.spin_round(&mut spin, progressed, &|| format!("the {}", slot.kind()))?;
+            // Its owner may wait again, or drop it.
+            self.spin_round(&mut spin, progressed, what)?;
         }
     }
 

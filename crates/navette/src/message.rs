@@ -590,7 +590,12 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
         if !self.outside {
             return Ok(());
         }
-        let settled = self.node.borrow().spin_whole(WholeFor::Message, || false)?;
+        let settled = self
+            .node
+            .borrow()
+            .spin_whole(WholeFor::Message, || false, &|| {
+                format!("the {}", WholeFor::Message.kind())
+            })?;
         if let Some(settled) = settled {
             self.settle(settled);
         }

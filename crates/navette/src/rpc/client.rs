@@ -256,7 +256,8 @@ impl<'n> CallRequest<'n, '_> {
     /// first.
     fn wait_lean(&mut self) -> Result<bool> {
         let node = self.node;
-        match node.spin_whole(WholeFor::Reply, || self.is_late())? {
+        let what = || describe(&self.service, self.peer);
+        match node.spin_whole(WholeFor::Reply, || self.is_late(), &what)? {
             Some(settled) => {
                 self.take_settled(settled);
                 Ok(true)

@@ -893,9 +893,10 @@ impl Node {
 
     /// [`Self::wait_releasing`] for tagged receive `req` on `channel`: if
     /// waiting fails (a stall), the receive is cancelled with its memory
-    /// still lent, under one lock, unless a message matched it meanwhile
-    /// (then its outcome, if complete, is returned): a message it would
-    /// have taken goes to a later receive, not into memory no longer lent.
+    /// still lent, under one lock, unless it completed meanwhile (then its
+    /// outcome is returned): a message it would have taken goes to a later
+    /// receive, not into memory no longer lent; one that had matched it
+    /// and was still arriving is dropped, with a warning.
     pub(crate) fn wait_receive(
         &self,
         channel: navette_core::ChannelId,
@@ -915,9 +916,12 @@ impl Node {
             Err(err) => err,
         };
         let mut state = self.core.lock();
+        state.collect();
         let done = state.take(req);
         if done.is_none() {
-            state.engine.recv_tagged_cancel(channel, req);
+            if !state.engine.recv_tagged_cancel(channel, req) {
+                tracing::warn!("{req} gave up waiting: the message it had matched is dropped");
+            }
             state.detach(req);
         }
         if let Some(lent) = lent.take() {

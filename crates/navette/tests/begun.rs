@@ -453,9 +453,42 @@ const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Waits until `node`'s blocking receive waits outside the engine.
 fn await_blocking_outside(node: &navette::Node) {
+    let start = std::time::Instant::now();
     while !waiting_kinds(node).contains(&"blocking receive") {
+        assert!(start.elapsed() < HANG_GUARD, "{}", node.report());
         std::thread::yield_now();
     }
+}
+
+#[test]
+fn an_irecv_beside_a_blocking_receive_waiting_outside_posts_it_first() {
+    let cluster = spinning_for_ever(Some(HANG_GUARD));
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    std::thread::scope(|s| {
+        let blocking = s.spawn(|| {
+            let mut first = vec![0u8; 8];
+            let status = b.recv(b.gate(0), TagMatch::any(), &mut first).unwrap();
+            (status.tag, first)
+        });
+        await_blocking_outside(b);
+        // Not beside it outside the engine: both are posted, in order.
+        let second = b.irecv(b.gate(0), TagMatch::any(), vec![0u8; 8]);
+        let report = b.report();
+        assert!(report.outside.is_empty(), "{report}");
+        assert_eq!(report.requests.len(), 2, "{report}");
+        for tag in 0..2u64 {
+            a.isend(a.gate(1), tag, pattern(8, 150 + tag))
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        let (tag, first) = blocking.join().unwrap();
+        assert_eq!(tag, 0);
+        check(&first, 8, 150);
+        let second = second.wait().unwrap();
+        assert_eq!(second.status.tag, 1);
+        check(&second.data, 8, 151);
+    });
 }
 
 /// Two nodes that spin for ever while they wait, with `timeout`.

@@ -394,12 +394,30 @@ impl Engine {
     }
 
     /// Cancels tagged receive `req` (from [`Self::recv_tagged`] on
-    /// `channel`) if no message has matched it yet: whether it did. Its
-    /// request then completes with [`RequestError::Cancelled`], and the
-    /// next message it would have taken goes to a later receive. For a
-    /// waiter that gives up (a stalled wait), so that no message is
-    /// written into memory it no longer lends.
+    /// `channel`), not complete, for a waiter that gives up (a stalled
+    /// wait): its request completes with [`RequestError::Cancelled`] and
+    /// nothing is written into its memory any more. Returns whether no
+    /// message had matched it (the next one it would have taken goes to a
+    /// later receive); one that had, still arriving (a rendezvous, more
+    /// pieces), is dropped as it arrives, as an abandoned message is.
     pub fn recv_tagged_cancel(&mut self, channel: ChannelId, req: ReqId) -> bool {
+        if self.recv_tagged_unmatched_cancel(channel, req) {
+            return true;
+        }
+        // Matched (it was promoted to a receive message): its key.
+        let key = self
+            .recv_msgs
+            .iter()
+            .find_map(|(key, m)| (m.end == Some(req)).then_some(*key));
+        if let Some(key) = key {
+            self.recv_abandon(key);
+        }
+        false
+    }
+
+    /// [`Self::recv_tagged_cancel`] for a receive still posted: whether it
+    /// was.
+    fn recv_tagged_unmatched_cancel(&mut self, channel: ChannelId, req: ReqId) -> bool {
         let Some(ch) = self.find_channel(channel) else {
             return false;
         };

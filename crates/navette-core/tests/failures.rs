@@ -198,17 +198,8 @@ fn receiver_unpacks_more() {
 fn truncated_tagged_receive() {
     for (threshold, sender) in [(0, Err(RequestError::RejectedByReceiver)), (4096, Ok(()))] {
         let mut net = Net::new(2, 1, caps(threshold, 1000));
-        let dest = net.alloc(1, vec![0; 100]);
-        let recv = net.engines[1].recv_tagged(
-            common::CH,
-            from(0),
-            TagMatch::exact(3),
-            dest,
-            &mut net.mems[1],
-        );
-        let src = net.alloc(0, vec![1; 200]);
-        let out = net.begin(0, 1, 3);
-        let sent = net.engines[0].send_tagged(out, src);
+        let (recv, _) = recv_tagged_3(&mut net, 100);
+        let sent = send_tagged_3(&mut net, vec![1; 200]);
         net.run();
         assert!(matches!(
             net.err(1, recv),
@@ -443,47 +434,22 @@ fn cancelled_tagged_receive() {
             net.send(0, 1, 9, &pieces(&[4], 1));
             net.run();
         }
-        let dest = net.alloc(1, vec![0; 100]);
-        let recv = net.engines[1].recv_tagged(
-            common::CH,
-            from(0),
-            TagMatch::exact(3),
-            dest,
-            &mut net.mems[1],
-        );
+        let (recv, dest) = recv_tagged_3(&mut net, 100);
         assert!(net.engines[1].recv_tagged_cancel(common::CH, recv));
         net.collect();
         assert_eq!(net.err(1, recv), RequestError::Cancelled);
-        let src = net.alloc(0, vec![7; 50]);
-        let out = net.begin(0, 1, 3);
-        net.engines[0].send_tagged(out, src);
+        send_tagged_3(&mut net, vec![7; 50]);
         net.run();
         assert!(net.read(1, dest).iter().all(|&b| b == 0));
-        let next = net.alloc(1, vec![0; 100]);
-        let again = net.engines[1].recv_tagged(
-            common::CH,
-            from(0),
-            TagMatch::exact(3),
-            next,
-            &mut net.mems[1],
-        );
+        let (again, next) = recv_tagged_3(&mut net, 100);
         net.run();
         assert_eq!(net.ok(1, again).len, 50);
         assert!(net.read(1, next)[..50].iter().all(|&b| b == 7));
     }
     // Matched by a rendezvous whose data has not come.
     let mut net = Net::new(2, 1, caps(0, 1000));
-    let dest = net.alloc(1, vec![0; 200]);
-    let recv = net.engines[1].recv_tagged(
-        common::CH,
-        from(0),
-        TagMatch::exact(3),
-        dest,
-        &mut net.mems[1],
-    );
-    let src = net.alloc(0, vec![1; 200]);
-    let out = net.begin(0, 1, 3);
-    let sent = net.engines[0].send_tagged(out, src);
+    let (recv, dest) = recv_tagged_3(&mut net, 200);
+    let sent = send_tagged_3(&mut net, vec![1; 200]);
     net.transmit();
     // The request to send reaches the receiver, which matches it.
     net.deliver_one(0);
@@ -498,4 +464,25 @@ fn cancelled_tagged_receive() {
     assert!(!net.pending(0, sent), "the sender is done");
     assert!(net.errors.is_empty(), "{:?}", net.errors);
     gate_still_works(&mut net, 4);
+}
+
+/// Rank 1's tagged receive from rank 0 with tag 3 into `len` bytes: its
+/// request and memory.
+fn recv_tagged_3(net: &mut Net, len: usize) -> (navette_core::ReqId, navette_core::MemRef) {
+    let dest = net.alloc(1, vec![0; len]);
+    let recv = net.engines[1].recv_tagged(
+        common::CH,
+        from(0),
+        TagMatch::exact(3),
+        dest,
+        &mut net.mems[1],
+    );
+    (recv, dest)
+}
+
+/// Rank 0's tagged send of `data` to rank 1 with tag 3: its request.
+fn send_tagged_3(net: &mut Net, data: Vec<u8>) -> navette_core::ReqId {
+    let src = net.alloc(0, data);
+    let out = net.begin(0, 1, 3);
+    net.engines[0].send_tagged(out, src)
 }

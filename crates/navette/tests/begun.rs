@@ -310,14 +310,7 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
     let cluster = spinning_for_ever(Some(HANG_GUARD));
     let (a, b) = (cluster.node(0), cluster.node(1));
     std::thread::scope(|s| {
-        let blocking = s.spawn(|| {
-            let mut first = vec![0u8; 8];
-            let status = b
-                .recv(RecvFrom::any(), TagMatch::any(), &mut first)
-                .unwrap();
-            (status.tag, first)
-        });
-        await_blocking_outside(b);
+        let blocking = blocking_recv_outside(s, b, RecvFrom::any());
         let begun = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
         let third = b.irecv(RecvFrom::any(), TagMatch::any(), vec![0u8; 8]);
         for tag in 0..3u64 {
@@ -410,12 +403,7 @@ fn a_blocking_receive_waiting_outside_is_posted_before_any_other_on_its_channel(
     let (a, b) = (cluster.node(0), cluster.node(1));
     let on_4 = |peer| Gate::new(ChannelId(4), peer);
     std::thread::scope(|s| {
-        let blocking = s.spawn(|| {
-            let mut first = vec![0u8; 8];
-            let status = b.recv(on_4(0), TagMatch::any(), &mut first).unwrap();
-            (status.tag, first)
-        });
-        await_blocking_outside(b);
+        let blocking = blocking_recv_outside(s, b, on_4(0).into());
         let mut begun = b.begin_unpacking(on_4(0), TagMatch::any()).unwrap();
         let mut second = vec![0u8; 8];
         // Returns at once, posted behind the blocking receive.
@@ -451,13 +439,25 @@ fn a_blocking_receive_waiting_outside_is_posted_before_any_other_on_its_channel(
 /// test's wait may see no progress.
 const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Waits until `node`'s blocking receive waits outside the engine.
-fn await_blocking_outside(node: &navette::Node) {
+/// Starts a thread whose blocking receive of 8 bytes from `from`, any
+/// tag, waits outside the engine of `node`, and returns once it does; the
+/// thread returns the tag and data it received.
+fn blocking_recv_outside<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    node: &'scope navette::Node,
+    from: RecvFrom,
+) -> std::thread::ScopedJoinHandle<'scope, (u64, Vec<u8>)> {
+    let blocking = s.spawn(move || {
+        let mut data = vec![0u8; 8];
+        let status = node.recv(from, TagMatch::any(), &mut data).unwrap();
+        (status.tag, data)
+    });
     let start = std::time::Instant::now();
     while !waiting_kinds(node).contains(&"blocking receive") {
         assert!(start.elapsed() < HANG_GUARD, "{}", node.report());
         std::thread::yield_now();
     }
+    blocking
 }
 
 #[test]
@@ -465,12 +465,7 @@ fn an_irecv_beside_a_blocking_receive_waiting_outside_posts_it_first() {
     let cluster = spinning_for_ever(Some(HANG_GUARD));
     let (a, b) = (cluster.node(0), cluster.node(1));
     std::thread::scope(|s| {
-        let blocking = s.spawn(|| {
-            let mut first = vec![0u8; 8];
-            let status = b.recv(b.gate(0), TagMatch::any(), &mut first).unwrap();
-            (status.tag, first)
-        });
-        await_blocking_outside(b);
+        let blocking = blocking_recv_outside(s, b, b.gate(0).into());
         // Not beside it outside the engine: both are posted, in order.
         let second = b.irecv(b.gate(0), TagMatch::any(), vec![0u8; 8]);
         let report = b.report();

@@ -880,7 +880,12 @@ impl Node {
     /// the caller memory it borrowed under the same lock (one lock fewer
     /// on the latency path). If waiting fails, dropping `lent` releases it.
     pub(crate) fn wait_releasing(&self, req: ReqId, lent: Registration<'_>) -> Result<Status> {
-        let mut lent = Some(lent);
+        self.wait_lent(req, &mut Some(lent))?
+    }
+
+    /// Waits for `req` and takes its outcome, releasing `lent` under the
+    /// lock that sees it done; if waiting fails, `lent` is left in place.
+    fn wait_lent(&self, req: ReqId, lent: &mut Option<Registration<'_>>) -> Result<Result<Status>> {
         let (outcome, _) = self.wait_until(&|| format!("{req}"), |state| {
             let out = state.take(req)?;
             if let Some(lent) = lent.take() {
@@ -888,7 +893,7 @@ impl Node {
             }
             Some(out)
         })?;
-        outcome
+        Ok(outcome)
     }
 
     /// [`Self::wait_releasing`] for tagged receive `req` on `channel`: if
@@ -904,15 +909,8 @@ impl Node {
         lent: Registration<'_>,
     ) -> Result<Status> {
         let mut lent = Some(lent);
-        let waited = self.wait_until(&|| format!("{req}"), |state| {
-            let out = state.take(req)?;
-            if let Some(lent) = lent.take() {
-                lent.release(state);
-            }
-            Some(out)
-        });
-        let err = match waited {
-            Ok((outcome, _)) => return outcome,
+        let err = match self.wait_lent(req, &mut lent) {
+            Ok(outcome) => return outcome,
             Err(err) => err,
         };
         let mut state = self.core.lock();

@@ -401,42 +401,31 @@ impl Engine {
     /// later receive); one that had, still arriving (a rendezvous, more
     /// pieces), is dropped as it arrives, as an abandoned message is.
     pub fn recv_tagged_cancel(&mut self, channel: ChannelId, req: ReqId) -> bool {
-        if self.recv_tagged_unmatched_cancel(channel, req) {
-            return true;
+        // Kept inline in its channel's queue while no message came.
+        if let Some(ch) = self.find_channel(channel) {
+            let inline = ch
+                .posted
+                .iter()
+                .position(|p| matches!(p, Posted::Tagged(t) if t.req == req));
+            if let Some(i) = inline {
+                self.channel(channel).posted.remove(i);
+                self.complete(req, Err(RequestError::Cancelled));
+                return true;
+            }
         }
-        // Matched (it was promoted to a receive message): its key.
+        // Promoted to a receive message (posted behind unexpected messages,
+        // or matched by a message of more than one eager piece), whose end
+        // request is the receive's: abandoned, posted or bound.
         let key = self
             .recv_msgs
             .iter()
             .find_map(|(key, m)| (m.end == Some(req)).then_some(*key));
-        if let Some(key) = key {
-            self.recv_abandon(key);
-        }
-        false
-    }
-
-    /// [`Self::recv_tagged_cancel`] for a receive still posted: whether it
-    /// was.
-    fn recv_tagged_unmatched_cancel(&mut self, channel: ChannelId, req: ReqId) -> bool {
-        let Some(ch) = self.find_channel(channel) else {
+        let Some(key) = key else {
             return false;
         };
-        let recv_msgs = &self.recv_msgs;
-        let found = ch.posted.iter().position(|p| match p {
-            Posted::Tagged(t) => t.req == req,
-            // Promoted (it was posted behind unexpected messages): the
-            // message's end request is the receive's.
-            Posted::Msg(key) => recv_msgs.get(key).is_some_and(|m| m.end == Some(req)),
-        });
-        let Some(i) = found else {
-            return false;
-        };
-        match self.channel(channel).posted.remove(i) {
-            Some(Posted::Tagged(_)) => self.complete(req, Err(RequestError::Cancelled)),
-            Some(Posted::Msg(key)) => self.recv_abandon(key),
-            None => return false,
-        }
-        true
+        let unmatched = self.recv_unmatched(key);
+        self.recv_abandon(key);
+        unmatched
     }
 
     /// Turns a tagged receive into a receive message of one piece, whose

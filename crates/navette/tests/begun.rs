@@ -23,6 +23,15 @@ fn waiting_kinds(node: &navette::Node) -> Vec<&'static str> {
     node.report().outside.iter().map(|o| o.kind).collect()
 }
 
+/// Sends a tagged message of `len` bytes drawn from `salt` and waits
+/// until it has left.
+fn send_tagged(node: &navette::Node, gate: Gate, tag: u64, len: usize, salt: u64) {
+    node.isend(gate, tag, pattern(len, salt))
+        .unwrap()
+        .wait()
+        .unwrap();
+}
+
 /// Sends a message of an 8-byte EXPRESS header and a `body`-byte CHEAPER
 /// body, both drawn from `salt`.
 fn send_message(node: &navette::Node, gate: Gate, tag: u64, body: usize, salt: u64) {
@@ -88,10 +97,7 @@ fn receives_made_after_a_begun_message_come_after_it() {
         let first = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
         let salt = round * 10;
         send_message(a, a.gate(1), 0, 16, salt);
-        a.isend(a.gate(1), 1, pattern(10, salt + 5))
-            .unwrap()
-            .wait()
-            .unwrap();
+        send_tagged(a, a.gate(1), 1, 10, salt + 5);
         let mut second = vec![0u8; 10];
         match round {
             0 => {
@@ -182,10 +188,7 @@ fn each_channel_keeps_its_own_order_beside_a_begun_message() {
     let mut data = vec![0u8; 32];
     let msg = b.begin_unpacking(on_4(0), 2u64).unwrap();
     let other = b.irecv(b.gate(0), 2u64, vec![0u8; 8]);
-    a.isend(a.gate(1), 2, pattern(8, 70))
-        .unwrap()
-        .wait()
-        .unwrap();
+    send_tagged(a, a.gate(1), 2, 8, 70);
     send_message(a, on_4(1), 2, 32, 71);
     check(&other.wait().unwrap().data, 8, 70);
     assert_eq!(receive!(msg, data, 71), 2);
@@ -314,10 +317,7 @@ fn a_blocking_receive_waiting_outside_stays_first_on_its_channel() {
         let begun = b.begin_unpacking(RecvFrom::any(), TagMatch::any()).unwrap();
         let third = b.irecv(RecvFrom::any(), TagMatch::any(), vec![0u8; 8]);
         for tag in 0..3u64 {
-            a.isend(a.gate(1), tag, pattern(8, 110 + tag))
-                .unwrap()
-                .wait()
-                .unwrap();
+            send_tagged(a, a.gate(1), tag, 8, 110 + tag);
         }
         // Sent in tag order 0, 1, 2; received in posting order.
         let (tag, first) = blocking.join().unwrap();
@@ -362,10 +362,7 @@ fn a_blocking_receive_that_times_out_leaves_its_message_to_the_next() {
             report.outside.is_empty() && report.requests.is_empty(),
             "{report}"
         );
-        a.isend(a.gate(1), 3, pattern(8, 130))
-            .unwrap()
-            .wait()
-            .unwrap();
+        send_tagged(a, a.gate(1), 3, 8, 130);
         b.recv(b.gate(0), 3u64, &mut data).unwrap();
         check(&data, 8, 130);
         assert_eq!(b.unwaited_failures(), 0);
@@ -373,20 +370,14 @@ fn a_blocking_receive_that_times_out_leaves_its_message_to_the_next() {
     // Posted behind an unexpected message (the usual path from the start).
     let cluster = spinning_for_ever(timeout);
     let (a, b) = (cluster.node(0), cluster.node(1));
-    a.isend(a.gate(1), 7, pattern(8, 131))
-        .unwrap()
-        .wait()
-        .unwrap();
+    send_tagged(a, a.gate(1), 7, 8, 131);
     while b.probe(b.gate(0), 7u64).unwrap().is_none() {}
     let mut data = [0u8; 8];
     assert!(matches!(
         b.recv(b.gate(0), 3u64, &mut data),
         Err(Error::Stalled { .. })
     ));
-    a.isend(a.gate(1), 3, pattern(8, 132))
-        .unwrap()
-        .wait()
-        .unwrap();
+    send_tagged(a, a.gate(1), 3, 8, 132);
     b.recv(b.gate(0), 3u64, &mut data).unwrap();
     check(&data, 8, 132);
     b.recv(b.gate(0), 7u64, &mut data).unwrap();
@@ -414,15 +405,9 @@ fn a_blocking_receive_waiting_outside_is_posted_before_any_other_on_its_channel(
         let elsewhere = b.irecv(b.gate(0), 9u64, vec![0u8; 8]);
         assert_eq!(waiting_kinds(b), ["irecv posted ahead"]);
         for tag in 0..3u64 {
-            a.isend(on_4(1), tag, pattern(8, 140 + tag))
-                .unwrap()
-                .wait()
-                .unwrap();
+            send_tagged(a, on_4(1), tag, 8, 140 + tag);
         }
-        a.isend(a.gate(1), 9, pattern(8, 149))
-            .unwrap()
-            .wait()
-            .unwrap();
+        send_tagged(a, a.gate(1), 9, 8, 149);
         let (tag, first) = blocking.join().unwrap();
         assert_eq!(tag, 0);
         check(&first, 8, 140);
@@ -472,10 +457,7 @@ fn an_irecv_beside_a_blocking_receive_waiting_outside_posts_it_first() {
         assert!(report.outside.is_empty(), "{report}");
         assert_eq!(report.requests.len(), 2, "{report}");
         for tag in 0..2u64 {
-            a.isend(a.gate(1), tag, pattern(8, 150 + tag))
-                .unwrap()
-                .wait()
-                .unwrap();
+            send_tagged(a, a.gate(1), tag, 8, 150 + tag);
         }
         let (tag, first) = blocking.join().unwrap();
         assert_eq!(tag, 0);

@@ -9,7 +9,7 @@
 //! [`crate::driver::DriverPort::handle_packet`], after the tagged receive
 //! of [`crate::lean`]): a packet that is exactly one in-order message,
 //! every piece eager, that a receive accepts leaves the engine at once as a
-//! [`WholeMessage`] whose data is copied back to back, inline when small
+//! [`WholeMessage`] whose data is copied back to back into a recycled buffer
 //! ([`navette_core::Engine::recv_whole_now`]) — no receive message, posted
 //! entry, unexpected entry, binding, request or completion.
 //!

@@ -15,7 +15,6 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 
 use navette_wire::{PieceFlags, ReceiveMode, SendMode};
-use smallvec::SmallVec;
 
 use super::incoming::Incoming;
 use super::now::WholePieces;
@@ -52,13 +51,12 @@ struct Whole {
 
 /// The pieces of a message received at once, and each piece's flags and
 /// where its data lies; `next` is the next piece to unpack. Their data is
-/// either copied back to back into `data` (inline up to [`PACKED_INLINE`]
-/// bytes), or, with `in_frame`, lies in `frame`: the very buffer the packet
-/// was received in, handed over by its driver
-/// ([`Engine::recv_whole_now_in`]).
+/// either copied back to back into `data`, or, with `in_frame`, lies in
+/// `frame`: the very buffer the packet was received in, handed over by its
+/// driver ([`Engine::recv_whole_now_in`]).
 #[derive(Debug, Default)]
 struct Packed {
-    data: SmallVec<[u8; PACKED_INLINE]>,
+    data: Vec<u8>,
     /// A driver's buffer, kept at the length the driver gave it (its
     /// bytes past the packet mean nothing), so that it can go back to a
     /// driver as it came.
@@ -66,13 +64,16 @@ struct Packed {
     in_frame: bool,
     /// Each piece's flags, and the offset and length of its data in
     /// `data` or `frame` (32 bits each: the entry moves on every piece).
-    pieces: SmallVec<[(PieceFlags, u32, u32); ARRIVE_MOST]>,
+    pieces: Vec<(PieceFlags, u32, u32)>,
     next: usize,
 }
 
-/// Bytes of a message received at once held without allocation: the usual
-/// RPC call or reply (a header or two and a small body).
-const PACKED_INLINE: usize = 192;
+/// Bytes of data a new [`Whole`] makes room for at least: the usual RPC
+/// call or reply (a header or two and a small body). Its buffers are plain
+/// vectors rather than inline arrays: the box is recycled with them, and
+/// landing a message of three pieces then takes 640 instructions instead
+/// of 820 (callgrind, RPC of 0 bytes over shm).
+const PACKED_ROOM: usize = 192;
 
 /// A spare [`Whole`] does not keep a copy buffer larger than this.
 const KEEP_DATA: usize = 64 << 10;
@@ -102,7 +103,11 @@ impl Recycled {
             None => Box::new(Whole {
                 status,
                 kept: VecDeque::new(),
-                packed: Packed::default(),
+                packed: Packed {
+                    data: Vec::with_capacity(len.max(PACKED_ROOM)),
+                    pieces: Vec::with_capacity(ARRIVE_MOST),
+                    ..Packed::default()
+                },
                 unpacked: 0,
                 failed: None,
             }),
@@ -149,7 +154,7 @@ impl Drop for Recycled {
         };
         let packed = &mut whole.packed;
         if packed.data.capacity() > KEEP_DATA {
-            packed.data = SmallVec::new();
+            packed.data = Vec::new();
         }
         if packed.frame.capacity() > KEEP_FRAME {
             packed.frame = Vec::new();

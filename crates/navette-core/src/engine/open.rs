@@ -144,14 +144,16 @@ impl OpenPackets {
         }
     }
 
-    /// Drops every waiting packet (their peer is lost): whether any
+    /// Drops every waiting packet (their peer is lost), and the buffers
+    /// kept for the next ones (no packet will go to it again): whether any
     /// waited, and how many staged messages nobody waits for were lost.
     pub(super) fn drop_all(&mut self) -> (bool, usize) {
         let waited = self.is_waiting();
-        self.bytes.clear();
+        self.bytes = Vec::new();
+        self.spare = Vec::new();
         self.chunks = 0;
-        self.gates.clear();
-        self.closed.clear();
+        self.gates = Vec::new();
+        self.closed = VecDeque::new();
         (waited, std::mem::take(&mut self.detached).len())
     }
 }
@@ -316,5 +318,35 @@ impl Engine {
     /// their peer, since the start (each was logged as its peer was lost).
     pub fn lost_detached_staged(&self) -> u64 {
         self.lost_detached
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_peers_open_packets_free_their_buffers() {
+        let mut open = OpenPackets {
+            bytes: vec![1; 64],
+            chunks: 2,
+            spare: Vec::with_capacity(2048),
+            gates: vec![GateId(0)],
+            max_body: 2048,
+            detached: vec![3],
+            ..OpenPackets::default()
+        };
+        open.close();
+        open.bytes = vec![2; 32];
+        open.chunks = 1;
+        let (waited, lost) = open.drop_all();
+        assert!(waited);
+        assert_eq!(lost, 1);
+        assert!(!open.is_waiting());
+        let held = open.bytes.capacity()
+            + open.spare.capacity()
+            + open.gates.capacity()
+            + open.closed.capacity();
+        assert_eq!(held, 0, "buffers kept after the peer was lost");
     }
 }

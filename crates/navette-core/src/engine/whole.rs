@@ -160,9 +160,14 @@ impl Drop for Recycled {
             packed.frame = Vec::new();
         }
         // Kept pieces and a failure own allocations of their own: freed
-        // now, not kept with the spare.
-        whole.kept = VecDeque::new();
-        whole.failed = None;
+        // now, not kept with the spare (a message received at once has
+        // neither: nothing to drop then).
+        if whole.kept.capacity() != 0 {
+            whole.kept = VecDeque::new();
+        }
+        if whole.failed.is_some() {
+            whole.failed = None;
+        }
         // `try_with`: while the thread exits, its spare may be gone. A
         // spare holding a driver's buffer is worth more than one without
         // (two messages alive at once, one of them copied).

@@ -326,6 +326,15 @@ impl<'n, 'a> Packing<'n, 'a> {
                 lent: Vec::new(),
             });
         }
+        self.submit_all()
+    }
+
+    /// [`Self::end_later`] for a message that cannot leave at once: its
+    /// pieces are submitted to the engine. Out of line, so that one sent
+    /// at once costs none of it.
+    #[inline(never)]
+    fn submit_all(&mut self) -> Result<Sent<'n, 'a>> {
+        let node = self.core.node;
         let mut lent: Vec<Registration<'a>> = Vec::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
@@ -393,11 +402,18 @@ impl Sent<'_, '_> {
 
     /// [`Self::wait`], giving up at `deadline` (if any): then `Ok(false)`,
     /// and the memory is released as the value drops.
-    pub(crate) fn wait_until(mut self, deadline: Option<std::time::Instant>) -> Result<bool> {
+    pub(crate) fn wait_until(self, deadline: Option<std::time::Instant>) -> Result<bool> {
         if self.pieces.is_empty() && self.lent.is_empty() {
             // Sent at once.
             return Ok(true);
         }
+        self.wait_submitted(deadline)
+    }
+
+    /// [`Self::wait_until`] for pieces submitted to the engine: out of
+    /// line, so that a message sent at once costs only the check above.
+    #[inline(never)]
+    fn wait_submitted(mut self, deadline: Option<std::time::Instant>) -> Result<bool> {
         let pieces = std::mem::take(&mut self.pieces);
         let mut lent = Some(std::mem::take(&mut self.lent));
         let what = || format!("{} pieces to leave", pieces.len());
@@ -452,11 +468,20 @@ impl Sent<'_, '_> {
 
 impl Drop for Sent<'_, '_> {
     fn drop(&mut self) {
+        // A message sent at once (the usual small one) has nothing to
+        // release: no lock, nothing out of line.
+        if !self.pieces.is_empty() || !self.lent.is_empty() {
+            self.release();
+        }
+    }
+}
+
+impl Sent<'_, '_> {
+    /// Forgets the pieces and releases the memory lent.
+    #[inline(never)]
+    fn release(&mut self) {
         let pieces = std::mem::take(&mut self.pieces);
         let lent = std::mem::take(&mut self.lent);
-        if pieces.is_empty() && lent.is_empty() {
-            return;
-        }
         self.node.with_state(|s| {
             pieces.into_iter().for_each(|r| s.detach(r));
             lent.into_iter().for_each(|r| r.release(s));
@@ -775,6 +800,14 @@ impl<'a> Unpacking<'_, 'a> {
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Express) {
             return landed;
         }
+        self.unpack_express_posted(dest, send)
+    }
+
+    /// [`Self::unpack_express`] for a message not taken whole (yet): out
+    /// of line, so that a whole message's piece costs no more than its
+    /// copy and checks.
+    #[inline(never)]
+    fn unpack_express_posted(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
         if !self.core.tried_whole && self.core.matched.is_none() {
             // The piece cannot land before the match: wait for it here,
             // so that a message that came whole is taken whole. A failed
@@ -910,6 +943,13 @@ impl<'a> Unpacking<'_, 'a> {
         if let Some(whole) = self.core.whole.take() {
             return Ok(whole.end()?);
         }
+        self.end_posted()
+    }
+
+    /// [`Self::end_unpacking`] for a message not taken whole: out of line,
+    /// as [`Self::unpack_express_posted`].
+    #[inline(never)]
+    fn end_posted(mut self) -> Result<Status> {
         let node = self.core.node;
         let key = self.core.key;
         let mut lent: Vec<Registration<'a>> = Vec::new();

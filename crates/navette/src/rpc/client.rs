@@ -222,6 +222,21 @@ impl<'n> CallRequest<'n, '_> {
         if self.lean && !self.wait_lean()? {
             return Err(self.abandon());
         }
+        if self
+            .reply
+            .as_ref()
+            .is_some_and(|r| r.match_request().is_some())
+        {
+            self.wait_posted()?;
+        }
+        self.finish()
+    }
+
+    /// Waits for a reply whose receive is the engine's (posted, not
+    /// waiting outside it): out of line, as the usual reply lands outside
+    /// the engine.
+    #[inline(never)]
+    fn wait_posted(&mut self) -> Result<()> {
         if let Some(req) = self.match_request() {
             let (service, peer) = (&self.service, self.peer);
             let what = || describe(service, peer);
@@ -247,7 +262,7 @@ impl<'n> CallRequest<'n, '_> {
                 return Err(self.abandon());
             }
         }
-        self.finish()
+        Ok(())
     }
 
     /// Spins until the reply's receive waiting outside the engine settles
@@ -328,26 +343,28 @@ impl<'n> CallRequest<'n, '_> {
         }
         let header =
             ReplyHeader::decode(&raw).map_err(|source| RpcError::Malformed { peer, source })?;
-        let service = || self.service.to_string();
         match header.kind {
             ReplyKind::Ok => Ok(Reply { peer, msg }),
-            ReplyKind::UnknownService => {
-                read_detail(msg, header.detail)?;
-                Err(RpcError::UnknownService {
-                    peer,
-                    service: service(),
-                }
-                .into())
+            ReplyKind::Failed => Err(self.read_failure(msg, true, header.detail)),
+            ReplyKind::UnknownService => Err(self.read_failure(msg, false, header.detail)),
+        }
+    }
+
+    /// The failure a reply reports (the handler's, or an unknown
+    /// service), its text (`len` bytes) read from `msg`: out of line, as
+    /// the usual reply succeeds.
+    #[inline(never)]
+    fn read_failure(&self, msg: Unpacking<'_, '_>, handler_failed: bool, len: u32) -> Error {
+        let (peer, service) = (self.peer, self.service.to_string());
+        match read_detail(msg, len) {
+            Err(err) => err,
+            Ok(message) if handler_failed => RpcError::Handler {
+                peer,
+                service,
+                message,
             }
-            ReplyKind::Failed => {
-                let message = read_detail(msg, header.detail)?;
-                Err(RpcError::Handler {
-                    peer,
-                    service: service(),
-                    message,
-                }
-                .into())
-            }
+            .into(),
+            Ok(_) => RpcError::UnknownService { peer, service }.into(),
         }
     }
 }

@@ -222,11 +222,7 @@ impl<'n> CallRequest<'n, '_> {
         if self.lean && !self.wait_lean()? {
             return Err(self.abandon());
         }
-        if self
-            .reply
-            .as_ref()
-            .is_some_and(|r| r.match_request().is_some())
-        {
+        if self.match_request().is_some() {
             self.wait_posted()?;
         }
         self.finish()

@@ -121,8 +121,13 @@ impl State {
     /// receive). So the receives waiting outside on a channel are of one
     /// kind: a blocking receive, or a begun message, or the list's.
     pub(crate) fn can_recv_now(&self, channel: ChannelId, source: navette_core::Source) -> bool {
+        self.can_join_list(channel, source) && !self.lean_irecvs.waits_on(channel)
+    }
+
+    /// [`Self::can_recv_now`] but for the list itself: a receive may join
+    /// the list's receives on `channel`, behind them.
+    fn can_join_list(&self, channel: ChannelId, source: navette_core::Source) -> bool {
         self.engine.can_recv_now(channel, source)
-            && !self.lean_irecvs.waits_on(channel)
             && !self.message_waits_on(channel)
             && !self.lean_waits_on(channel)
     }
@@ -137,9 +142,7 @@ impl State {
     ) -> std::result::Result<LeanKey, Vec<u8>> {
         let list = &self.lean_irecvs;
         if list.waiting.len() >= MOST_WAITING
-            || !self.engine.can_recv_now(want.channel, want.source)
-            || self.message_waits_on(want.channel)
-            || self.lean_waits_on(want.channel)
+            || !self.can_join_list(want.channel, want.source)
             || u32::try_from(list.slots.len()).is_err()
         {
             return Err(buf);

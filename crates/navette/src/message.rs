@@ -410,6 +410,18 @@ impl Sent<'_, '_> {
         self.wait_submitted(deadline)
     }
 
+    /// Forgets the pieces and releases the memory lent (as the value
+    /// drops).
+    #[inline(never)]
+    fn release(&mut self) {
+        let pieces = std::mem::take(&mut self.pieces);
+        let lent = std::mem::take(&mut self.lent);
+        self.node.with_state(|s| {
+            pieces.into_iter().for_each(|r| s.detach(r));
+            lent.into_iter().for_each(|r| r.release(s));
+        });
+    }
+
     /// [`Self::wait_until`] for pieces submitted to the engine: out of
     /// line, so that a message sent at once costs only the check above.
     #[inline(never)]
@@ -473,19 +485,6 @@ impl Drop for Sent<'_, '_> {
         if !self.pieces.is_empty() || !self.lent.is_empty() {
             self.release();
         }
-    }
-}
-
-impl Sent<'_, '_> {
-    /// Forgets the pieces and releases the memory lent.
-    #[inline(never)]
-    fn release(&mut self) {
-        let pieces = std::mem::take(&mut self.pieces);
-        let lent = std::mem::take(&mut self.lent);
-        self.node.with_state(|s| {
-            pieces.into_iter().for_each(|r| s.detach(r));
-            lent.into_iter().for_each(|r| r.release(s));
-        });
     }
 }
 

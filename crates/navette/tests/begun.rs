@@ -67,6 +67,16 @@ macro_rules! receive {
     }};
 }
 
+/// `a` sends rank 1 a message with `tag` (a 8-byte head and a `len`-byte
+/// body, from `salt`), then `b` begins and receives it, checked: the tag
+/// it came with.
+fn send_then_receive(a: &navette::Node, b: &navette::Node, tag: u64, len: usize, salt: u64) -> u64 {
+    send_message(a, a.gate(1), tag, len, salt);
+    let mut data = vec![0u8; len];
+    let msg = b.begin_unpacking(b.gate(0), tag).unwrap();
+    receive!(msg, data, salt)
+}
+
 #[test]
 fn a_message_begun_before_it_comes_is_taken_whole_as_it_lands() {
     let cluster = cluster(2).build();
@@ -151,10 +161,7 @@ fn a_dropped_begun_message_leaves_its_message_to_the_next_receive() {
     assert_eq!(waiting_kinds(b), ["begun message"]);
     drop(begun);
     assert!(b.report().outside.is_empty());
-    send_message(a, a.gate(1), 5, 24, 40);
-    let mut data = vec![0u8; 24];
-    let msg = b.begin_unpacking(b.gate(0), 5u64).unwrap();
-    assert_eq!(receive!(msg, data, 40), 5);
+    assert_eq!(send_then_receive(a, b, 5, 24, 40), 5);
     assert_eq!(b.unwaited_failures(), 0);
 }
 
@@ -272,10 +279,7 @@ fn a_begun_message_dropped_after_it_landed_is_gone() {
     assert_eq!(msg.status().unwrap().tag, 6);
     drop(msg);
     assert!(b.report().outside.is_empty());
-    send_message(a, a.gate(1), 6, 20, 101);
-    let mut data = vec![0u8; 20];
-    let next = b.begin_unpacking(b.gate(0), 6u64).unwrap();
-    assert_eq!(receive!(next, data, 101), 6);
+    assert_eq!(send_then_receive(a, b, 6, 20, 101), 6);
     assert_eq!(at_once(b), 2);
     assert_eq!(b.unwaited_failures(), 0);
 }

@@ -165,4 +165,9 @@ pub enum UsageError {
         /// The destination's length.
         got: usize,
     },
+    /// A user's message or receive on a reserved channel
+    /// ([`crate::ChannelId::RPC`]): taking or adding traffic there would
+    /// break the RPC calls and replies it carries.
+    #[error("channel {} is reserved for RPC calls and replies (use `navette::rpc`)", .0 .0)]
+    ReservedChannel(crate::ChannelId),
 }

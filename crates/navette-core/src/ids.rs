@@ -13,8 +13,14 @@ impl ChannelId {
     /// The channel that always exists.
     pub const DEFAULT: Self = Self(0);
     /// The channel of RPC calls and replies (`navette::rpc`), reserved:
-    /// other messages must not use it.
+    /// `navette`'s sends, receives and messages on it are refused
+    /// ([`crate::UsageError::ReservedChannel`]); probing it is allowed.
     pub const RPC: Self = Self(u16::MAX);
+
+    /// Whether it is reserved ([`Self::RPC`]).
+    pub const fn is_reserved(self) -> bool {
+        self.0 == Self::RPC.0
+    }
 }
 
 /// One driver connection to a peer, as numbered by this engine.

@@ -47,8 +47,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use navette_core::{
-    ChannelId, MemRef, NowPiece, OutMsg, PieceSpec, RecvNow, RecvPiece, ReqId, Status, TagMatch,
-    WholeMessage,
+    ChannelId, MemRef, NowPiece, OutMsg, PieceSpec, Rank, RecvNow, RecvPiece, ReqId, Source,
+    Status, TagMatch, WholeMessage,
 };
 
 use crate::lean_whole::{Settled, WholeFor};
@@ -135,14 +135,23 @@ struct OutPiece<'a> {
 }
 
 impl Node {
-    /// Starts a message to `gate` with `tag`.
+    /// Starts a message to `gate` with `tag`. The reserved channel
+    /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
+        crate::node::user_channel(gate.channel)?;
         self.begin_packing_then(gate, tag, |_| ())
             .map(|(msg, ())| msg)
     }
 
-    /// [`Self::begin_packing`], then `also` under the same lock (once the
-    /// message has begun).
+    /// [`Self::begin_packing`] of an RPC call or reply to `to`, on the
+    /// reserved channel.
+    pub(crate) fn begin_rpc_packing<'a>(&self, to: Rank, tag: u64) -> Result<Packing<'_, 'a>> {
+        self.begin_packing_then(Gate::new(ChannelId::RPC, to), tag, |_| ())
+            .map(|(msg, ())| msg)
+    }
+
+    /// [`Self::begin_packing`] on any channel, the reserved one included,
+    /// then `also` under the same lock (once the message has begun).
     pub(crate) fn begin_packing_then<'a, R>(
         &self,
         gate: Gate,
@@ -178,14 +187,35 @@ impl Node {
         Ok((msg, also))
     }
 
-    /// Starts receiving a message from `from` whose tag matches `tag`.
+    /// Starts receiving a message from `from` whose tag matches `tag`. The
+    /// reserved channel [`ChannelId::RPC`] is refused
+    /// ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_unpacking<'a>(
         &self,
         from: impl Into<RecvFrom>,
         tag: impl Into<TagMatch>,
     ) -> Result<Unpacking<'_, 'a>> {
         let from = from.into();
-        let tag = tag.into();
+        crate::node::user_channel(from.channel)?;
+        Ok(self.begin_unpacking_on(from, tag.into()))
+    }
+
+    /// [`Self::begin_unpacking`] of an RPC call or reply from `source`, on
+    /// the reserved channel.
+    pub(crate) fn begin_rpc_unpacking<'a>(
+        &self,
+        source: Source,
+        tag: TagMatch,
+    ) -> Unpacking<'_, 'a> {
+        let from = RecvFrom {
+            channel: ChannelId::RPC,
+            source,
+        };
+        self.begin_unpacking_on(from, tag)
+    }
+
+    /// [`Self::begin_unpacking`] on any channel, the reserved one included.
+    fn begin_unpacking_on<'a>(&self, from: RecvFrom, tag: TagMatch) -> Unpacking<'_, 'a> {
         let core = self.core();
         let settled = &core.lean_whole_settled;
         let mut state = core.lock();
@@ -200,13 +230,13 @@ impl Node {
         if from.channel != ChannelId::RPC && state.await_whole(WholeFor::Message, want, settled) {
             // Nothing for the driver to do: no mark, no wake-up.
             crate::node::unlock(state);
-            return Ok(Unpacking::outside(self));
+            return Unpacking::outside(self);
         }
         state.before_posting(from.channel, core);
         let key = state.engine.recv_begin(from.channel, from.source, tag);
         state.watch(key, None);
         self.unlock_with_work(state);
-        Ok(Unpacking::from_posted(self, key))
+        Unpacking::from_posted(self, key)
     }
 }
 

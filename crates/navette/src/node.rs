@@ -116,6 +116,17 @@ impl Gate {
     }
 }
 
+/// Refuses a user's send, receive or message on a reserved channel
+/// ([`ChannelId::RPC`]); the RPC module's own calls and replies go
+/// around it.
+pub(crate) fn user_channel(channel: ChannelId) -> Result<(), navette_core::UsageError> {
+    if channel.is_reserved() {
+        Err(navette_core::UsageError::ReservedChannel(channel))
+    } else {
+        Ok(())
+    }
+}
+
 /// Where a receive accepts messages from: a gate, or any peer of a channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecvFrom {

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch};
+use navette_core::{ChannelId, RecvNow, ReqId, StagedSend, Status, TagMatch, UsageError};
 
 use crate::lean_irecv::LeanKey;
 use crate::node::{Outside, State, WakeOn, unlock};
@@ -84,6 +84,9 @@ enum Op {
     /// A small send put in its peer's open packet ([`Node::isend`]):
     /// complete once the packet leaves, at the next round of progress.
     Staged(StagedSend, Status),
+    /// A receive refused as it was made ([`Node::irecv`] on a reserved
+    /// channel): fails from its start, unknown to the engine.
+    Refused(ChannelId),
 }
 
 impl std::fmt::Display for Op {
@@ -95,6 +98,7 @@ impl std::fmt::Display for Op {
             Self::Staged(_, status) => {
                 write!(f, "a send of {} bytes in an open packet", status.len)
             }
+            Self::Refused(channel) => write!(f, "a receive refused on channel {}", channel.0),
         }
     }
 }
@@ -115,6 +119,7 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => self.node.test_id(id),
             Op::Left(_) => Ok(true),
+            Op::Refused(channel) => Err(refused(channel)),
             Op::Lean(_) | Op::Staged(..) => self.node.test_with(|state| self.is_done(state)),
         }
     }
@@ -125,6 +130,10 @@ impl<'n, T: Completion> Request<'n, T> {
             // On error (a stalled wait) it is detached as it drops.
             Op::Engine(id) => self.node.wait_id(id)?,
             Op::Left(status) => (Ok(status), None),
+            Op::Refused(channel) => {
+                self.taken = true;
+                return Err(refused(channel));
+            }
             Op::Lean(key) => self
                 .node
                 .wait_until(&|| key.to_string(), |state| state.take_irecv(key))?,
@@ -144,7 +153,7 @@ impl<'n, T: Completion> Request<'n, T> {
     fn is_done(&self, state: &State) -> bool {
         match self.op {
             Op::Engine(id) => state.is_done(id),
-            Op::Left(_) => true,
+            Op::Left(_) | Op::Refused(_) => true,
             Op::Lean(key) => state.irecv_is_done(key),
             Op::Staged(staged, _) => state.engine.staged_outcome(staged).is_some(),
         }
@@ -157,6 +166,7 @@ impl<'n, T: Completion> Request<'n, T> {
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Left(status) => Ok(T::from_parts(status, None)),
+            Op::Refused(channel) => Err(refused(channel)),
             Op::Lean(key) => {
                 let (outcome, buf) = state.take_irecv(key)?;
                 outcome.map(|status| T::from_parts(status, buf))
@@ -183,6 +193,10 @@ impl<T: Completion> Future for Request<'_, T> {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
             }
+            Op::Refused(channel) => {
+                this.taken = true;
+                return Poll::Ready(Err(refused(channel)));
+            }
             Op::Engine(id) => WakeOn::Req(id),
             Op::Lean(key) => WakeOn::Outside(Outside::Irecv(key)),
             Op::Staged(staged, _) => WakeOn::Outside(Outside::Staged(staged)),
@@ -208,6 +222,11 @@ impl<T: Completion> Drop for Request<'_, T> {
             _ => {}
         }
     }
+}
+
+/// The error of a request refused as it was made.
+fn refused(channel: ChannelId) -> Error {
+    UsageError::ReservedChannel(channel).into()
 }
 
 /// Waits for every request; returns their outcomes in order (see
@@ -330,12 +349,16 @@ impl Node {
     /// same peer meanwhile, whatever their channels and tags: it is copied
     /// into that packet now, and its request completes when the packet
     /// leaves.
+    ///
+    /// The reserved channel [`ChannelId::RPC`] is refused
+    /// ([`UsageError::ReservedChannel`]), as by every send and receive.
     pub fn isend(
         &self,
         gate: Gate,
         tag: u64,
         data: impl Into<Bytes>,
     ) -> Result<Request<'_, Status>> {
+        crate::node::user_channel(gate.channel)?;
         let data = data.into();
         let core = self.core();
         // Where packets cost little (shm), a small send to an idle rail
@@ -394,6 +417,9 @@ impl Node {
     /// posted ahead of their messages), the receive waits outside the
     /// engine and its message lands in `buf` with no request or posting
     /// of the engine's (see `GateStats::messages_at_once`).
+    ///
+    /// On the reserved channel [`ChannelId::RPC`] the request fails from
+    /// its start ([`UsageError::ReservedChannel`]) and `buf` is dropped.
     pub fn irecv(
         &self,
         from: impl Into<RecvFrom>,
@@ -401,6 +427,9 @@ impl Node {
         buf: Vec<u8>,
     ) -> Request<'_, Received> {
         let (from, tag) = (from.into(), tag.into());
+        if crate::node::user_channel(from.channel).is_err() {
+            return Request::new(self, Op::Refused(from.channel));
+        }
         let want = RecvNow {
             channel: from.channel,
             source: from.source,
@@ -424,6 +453,7 @@ impl Node {
 
     /// Sends `data` and returns once it has left `data`'s memory.
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
+        crate::node::user_channel(gate.channel)?;
         // A small message to an idle rail may leave at once (shm, tcp).
         if let Some(sent) = self.core().driver().send_now(self.core(), gate, tag, data) {
             return sent;
@@ -451,6 +481,7 @@ impl Node {
         dest: &mut [u8],
     ) -> Result<Status> {
         let (from, tag) = (from.into(), tag.into());
+        crate::node::user_channel(from.channel)?;
         let want = RecvNow {
             channel: from.channel,
             source: from.source,

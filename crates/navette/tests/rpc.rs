@@ -11,7 +11,9 @@ use std::time::Duration;
 use common::{check, cluster, echo, pattern};
 use navette::rpc::{HandlerError, HandlerMode, RpcError, ServiceName};
 use navette::sim::SimCluster;
-use navette::{ChannelId, Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch};
+use navette::{
+    ChannelId, Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch, UsageError,
+};
 
 const RDV: usize = 4096;
 
@@ -208,6 +210,63 @@ fn registrations_are_checked_and_can_be_undone() {
             rpc_error(call_echo(node, 1, "echo", b"x")),
             RpcError::UnknownService { .. }
         ));
+    });
+}
+
+/// Whether `result` is the refusal of the reserved RPC channel.
+fn refused_rpc_channel<T: std::fmt::Debug>(result: navette::Result<T>) -> bool {
+    match result {
+        Err(Error::Usage(err @ UsageError::ReservedChannel(channel))) => {
+            assert_eq!(channel, ChannelId::RPC);
+            assert!(err.to_string().contains("reserved for RPC"), "{err}");
+            true
+        }
+        other => panic!("expected the reserved channel's refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn users_sends_receives_and_messages_on_the_rpc_channel_are_refused() {
+    let cluster = ranks(2);
+    register_echo(cluster.node(1));
+    serving(&cluster, |node| {
+        // A call under way: none of the refused operations below may take
+        // its reply, nor send anything its server would read as a call.
+        let body = pattern(48, 7);
+        let call = start_echo(node, 1, "echo", &body).unwrap();
+        let gate = navette::Gate::new(ChannelId::RPC, 1);
+        let any = RecvFrom::any_on(ChannelId::RPC);
+        assert!(refused_rpc_channel(node.isend(gate, 0, vec![1u8; 8])));
+        assert!(refused_rpc_channel(node.send(gate, 0, b"call?")));
+        assert!(refused_rpc_channel(node.recv(
+            any,
+            TagMatch::any(),
+            &mut [0; 64]
+        )));
+        assert!(refused_rpc_channel(node.begin_packing(gate, 0)));
+        assert!(refused_rpc_channel(
+            node.begin_unpacking(any, TagMatch::any())
+        ));
+        // A receive request fails from its start, by every way of asking.
+        let tested = node.irecv(any, TagMatch::any(), vec![0; 64]);
+        assert!(refused_rpc_channel(tested.test()));
+        assert!(refused_rpc_channel(tested.wait()));
+        let polled = node.irecv(any, TagMatch::any(), vec![0; 64]);
+        assert!(refused_rpc_channel(futures::executor::block_on(polled)));
+        let mut among = vec![
+            node.irecv(any, TagMatch::any(), vec![0; 64]),
+            node.irecv(RecvFrom::any(), 3, vec![0; 64]),
+        ];
+        let (first, outcome) = navette::wait_any(&mut among).unwrap();
+        assert_eq!(first, 0);
+        assert!(refused_rpc_channel(outcome));
+        drop(among);
+        // The call's reply came to its caller, whole.
+        check(&receive_echo(call.wait().unwrap()).unwrap(), 48, 7);
+        check(&call_echo(node, 1, "echo", &pattern(16, 8)).unwrap(), 16, 8);
+        // Probing the channel is allowed: nothing is left there.
+        node.progress().unwrap();
+        assert_eq!(node.probe(any, TagMatch::any()).unwrap(), None);
     });
 }
 

@@ -13,7 +13,7 @@ use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{RpcError, ServiceName};
 use crate::lean_whole::{Settled, WholeFor};
 use crate::message::Sent;
-use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
+use crate::{Error, Gate, Node, Packing, ReceiveMode, Result, Unpacking};
 
 /// A call awaiting its reply: [`Self::test`], [`Self::wait`], or `.await`
 /// (on any executor: each poll makes a round of progress; with a progress
@@ -107,11 +107,7 @@ impl Node {
         let reply = if lean {
             None
         } else {
-            let from = RecvFrom {
-                channel: want.channel,
-                source: want.source,
-            };
-            Some(self.begin_unpacking(from, want.tag)?)
+            Some(self.begin_rpc_unpacking(want.source, want.tag))
         };
         let mut request = CallRequest {
             node: self,
@@ -154,8 +150,7 @@ impl Node {
     ) -> Result<()> {
         let service = service.into();
         let call = self.rpc().next_call();
-        let gate = Gate::new(wire::CHANNEL, peer);
-        let mut msg = self.begin_packing(gate, wire::call_tag(service.id()))?;
+        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()))?;
         finish_call(&mut msg, &service, call, true, pack)?.wait()
     }
 }

@@ -65,7 +65,10 @@
 //! making progress to notice calls: a progress thread, `serve_until`, or
 //! its own waits.
 //!
-//! Calls and replies travel on the reserved channel [`crate::ChannelId::RPC`].
+//! Calls and replies travel on the reserved channel [`crate::ChannelId::RPC`]:
+//! a user's send, receive or message there is refused
+//! ([`crate::UsageError::ReservedChannel`]), so that none can take a call or
+//! a reply; probing it is allowed.
 //!
 //! # Small calls
 //!
@@ -300,18 +303,11 @@ impl Rpc {
                 .engine
                 .probe(wire::CHANNEL, Source::Any, wire::REPLIES);
             let Some(late) = late else { return };
-            let from = crate::RecvFrom {
-                channel: wire::CHANNEL,
-                source: Source::Rank(late.peer),
-            };
             // Matched, then abandoned: its pieces are dropped as they come.
-            match node.begin_unpacking(from, late.tag) {
-                Ok(msg) => drop(msg),
-                Err(err) => {
-                    tracing::warn!(%err, "cannot drop a late RPC reply");
-                    return;
-                }
-            }
+            drop(node.begin_rpc_unpacking(
+                Source::Rank(late.peer),
+                navette_core::TagMatch::exact(late.tag),
+            ));
             let _ = self
                 .abandoned
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));

@@ -15,7 +15,7 @@ use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{HandlerMode, Rpc, RpcError, ServiceName};
 use crate::lean_whole::{LeanWhole, WholeFor};
 use crate::message::Parked;
-use crate::{Error, Gate, Node, Packing, ReceiveMode, RecvFrom, Result, Unpacking};
+use crate::{Error, Node, Packing, ReceiveMode, Result, Unpacking};
 
 /// An incoming call, given to its service's handler: the caller, and the
 /// message whose remaining pieces are the caller's. [`Call::split`] gives
@@ -100,7 +100,7 @@ impl Responder<'_> {
         }
         let mut msg = self
             .node
-            .begin_packing(reply_gate(self.to), wire::reply_tag(self.call))?;
+            .begin_rpc_packing(self.to, wire::reply_tag(self.call))?;
         msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
         pack(&mut msg)?;
         // Not `end_packing`, which would move the message (hundreds of
@@ -126,14 +126,10 @@ impl Responder<'_> {
     }
 }
 
-fn reply_gate(to: Rank) -> Gate {
-    Gate::new(wire::CHANNEL, to)
-}
-
 /// Sends the failure reply of `call` to `to`.
 fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -> Result<()> {
     let (header, text) = ReplyHeader::failure(kind, text);
-    let mut msg = node.begin_packing(reply_gate(to), wire::reply_tag(call))?;
+    let mut msg = node.begin_rpc_packing(to, wire::reply_tag(call))?;
     msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
     if !text.is_empty() {
         msg.pack_safer(text.as_bytes(), ReceiveMode::Express)?;
@@ -188,19 +184,10 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
                 (peer, tag, Unpacking::from_whole(node, whole))
             }
             Err(Status { peer, tag, .. }) => {
-                let from = RecvFrom {
-                    channel: wire::CHANNEL,
-                    source: Source::Rank(peer),
-                };
                 // The first call that matches its sender and tag: order is
                 // kept per sender.
-                match node.begin_unpacking(from, TagMatch::exact(tag)) {
-                    Ok(args) => (peer, tag, args),
-                    Err(err) => {
-                        tracing::warn!(peer, %err, "cannot take an RPC call");
-                        return;
-                    }
-                }
+                let args = node.begin_rpc_unpacking(Source::Rank(peer), TagMatch::exact(tag));
+                (peer, tag, args)
             }
         };
         take_call(rpc, node, peer, tag, args);

@@ -132,6 +132,10 @@ pub enum RequestError {
     /// An earlier error on the same message ended it.
     #[error("the message already failed: {0}")]
     MessageFailed(Box<Self>),
+    /// The message's table of pieces is malformed
+    /// ([`navette_wire::PieceTable`]): the peer's bug.
+    #[error("malformed message: {0}")]
+    Malformed(navette_wire::DecodeError),
     /// The request was cancelled by its owner.
     #[error("cancelled")]
     Cancelled,

@@ -146,6 +146,12 @@ impl PieceFlags {
         Ok(flags)
     }
 
+    /// Flags whose bits [`Self::from_bits`] already accepted.
+    #[inline]
+    pub(crate) const fn from_checked_bits(bits: u8) -> Self {
+        Self(bits)
+    }
+
     /// The raw bits.
     pub fn bits(self) -> u8 {
         self.0

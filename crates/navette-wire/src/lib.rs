@@ -39,6 +39,7 @@ pub mod fuzzing;
 pub mod handshake;
 mod limits;
 mod packet;
+mod table;
 
 pub use chunk::{
     Ack, Chunk, ChunkKind, ClearToSend, Credit, CtsFlags, Eager, EagerHeader, PieceFlags, RdvData,
@@ -48,3 +49,4 @@ pub use codec::Reader;
 pub use error::DecodeError;
 pub use limits::Limits;
 pub use packet::{Chunks, EagerChunks, Packet, PacketHeader, encode_packet};
+pub use table::{PieceTable, TABLE_MOST_PIECES};

@@ -89,6 +89,23 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// [`Self::send_now`] for `data` that the caller put together by
+    /// copying `copied` bytes (counted among the gate's copies, under the
+    /// same lock): an RPC call or reply sent as one tagged piece holding
+    /// its pieces' table (see `Packing::try_send_now`). The default never
+    /// sends at once (the message then goes the usual way).
+    fn send_copied_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+        copied: usize,
+    ) -> Option<Result<navette_core::Status>> {
+        let _ = (node, gate, tag, data, copied);
+        None
+    }
+
     /// The driver's own counters, by name (bytes it copied among them),
     /// for the node's statistics. The default has none.
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -394,6 +411,14 @@ impl<'a> DriverPort<'a> {
         pieces: &[navette_core::NowPiece<'_>],
     ) -> bool {
         self.state.engine.can_send_message_now(out, rail, pieces)
+    }
+
+    /// See [`navette_core::Engine::count_copied_now`].
+    #[inline]
+    pub fn count_copied_now(&mut self, gate: crate::Gate, len: usize) {
+        self.state
+            .engine
+            .count_copied_now(gate.channel, gate.peer, len);
     }
 
     /// See [`navette_core::Engine::send_message_now`].

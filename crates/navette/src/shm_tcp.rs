@@ -107,6 +107,17 @@ impl Driver for ShmTcpDriver {
         self.shm.send_now(node, gate, tag, data)
     }
 
+    fn send_copied_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+        copied: usize,
+    ) -> Option<Result<navette_core::Status>> {
+        self.shm.send_copied_now(node, gate, tag, data, copied)
+    }
+
     /// As shm's: an isend leaves at once on a shared-memory rail (a peer
     /// reached by tcp alone takes the window, as with tcp).
     fn isend_now(&self) -> bool {

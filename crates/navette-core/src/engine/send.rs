@@ -29,6 +29,11 @@ impl OutMsg {
     pub fn peer(&self) -> Rank {
         self.peer
     }
+
+    /// The message's tag.
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
 }
 
 /// One piece to send.

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 
-use navette_wire::{PieceFlags, ReceiveMode, SendMode};
+use navette_wire::{PieceFlags, PieceTable, ReceiveMode, SendMode};
 
 use super::incoming::Incoming;
 use super::now::WholePieces;
@@ -317,6 +317,77 @@ impl WholeMessage {
         unpacked
     }
 
+    /// If this message is one tagged piece, nothing of it unpacked, makes
+    /// it the message of the pieces its data holds as a table
+    /// ([`navette_wire::PieceTable`]), their data left where it lies: the
+    /// whole message a small RPC call or reply carries on the tagged path.
+    /// Returns whether it did. A malformed table fails the message: its
+    /// unpacks and end report [`RequestError::Malformed`]. Only for a
+    /// channel where every tagged message is such a table (RPC's): on
+    /// another, it would misread a user's bytes.
+    pub fn unfold_table(&mut self) -> bool {
+        match self.unfold() {
+            Ok(unfolded) => unfolded,
+            Err(err) => {
+                self.0.failed = Some(err);
+                false
+            }
+        }
+    }
+
+    /// [`Self::unfold_table`], its failure returned.
+    fn unfold(&mut self) -> Result<bool, RequestError> {
+        let whole = &mut *self.0;
+        if whole.unpacked != 0 || whole.failed.is_some() {
+            return Ok(false);
+        }
+        // A piece the engine kept moves into the packed form first.
+        if whole.kept.len() == 1 && whole.packed.pieces.is_empty() {
+            if !whole.kept[0].flags.tagged() {
+                return Ok(false);
+            }
+            let Some(Piece {
+                flags,
+                body: Body::Eager(data),
+            }) = whole.kept.pop_front()
+            else {
+                unreachable!("a whole message is eager");
+            };
+            let packed = &mut whole.packed;
+            // Below `u32::MAX`: it came in one packet.
+            packed.pieces.push((flags, 0, data.len() as u32));
+            packed.data = data;
+            packed.in_frame = false;
+            packed.next = 0;
+        }
+        let Packed {
+            data,
+            frame,
+            in_frame,
+            pieces,
+            next,
+        } = &mut whole.packed;
+        let &[(flags, offset, len)] = pieces.as_slice() else {
+            return Ok(false);
+        };
+        if !flags.tagged() || *next != 0 {
+            return Ok(false);
+        }
+        let bytes = if *in_frame { &*frame } else { &*data };
+        // The range was read off the very data it indexes.
+        let bytes = &bytes[offset as usize..offset as usize + len as usize];
+        let table = PieceTable::parse(bytes).map_err(RequestError::Malformed)?;
+        // Offsets stay below `offset + len`, a `u32`.
+        let mut at = offset + table.table_len() as u32;
+        pieces.clear();
+        for (flags, len) in table.pieces() {
+            pieces.push((flags, at, len));
+            at += len;
+        }
+        whole.status.len = len as usize - table.table_len();
+        Ok(true)
+    }
+
     /// Ends the message: fails if a piece failed or the sender packed more
     /// pieces than were unpacked; else the sender, tag and total length.
     pub fn end(mut self) -> Result<Status, RequestError> {
@@ -535,5 +606,138 @@ impl Engine {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: Status = Status {
+        peer: 1,
+        tag: 9,
+        len: 0,
+    };
+
+    /// The data of one tagged piece holding the table of `pieces` (each
+    /// one's modes and data) and their data.
+    fn table_of(pieces: &[(SendMode, ReceiveMode, &[u8])]) -> Vec<u8> {
+        let n = pieces.len();
+        let mut out = vec![0; PieceTable::len_for(n)];
+        let entries = pieces.iter().enumerate().map(|(i, (send, recv, data))| {
+            let flags = PieceFlags::new(i == 0, i + 1 == n, *send, *recv);
+            (flags, data.len() as u32)
+        });
+        PieceTable::write(&mut out, entries);
+        for (_, _, data) in pieces {
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    const PIECES: [(SendMode, ReceiveMode, &[u8]); 3] = [
+        (SendMode::Safer, ReceiveMode::Express, b"header!!"),
+        (SendMode::Cheaper, ReceiveMode::Cheaper, b""),
+        (SendMode::Cheaper, ReceiveMode::Cheaper, b"the body"),
+    ];
+
+    /// The message of one tagged piece, `data`: packed as a message
+    /// received at once is, or kept as the engine keeps one.
+    fn lone_tagged(data: Vec<u8>, kept: bool) -> WholeMessage {
+        let status = Status {
+            len: data.len(),
+            ..STATUS
+        };
+        if kept {
+            let piece = Piece {
+                flags: PieceFlags::TAGGED,
+                body: Body::Eager(data),
+            };
+            WholeMessage::kept(status, VecDeque::from([piece]))
+        } else {
+            WholeMessage::packed(status, [(PieceFlags::TAGGED, &data[..])].into_iter())
+        }
+    }
+
+    #[test]
+    fn a_lone_tagged_piece_unfolds_into_the_pieces_of_its_table() {
+        for kept in [false, true] {
+            let mut whole = lone_tagged(table_of(&PIECES), kept);
+            assert!(whole.unfold_table(), "kept {kept}");
+            assert_eq!(whole.status().len, 16);
+            for (send, recv, data) in PIECES {
+                let mut dest = vec![0; data.len()];
+                whole.unpack(&mut dest, send, recv).unwrap();
+                assert_eq!(dest, data);
+            }
+            assert_eq!(whole.end().unwrap().len, 16);
+        }
+    }
+
+    #[test]
+    fn unpacks_that_do_not_mirror_the_table_fail_as_usual() {
+        let mut whole = lone_tagged(table_of(&PIECES), false);
+        assert!(whole.unfold_table());
+        let mut dest = [0; 8];
+        assert!(matches!(
+            whole.unpack(&mut dest, SendMode::Safer, ReceiveMode::Cheaper),
+            Err(RequestError::ModeMismatch { piece: 0, .. })
+        ));
+        let mut whole = lone_tagged(table_of(&PIECES), true);
+        assert!(whole.unfold_table());
+        whole
+            .unpack(&mut dest, SendMode::Safer, ReceiveMode::Express)
+            .unwrap();
+        assert!(matches!(
+            whole.end(),
+            Err(RequestError::PieceCountMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_malformed_table_fails_the_message() {
+        let mut data = table_of(&PIECES);
+        data.pop();
+        for kept in [false, true] {
+            let mut whole = lone_tagged(data.clone(), kept);
+            assert!(!whole.unfold_table());
+            let mut dest = [0; 8];
+            let unpacked = whole.unpack(&mut dest, SendMode::Safer, ReceiveMode::Express);
+            match unpacked {
+                Err(RequestError::MessageFailed(err)) => {
+                    assert!(matches!(*err, RequestError::Malformed(_)), "{err}");
+                }
+                other => panic!("expected the malformed table's failure, got {other:?}"),
+            }
+            assert!(matches!(whole.end(), Err(RequestError::Malformed(_))));
+        }
+    }
+
+    #[test]
+    fn other_messages_are_left_as_they_are() {
+        // Pieces of their own: not a table.
+        let mut whole = WholeMessage::packed(
+            STATUS,
+            [(
+                PieceFlags::new(true, true, SendMode::Safer, ReceiveMode::Express),
+                &b"abc"[..],
+            )]
+            .into_iter(),
+        );
+        assert!(!whole.unfold_table());
+        let mut dest = [0; 3];
+        whole
+            .unpack(&mut dest, SendMode::Safer, ReceiveMode::Express)
+            .unwrap();
+        assert_eq!(&dest, b"abc");
+        // A piece already unpacked: left alone.
+        let data = table_of(&PIECES);
+        let mut whole = lone_tagged(data.clone(), false);
+        let mut dest = vec![0; data.len()];
+        whole
+            .unpack(&mut dest, SendMode::Cheaper, ReceiveMode::Cheaper)
+            .unwrap();
+        assert!(!whole.unfold_table());
+        assert_eq!(dest, data);
     }
 }

@@ -284,10 +284,11 @@ impl<'n> CallRequest<'n, '_> {
 
     fn take_settled(&mut self, settled: Settled) {
         self.lean = false;
-        self.reply = Some(match settled {
+        let reply = match settled {
             Settled::Landed(whole) => Unpacking::from_whole(self.node, whole),
             Settled::Posted(key) => Unpacking::from_posted(self.node, key),
-        });
+        };
+        self.reply = Some(reply.into_rpc());
     }
 
     fn match_request(&self) -> Option<navette_core::ReqId> {

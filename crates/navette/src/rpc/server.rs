@@ -181,7 +181,7 @@ pub(super) fn serve_arrived(rpc: &Rpc, node: &Node) {
         let (peer, tag, args) = match next {
             Ok(whole) => {
                 let Status { peer, tag, .. } = whole.status();
-                (peer, tag, Unpacking::from_whole(node, whole))
+                (peer, tag, Unpacking::from_whole(node, whole).into_rpc())
             }
             Err(Status { peer, tag, .. }) => {
                 // The first call that matches its sender and tag: order is

@@ -606,6 +606,17 @@ impl Driver for ShmDriver {
         tag: u64,
         data: &[u8],
     ) -> Option<Result<navette_core::Status>> {
+        self.send_copied_now(node, gate, tag, data, 0)
+    }
+
+    fn send_copied_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        data: &[u8],
+        copied: usize,
+    ) -> Option<Result<navette_core::Status>> {
         let packet = navette_core::Engine::tagged_packet_len(data.len());
         self.write_at_once(
             node,
@@ -613,7 +624,12 @@ impl Driver for ShmDriver {
             packet,
             &mut (),
             |port, rail, ()| port.can_send_now(gate, rail, data.len()),
-            |port, (), out| port.send_tagged_now(gate, tag, data, out),
+            |port, (), out| {
+                port.send_tagged_now(gate, tag, data, out);
+                if copied != 0 {
+                    port.count_copied_now(gate, copied);
+                }
+            },
         )?;
         Some(Ok(navette_core::Status {
             peer: gate.peer,

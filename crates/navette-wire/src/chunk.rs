@@ -146,6 +146,21 @@ impl PieceFlags {
         Ok(flags)
     }
 
+    /// The flags `bits` of piece `i` of `count` in a table of pieces
+    /// ([`crate::PieceTable`]), if they are valid there: a defined send
+    /// mode, first and last as the piece's place says, nothing else
+    /// (never tagged or abort). A few instructions: a table is read on
+    /// every small RPC.
+    #[inline]
+    pub(crate) fn table_entry(bits: u8, i: usize, count: usize) -> Option<Self> {
+        let placed = u8::from(i == 0) | (u8::from(i + 1 == count) << 1);
+        let known = Self::FIRST | Self::LAST | Self::SEND_MASK | Self::RECV_CHEAPER;
+        let valid = bits & !known == 0
+            && bits & (Self::FIRST | Self::LAST) == placed
+            && (bits & Self::SEND_MASK) >> Self::SEND_SHIFT != 3;
+        valid.then_some(Self(bits))
+    }
+
     /// Flags whose bits [`Self::from_bits`] already accepted.
     #[inline]
     pub(crate) const fn from_checked_bits(bits: u8) -> Self {

@@ -43,6 +43,7 @@ impl<'a> PieceTable<'a> {
     /// Reads and checks the table at the start of `bytes`: at least one
     /// piece, each one's flags as the [type's docs](Self) say, and
     /// lengths that add up to exactly the rest of `bytes`.
+    #[inline]
     pub fn parse(bytes: &'a [u8]) -> Result<Self, DecodeError> {
         let (&count, rest) = bytes.split_first().ok_or(DecodeError::Truncated {
             field: "piece table count",
@@ -67,14 +68,11 @@ impl<'a> PieceTable<'a> {
         let (entries, data) = rest.split_at(table);
         let mut total = 0u64;
         for (i, entry) in entries.chunks_exact(ENTRY_LEN).enumerate() {
-            let invalid = DecodeError::InvalidFlags {
-                field: "piece table flags",
-                value: entry[0].into(),
-            };
-            let flags = PieceFlags::from_bits(entry[0]).map_err(|_| invalid.clone())?;
-            let placed = flags.first() == (i == 0) && flags.last() == (i + 1 == count);
-            if !placed || flags.tagged() || flags.aborted() {
-                return Err(invalid);
+            if PieceFlags::table_entry(entry[0], i, count).is_none() {
+                return Err(DecodeError::InvalidFlags {
+                    field: "piece table flags",
+                    value: entry[0].into(),
+                });
             }
             total += u64::from(entry_len(entry));
         }
@@ -99,6 +97,7 @@ impl<'a> PieceTable<'a> {
     }
 
     /// Each piece's flags and data length, in order.
+    #[inline]
     pub fn pieces(&self) -> impl ExactSizeIterator<Item = (PieceFlags, u32)> + 'a {
         // Checked by `parse`: every entry's flags are valid.
         self.entries

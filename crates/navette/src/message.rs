@@ -341,7 +341,11 @@ impl<'n, 'a> Packing<'n, 'a> {
                 recv: piece.recv,
             };
         }
-        if self.core.table {
+        // Where a small tagged message leaves at once for little more
+        // than its copy (`Driver::isend_now`: shm), a small RPC message
+        // goes as one; elsewhere (tcp) putting it together would be lost
+        // work.
+        if self.core.table && self.core.node.core().driver().isend_now() {
             if let Some(sent) = Self::try_send_table(&self.core, &pieces[..count]) {
                 return Some(sent);
             }

@@ -631,10 +631,19 @@ impl Engine {
             _ => return Err(WholeNowOutcome::Unrelated),
         };
         let limits = self.config.limits;
-        let taken = Packet::with_eager_chunks::<MOST_PIECES_AT_ONCE, _>(bytes, &limits, |eager| {
-            let (gate, status) = self.take_eager_now(peer, eager, want)?;
-            Ok(land(self, gate, status, eager))
-        });
+        // A packet of one chunk (a tagged message, a small RPC's) is read
+        // into room for one: room for more costs a tenth of the landing.
+        let taken = if PacketHeader::peek_chunk_count(bytes) == Some(1) {
+            Packet::with_eager_chunks::<1, _>(bytes, &limits, |eager| {
+                let (gate, status) = self.take_eager_now(peer, eager, want)?;
+                Ok(land(self, gate, status, eager))
+            })
+        } else {
+            Packet::with_eager_chunks::<MOST_PIECES_AT_ONCE, _>(bytes, &limits, |eager| {
+                let (gate, status) = self.take_eager_now(peer, eager, want)?;
+                Ok(land(self, gate, status, eager))
+            })
+        };
         taken.unwrap_or_else(|| {
             Err(match self.recv_now_several(peer, bytes, want) {
                 RecvNowOutcome::Unrelated => WholeNowOutcome::Unrelated,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{check, cluster, echo, pattern};
+use common::{call_echo, check, cluster, echo, pattern, receive_echo, start_echo};
 use navette::rpc::{HandlerError, HandlerMode, RpcError, ServiceName};
 use navette::sim::SimCluster;
 use navette::{
@@ -69,37 +69,6 @@ fn slow_and_echo() -> (SimCluster, Arc<AtomicBool>) {
 fn register_echo(node: &Node) {
     node.register_service("echo", HandlerMode::Inline, echo)
         .unwrap();
-}
-
-/// Calls `service` at `peer` with `body` in the echo shape; returns the
-/// body of the reply.
-fn call_echo(node: &Node, peer: u32, service: &str, body: &[u8]) -> navette::Result<Vec<u8>> {
-    receive_echo(start_echo(node, peer, service, body)?.wait()?)
-}
-
-/// Calls `service` at `peer` with `body` in the echo shape, without
-/// waiting.
-fn start_echo<'n, 'a>(
-    node: &'n Node,
-    peer: u32,
-    service: &str,
-    body: &'a [u8],
-) -> navette::Result<navette::rpc::CallRequest<'n, 'a>> {
-    let len = (body.len() as u64).to_le_bytes();
-    node.call(peer, service, |msg| {
-        msg.pack_safer(&len, ReceiveMode::Express)?;
-        msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
-    })
-}
-
-fn receive_echo(reply: navette::rpc::Reply<'_>) -> navette::Result<Vec<u8>> {
-    let mut msg = reply.unpacking();
-    let mut len = [0u8; 8];
-    msg.unpack_express(&mut len, SendMode::Safer)?;
-    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
-    msg.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-    msg.end_unpacking()?;
-    Ok(body)
 }
 
 fn rpc_error<T: std::fmt::Debug>(result: navette::Result<T>) -> RpcError {

@@ -613,22 +613,6 @@ fn small_calls_and_replies_travel_as_one_tagged_piece() {
                 .map(|g| g.chunks_sent)
                 .sum()
         };
-        let call = |body: &[u8]| -> navette::Result<Vec<u8>> {
-            let len = (body.len() as u64).to_le_bytes();
-            let reply = node
-                .call(1, "echo", |msg| {
-                    msg.pack_safer(&len, ReceiveMode::Express)?;
-                    msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
-                })?
-                .wait()?;
-            let mut msg = reply.unpacking();
-            let mut len = [0u8; 8];
-            msg.unpack_express(&mut len, SendMode::Safer)?;
-            let mut got = vec![0u8; u64::from_le_bytes(len) as usize];
-            msg.unpack_cheaper(&mut got, SendMode::Cheaper)?;
-            msg.end_unpacking()?;
-            Ok(got)
-        };
         // A call of three pieces (the RPC header, the length, the body)
         // is one chunk when small, three when large.
         for (salt, size) in [0usize, 1, 64, 1000, 4000, 4100, 6000]
@@ -637,7 +621,7 @@ fn small_calls_and_replies_travel_as_one_tagged_piece() {
         {
             let before = rpc_chunks();
             check(
-                &call(&pattern(size, salt as u64)).expect("echo"),
+                &common::call_echo(node, 1, "echo", &pattern(size, salt as u64)).expect("echo"),
                 size,
                 salt as u64,
             );
@@ -648,29 +632,12 @@ fn small_calls_and_replies_travel_as_one_tagged_piece() {
         // Calls made together: their replies are posted, and the calls
         // queue at the server while it serves the first.
         let bodies: Vec<Vec<u8>> = (0..8).map(|i| pattern(100 + i, i as u64)).collect();
-        let lens: Vec<[u8; 8]> = bodies
-            .iter()
-            .map(|b| (b.len() as u64).to_le_bytes())
-            .collect();
         let calls: Vec<_> = bodies
             .iter()
-            .zip(&lens)
-            .map(|(body, len)| {
-                node.call(1, "echo", |msg| {
-                    msg.pack_safer(len, ReceiveMode::Express)?;
-                    msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
-                })
-                .expect("call")
-            })
+            .map(|body| common::start_echo(node, 1, "echo", body).expect("call"))
             .collect();
         for (i, request) in calls.into_iter().enumerate() {
-            let mut msg = request.wait().expect("reply").unpacking();
-            let mut len = [0u8; 8];
-            msg.unpack_express(&mut len, SendMode::Safer).expect("len");
-            let mut got = vec![0u8; u64::from_le_bytes(len) as usize];
-            msg.unpack_cheaper(&mut got, SendMode::Cheaper)
-                .expect("body");
-            msg.end_unpacking().expect("end");
+            let got = common::receive_echo(request.wait().expect("reply")).expect("echo");
             check(&got, 100 + i, i as u64);
         }
         // A handler's error.

@@ -109,3 +109,40 @@ pub fn echo(call: Call<'_>) -> HandlerResult {
     })?;
     Ok(())
 }
+
+/// Calls `service` at `peer` with `body` in the echo shape ([`echo`]);
+/// returns the body of the reply.
+pub fn call_echo(
+    node: &navette::Node,
+    peer: u32,
+    service: &str,
+    body: &[u8],
+) -> navette::Result<Vec<u8>> {
+    receive_echo(start_echo(node, peer, service, body)?.wait()?)
+}
+
+/// Calls `service` at `peer` with `body` in the echo shape, without
+/// waiting.
+pub fn start_echo<'n, 'a>(
+    node: &'n navette::Node,
+    peer: u32,
+    service: &str,
+    body: &'a [u8],
+) -> navette::Result<navette::rpc::CallRequest<'n, 'a>> {
+    let len = (body.len() as u64).to_le_bytes();
+    node.call(peer, service, |msg| {
+        msg.pack_safer(&len, ReceiveMode::Express)?;
+        msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })
+}
+
+/// The body of an echo-shaped reply.
+pub fn receive_echo(reply: navette::rpc::Reply<'_>) -> navette::Result<Vec<u8>> {
+    let mut msg = reply.unpacking();
+    let mut len = [0u8; 8];
+    msg.unpack_express(&mut len, SendMode::Safer)?;
+    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
+    msg.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    msg.end_unpacking()?;
+    Ok(body)
+}

@@ -1,6 +1,8 @@
 //! The Navette wire format: what travels on a rail, with no I/O.
 //!
-//! A **packet** is a 12-byte [`PacketHeader`] followed by a body of chunks.
+//! A **packet** is a 12-byte [`PacketHeader`] followed by a body of chunks;
+//! a packet of one eager chunk has a shorter form for framed transports, the
+//! lone packet ([`LONE`]).
 //! A **chunk** is one protocol item: eager data, a rendezvous request, a
 //! clear-to-send, rendezvous data, an ack or a credit grant. Kinds for RMA
 //! operations and forwarded blocks are reserved ([`ChunkKind`]) and rejected
@@ -48,5 +50,8 @@ pub use chunk::{
 pub use codec::Reader;
 pub use error::DecodeError;
 pub use limits::Limits;
-pub use packet::{Chunks, EagerChunks, Packet, PacketHeader, encode_packet};
+pub use packet::{
+    Chunks, EagerChunks, LONE, LONE_HEADER_LEN, Packet, PacketHeader, encode_lone,
+    encode_lone_header, encode_packet,
+};
 pub use table::{PieceTable, TABLE_MOST_PIECES};

@@ -3,11 +3,29 @@
 //! Header layout (12 bytes): magic `"NV"`, version u8, flags u8 (zero),
 //! chunk count u16, reserved u16 (zero), body length u32. A stream driver
 //! reads the header first to learn how many body bytes follow.
+//!
+//! A **lone packet** is the short form of a packet of exactly one eager
+//! chunk, for rails whose transport frames each packet (shared memory's
+//! ring cells): the eager header's first 20 bytes, its kind byte replaced
+//! by [`LONE`], then the data, whose length is the rest of the frame. It
+//! saves 16 bytes (the packet header and the data length) on the
+//! commonest packet: a small message then fits one cache line where the
+//! full form needs two, and a second line costs the receiver a second
+//! transfer between cores. Every decoder here reads both forms; a stream
+//! driver, which needs the packet header's length, never sends it.
 
 use crate::codec::{Reader, check_len};
-use crate::{Chunk, DecodeError, Eager, Limits};
+use crate::{Chunk, DecodeError, Eager, EagerHeader, Limits, PieceFlags};
 
 const MAGIC: [u8; 2] = *b"NV";
+
+/// First byte of a lone packet (see the [module docs](self)): `n`, as the
+/// full form's magic starts with `N`; a later version of lone packets
+/// takes another byte.
+pub const LONE: u8 = b'n';
+
+/// Bytes of a lone packet before its data.
+pub const LONE_HEADER_LEN: usize = EagerHeader::LEN - 4;
 
 /// The fixed header in front of every packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +112,9 @@ impl PacketHeader {
     /// each read of which checks the header itself.
     #[inline]
     pub fn peek_chunk_count(bytes: &[u8]) -> Option<u16> {
+        if bytes.first() == Some(&LONE) {
+            return Some(1);
+        }
         let head = bytes.first_chunk::<{ Self::LEN }>()?;
         Some(u16::from_le_bytes([head[4], head[5]]))
     }
@@ -108,11 +129,25 @@ pub struct Packet<'a> {
     header: PacketHeader,
     body: &'a [u8],
     limits: Limits,
+    /// The chunk of a lone packet (then `body` is empty).
+    lone: Option<Eager<'a>>,
 }
 
 impl<'a> Packet<'a> {
     /// Decodes exactly one packet: header, `chunk_count` chunks, no trailing byte.
     pub fn decode(bytes: &'a [u8], limits: &Limits) -> Result<Self, DecodeError> {
+        if bytes.first() == Some(&LONE) {
+            let eager = decode_lone(bytes, limits)?;
+            return Ok(Self {
+                header: PacketHeader {
+                    chunk_count: 1,
+                    body_len: EagerHeader::LEN as u32 + eager.header.len,
+                },
+                body: &[],
+                limits: *limits,
+                lone: Some(eager),
+            });
+        }
         let header = PacketHeader::decode(bytes, limits)?;
         let mut r = Reader::new(&bytes[PacketHeader::LEN..]);
         let body = r.take(header.body_len as usize, "packet body")?;
@@ -126,6 +161,7 @@ impl<'a> Packet<'a> {
             header,
             body,
             limits: *limits,
+            lone: None,
         })
     }
 
@@ -138,6 +174,9 @@ impl<'a> Packet<'a> {
         bytes: &'a [u8],
         limits: &Limits,
     ) -> Result<Option<Chunk<'a>>, DecodeError> {
+        if bytes.first() == Some(&LONE) {
+            return decode_lone(bytes, limits).map(|lone| Some(Chunk::Eager(lone)));
+        }
         // The commonest packet, one eager chunk, read at fixed offsets.
         if let Some(lone) = Self::eager_chunks::<1>(bytes, limits) {
             return Ok(Some(Chunk::Eager(lone.chunks[0])));
@@ -183,6 +222,9 @@ impl<'a> Packet<'a> {
         limits: &Limits,
         f: impl FnOnce(&[Eager<'a>]) -> R,
     ) -> Option<R> {
+        if bytes.first() == Some(&LONE) {
+            return decode_lone(bytes, limits).ok().map(|lone| f(&[lone]));
+        }
         let (count, body) = Self::fixed_header(bytes, limits)?;
         let count = usize::from(count);
         if !(1..=N).contains(&count) {
@@ -221,7 +263,13 @@ impl<'a> Packet<'a> {
         header_ok.then_some((count, body))
     }
 
-    /// The header.
+    /// Whether the packet came in the lone form (see the [module
+    /// docs](self)).
+    pub fn is_lone(&self) -> bool {
+        self.lone.is_some()
+    }
+
+    /// The header (of a lone packet: the full form's).
     pub fn header(&self) -> PacketHeader {
         self.header
     }
@@ -232,8 +280,68 @@ impl<'a> Packet<'a> {
             reader: Reader::new(self.body),
             left: self.header.chunk_count,
             limits: self.limits,
+            lone: self.lone,
         }
     }
+}
+
+/// Decodes a lone packet (its first byte is [`LONE`]) with the checks of
+/// the full form's packet of that one chunk.
+fn decode_lone<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Eager<'a>, DecodeError> {
+    let mut r = Reader::new(bytes);
+    r.u8("lone packet marker")?;
+    let flags = PieceFlags::from_bits(r.u8("chunk flags")?)?;
+    let channel = r.u16("chunk channel")?;
+    let seq = r.u32("eager seq")?;
+    let msg = r.u32("eager msg")?;
+    let tag = r.u64("eager tag")?;
+    let data = r.rest();
+    check_len("eager len", data.len() as u64, limits.max_eager_len.into())?;
+    check_len("packet chunk count", 1, limits.max_chunks.into())?;
+    check_len(
+        "packet body length",
+        (EagerHeader::LEN + data.len()) as u64,
+        limits.max_body_len.into(),
+    )?;
+    if flags.aborted() && !data.is_empty() {
+        return Err(DecodeError::InvalidFlags {
+            field: "abort piece with data",
+            value: flags.bits().into(),
+        });
+    }
+    Ok(Eager {
+        header: EagerHeader {
+            channel,
+            flags,
+            seq,
+            msg,
+            tag,
+            // Below `max_eager_len`, a u32.
+            len: data.len() as u32,
+        },
+        data,
+    })
+}
+
+/// Appends the lone packet of `eager`'s chunk (see the [module
+/// docs](self)).
+pub fn encode_lone(eager: &Eager<'_>, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.resize(at + LONE_HEADER_LEN, 0);
+    encode_lone_header(&eager.header, &mut out[at..]);
+    out.extend_from_slice(eager.data);
+}
+
+/// Writes the header of a lone packet carrying `eager`'s chunk into `out`
+/// (exactly [`LONE_HEADER_LEN`] bytes); its data follows it in the frame.
+///
+/// # Panics
+/// If `out` has another length (a caller bug).
+#[inline]
+pub fn encode_lone_header(eager: &EagerHeader, out: &mut [u8]) {
+    let full = eager.to_bytes();
+    out.copy_from_slice(&full[..LONE_HEADER_LEN]);
+    out[0] = LONE;
 }
 
 /// Iterator over the chunks of a validated [`Packet`].
@@ -242,6 +350,8 @@ pub struct Chunks<'a> {
     reader: Reader<'a>,
     left: u16,
     limits: Limits,
+    /// A lone packet's chunk, not read yet.
+    lone: Option<Eager<'a>>,
 }
 
 impl<'a> Iterator for Chunks<'a> {
@@ -252,6 +362,9 @@ impl<'a> Iterator for Chunks<'a> {
             return None;
         }
         self.left -= 1;
+        if let Some(lone) = self.lone.take() {
+            return Some(Chunk::Eager(lone));
+        }
         let chunk = Chunk::decode(&mut self.reader, &self.limits);
         Some(chunk.expect("Packet::decode validated every chunk"))
     }

@@ -75,7 +75,10 @@ fn decode_and_reencode(bytes: &[u8]) -> Result<Vec<Chunk<'_>>, DecodeError> {
     let packet = Packet::decode(bytes, &Limits::default())?;
     let decoded: Vec<Chunk<'_>> = packet.chunks().collect();
     let mut again = Vec::new();
-    encode_packet(&decoded, &mut again);
+    match decoded.as_slice() {
+        [Chunk::Eager(lone)] if packet.is_lone() => navette_wire::encode_lone(lone, &mut again),
+        _ => encode_packet(&decoded, &mut again),
+    }
     assert_eq!(again, bytes, "accepted bytes must re-encode identically");
     Ok(decoded)
 }
@@ -227,4 +230,133 @@ proptest! {
     fn valid_packets_of_eager_chunks_are_read_by_the_fast_path(specs in specs()) {
         eager_chunks_agree_with_decode(&encode(&specs))?;
     }
+}
+
+/// An eager chunk with arbitrary fields and valid flags.
+fn lone_chunks() -> impl Strategy<Value = (navette_wire::EagerHeader, Vec<u8>)> {
+    use navette_wire::{EagerHeader, PieceFlags, ReceiveMode, SendMode};
+    (
+        any::<(bool, bool, bool, bool)>(),
+        any::<(u16, u32, u32, u64)>(),
+        prop::collection::vec(any::<u8>(), 0..200),
+    )
+        .prop_map(
+            |((first, last, cheaper, express), (channel, seq, msg, tag), data)| {
+                let send = if cheaper {
+                    SendMode::Cheaper
+                } else {
+                    SendMode::Safer
+                };
+                let recv = if express {
+                    ReceiveMode::Express
+                } else {
+                    ReceiveMode::Cheaper
+                };
+                let header = EagerHeader {
+                    channel,
+                    flags: PieceFlags::new(first, last, send, recv),
+                    seq,
+                    msg,
+                    tag,
+                    len: data.len() as u32,
+                };
+                (header, data)
+            },
+        )
+}
+
+proptest! {
+    /// A lone packet reads as the full form's packet of its one chunk, by
+    /// every decoder, and 16 bytes shorter.
+    #[test]
+    fn lone_packets_read_as_their_full_form((header, data) in lone_chunks()) {
+        use navette_wire::{Eager, LONE, encode_lone};
+        let chunk = Eager { header, data: &data };
+        let mut lone = Vec::new();
+        encode_lone(&chunk, &mut lone);
+        let mut full = Vec::new();
+        encode_packet(&[Chunk::Eager(chunk)], &mut full);
+        prop_assert_eq!(lone[0], LONE);
+        prop_assert_eq!(lone.len() + 16, full.len());
+        let limits = Limits::default();
+        let packet = Packet::decode(&lone, &limits).unwrap();
+        prop_assert!(packet.is_lone());
+        prop_assert_eq!(packet.header(), Packet::decode(&full, &limits).unwrap().header());
+        prop_assert_eq!(packet.chunks().collect::<Vec<_>>(), vec![Chunk::Eager(chunk)]);
+        prop_assert_eq!(Packet::decode_single(&lone, &limits), Ok(Some(Chunk::Eager(chunk))));
+        prop_assert_eq!(PacketHeader::peek_chunk_count(&lone), Some(1));
+        let fast = Packet::eager_chunks::<8>(&lone, &limits).unwrap();
+        prop_assert_eq!(fast.as_slice(), &[chunk][..]);
+        prop_assert_eq!(decode_and_reencode(&lone).unwrap(), vec![Chunk::Eager(chunk)]);
+        eager_chunks_agree_with_decode(&lone)?;
+        // Its header cut short is refused; its data is the rest of the
+        // frame, so any longer prefix is another (shorter) message.
+        for end in 0..navette_wire::LONE_HEADER_LEN {
+            prop_assert!(Packet::decode(&lone[..end], &limits).is_err());
+            prop_assert!(Packet::eager_chunks::<1>(&lone[..end], &limits).is_none());
+        }
+    }
+}
+
+#[test]
+fn lone_packets_are_checked_as_full_ones() {
+    use navette_wire::{Eager, EagerHeader, PieceFlags, ReceiveMode, SendMode, encode_lone};
+    let header = |flags, len| EagerHeader {
+        channel: 1,
+        flags,
+        seq: 2,
+        msg: 3,
+        tag: 4,
+        len,
+    };
+    let flags = PieceFlags::new(true, true, SendMode::Safer, ReceiveMode::Express);
+    let data = [7u8; 65];
+    let mut bytes = Vec::new();
+    encode_lone(
+        &Eager {
+            header: header(flags, 65),
+            data: &data,
+        },
+        &mut bytes,
+    );
+    let tight = Limits {
+        max_eager_len: 64,
+        ..Limits::default()
+    };
+    assert!(matches!(
+        Packet::decode(&bytes, &tight),
+        Err(DecodeError::TooLarge {
+            field: "eager len",
+            len: 65,
+            max: 64
+        })
+    ));
+    assert_eq!(
+        Packet::decode_single(&bytes, &tight),
+        Packet::decode(&bytes, &tight).map(|_| None)
+    );
+    assert!(Packet::eager_chunks::<1>(&bytes, &tight).is_none());
+    // Flags no piece has.
+    bytes[1] = 0xff;
+    assert!(matches!(
+        Packet::decode(&bytes, &Limits::default()),
+        Err(DecodeError::InvalidFlags { .. })
+    ));
+    // An aborted piece carries no data.
+    let aborted = PieceFlags::ABORT_UNSENT;
+    bytes.clear();
+    encode_lone(
+        &Eager {
+            header: header(aborted, 1),
+            data: &[1],
+        },
+        &mut bytes,
+    );
+    assert!(matches!(
+        Packet::decode(&bytes, &Limits::default()),
+        Err(DecodeError::InvalidFlags {
+            field: "abort piece with data",
+            ..
+        })
+    ));
 }

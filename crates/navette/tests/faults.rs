@@ -126,7 +126,10 @@ fn a_peer_that_breaks_the_protocol_is_cut_off() {
     let waiting = b.irecv(b.gate(0), 1u64, vec![0u8; 8]);
     // Rank 0 "sends" garbage on its rail to rank 1.
     let link = cluster.links_between(0, 1)[0];
-    cluster.with_network(|net| net.send(0, link, b"not a navette packet".to_vec()).unwrap());
+    cluster.with_network(|net| {
+        net.send(0, link, b"garbage, not a navette packet".to_vec())
+            .unwrap()
+    });
     assert_eq!(request_error(waiting.wait()), unreachable(0));
     let faults = cluster.faults();
     assert_eq!(faults.len(), 1);

@@ -389,6 +389,13 @@ impl<'a> DriverPort<'a> {
             .send_tagged_now(gate.channel, gate.peer, tag, data, out);
     }
 
+    /// See [`navette_core::Engine::send_lone_now`].
+    pub fn send_lone_now(&mut self, gate: crate::Gate, tag: u64, data: &[u8], out: &mut [u8]) {
+        self.state
+            .engine
+            .send_lone_now(gate.channel, gate.peer, tag, data, out);
+    }
+
     /// See [`navette_core::Engine::gather_tagged_now`].
     pub fn gather_tagged_now(
         &mut self,

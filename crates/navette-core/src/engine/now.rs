@@ -23,7 +23,8 @@
 use std::ops::Range;
 
 use navette_wire::{
-    Chunk, Eager, EagerHeader, Packet, PacketHeader, PieceFlags, ReceiveMode, SendMode,
+    Chunk, Eager, EagerHeader, LONE_HEADER_LEN, Packet, PacketHeader, PieceFlags, ReceiveMode,
+    SendMode, encode_lone_header,
 };
 
 use super::{Engine, Gate, GateId, OutMsg, WholeMessage};
@@ -134,6 +135,13 @@ impl Engine {
         PacketHeader::LEN + EagerHeader::LEN + len
     }
 
+    /// Length of the lone packet [`Self::send_lone_now`] writes for `len`
+    /// bytes of data.
+    #[inline]
+    pub const fn lone_packet_len(len: usize) -> usize {
+        LONE_HEADER_LEN + len
+    }
+
     /// Bytes of the buffer [`Self::gather_tagged_now`] writes for `len`
     /// bytes of data with `copy_max`: the headers, and the data if it is
     /// at most `copy_max` bytes.
@@ -188,6 +196,40 @@ impl Engine {
         out: &mut [u8],
     ) {
         self.write_tagged_now(channel, peer, tag, data, out, None);
+    }
+
+    /// [`Self::send_tagged_now`] in the lone form (16 bytes shorter: see
+    /// [`navette_wire::LONE`]), for a driver whose transport frames each
+    /// packet: `out` is exactly [`Self::lone_packet_len`]`(data.len())`
+    /// bytes.
+    ///
+    /// # Panics
+    /// If `out` has another length (a caller bug).
+    #[inline]
+    pub fn send_lone_now(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+        data: &[u8],
+        out: &mut [u8],
+    ) {
+        assert_eq!(
+            out.len(),
+            Self::lone_packet_len(data.len()),
+            "packet length"
+        );
+        let gate = self.gate(channel, peer);
+        let g = &mut self.gates[gate.0];
+        let len = u32::try_from(data.len()).expect("checked by can_send_now");
+        let eager = g.next_tagged(tag, len);
+        let (head, body) = out.split_at_mut(LONE_HEADER_LEN);
+        encode_lone_header(&eager, head);
+        body.copy_from_slice(data);
+        g.stats.packets_sent += 1;
+        g.stats.chunks_sent += 1;
+        // As the full form's body: the chunk.
+        g.stats.bytes_sent += (EagerHeader::LEN + data.len()) as u64;
     }
 
     /// [`Self::send_tagged_now`] for a driver that gathers: data of more

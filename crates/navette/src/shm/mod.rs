@@ -617,7 +617,8 @@ impl Driver for ShmDriver {
         data: &[u8],
         copied: usize,
     ) -> Option<Result<navette_core::Status>> {
-        let packet = navette_core::Engine::tagged_packet_len(data.len());
+        // The lone form: a ring cell frames its packet.
+        let packet = navette_core::Engine::lone_packet_len(data.len());
         self.write_at_once(
             node,
             gate.peer,
@@ -625,7 +626,7 @@ impl Driver for ShmDriver {
             &mut (),
             |port, rail, ()| port.can_send_now(gate, rail, data.len()),
             |port, (), out| {
-                port.send_tagged_now(gate, tag, data, out);
+                port.send_lone_now(gate, tag, data, out);
                 if copied != 0 {
                     port.count_copied_now(gate, copied);
                 }

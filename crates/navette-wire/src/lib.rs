@@ -54,4 +54,4 @@ pub use packet::{
     Chunks, EagerChunks, LONE, LONE_HEADER_LEN, Packet, PacketHeader, encode_lone,
     encode_lone_header, encode_packet,
 };
-pub use table::{PieceTable, TABLE_MOST_PIECES};
+pub use table::{PieceTable, TABLE_MOST_PIECE_LEN, TABLE_MOST_PIECES};

@@ -14,21 +14,34 @@ use crate::{DecodeError, PieceFlags};
 /// | field | bytes |
 /// |---|---|
 /// | piece count `n` (at least 1) | 1 |
-/// | per piece: flags, data length (u32) | 5 × `n` |
+/// | per piece: data length (13 bits) and modes (3 bits), a u16 | 2 × `n` |
 /// | the pieces' data, in order | the sum of the lengths |
 ///
-/// Each piece's flags are those it would carry as a chunk of its own:
-/// first on the first piece, last on the last one, its send and receive
-/// modes; never tagged or abort. The lengths add up to exactly the bytes
-/// after the table.
+/// An entry's top three bits are its piece's send mode (two bits) and
+/// receive mode (one), as in the piece's [`PieceFlags`] when it travels
+/// as a chunk of its own; first and last follow from the piece's place,
+/// and a table's pieces are never tagged or abort. The lengths add up to
+/// exactly the bytes after the table. Every byte counts: such a message is
+/// small (at most [`TABLE_MOST_PIECE_LEN`] bytes a piece), and a call or
+/// reply that fits one cache line crosses between cores in one transfer
+/// where two lines take two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PieceTable<'a> {
-    /// The entries (5 bytes each).
+    /// The entries (2 bytes each).
     entries: &'a [u8],
 }
 
 /// Bytes of one piece's entry: flags and length.
-const ENTRY_LEN: usize = 5;
+const ENTRY_LEN: usize = 2;
+
+/// Bits of an entry that hold the length.
+const LEN_BITS: u32 = 13;
+
+/// Where a piece's modes lie in its [`PieceFlags`] bits.
+const MODES_SHIFT: u32 = 2;
+
+/// The longest piece a table describes.
+pub const TABLE_MOST_PIECE_LEN: usize = (1 << LEN_BITS) - 1;
 
 /// The most pieces a table holds (its count is one byte).
 pub const TABLE_MOST_PIECES: usize = u8::MAX as usize;
@@ -68,10 +81,11 @@ impl<'a> PieceTable<'a> {
         let (entries, data) = rest.split_at(table);
         let mut total = 0u64;
         for (i, entry) in entries.chunks_exact(ENTRY_LEN).enumerate() {
-            if PieceFlags::table_entry(entry[0], i, count).is_none() {
+            let bits = entry_flag_bits(entry, i, count);
+            if PieceFlags::table_entry(bits, i, count).is_none() {
                 return Err(DecodeError::InvalidFlags {
                     field: "piece table flags",
-                    value: entry[0].into(),
+                    value: bits.into(),
                 });
             }
             total += u64::from(entry_len(entry));
@@ -100,20 +114,26 @@ impl<'a> PieceTable<'a> {
     #[inline]
     pub fn pieces(&self) -> impl ExactSizeIterator<Item = (PieceFlags, u32)> + 'a {
         // Checked by `parse`: every entry's flags are valid.
+        let count = self.count();
         self.entries
             .chunks_exact(ENTRY_LEN)
-            .map(|entry| (PieceFlags::from_checked_bits(entry[0]), entry_len(entry)))
+            .enumerate()
+            .map(move |(i, entry)| {
+                let bits = entry_flag_bits(entry, i, count);
+                (PieceFlags::from_checked_bits(bits), entry_len(entry))
+            })
     }
 
     /// Writes the table of `pieces` (each one's flags and data length, at
-    /// least one and at most [`TABLE_MOST_PIECES`]) into `out`, exactly
+    /// least one and at most [`TABLE_MOST_PIECES`], each at most
+    /// [`TABLE_MOST_PIECE_LEN`] bytes) into `out`, exactly
     /// [`Self::len_for`] bytes; the pieces' data goes right after it.
     ///
     /// # Panics
-    /// If `out` has another length or the count is out of range (caller
-    /// bugs).
+    /// If `out` has another length, the count is out of range or a piece
+    /// too long (caller bugs).
     #[inline]
-    pub fn write(out: &mut [u8], pieces: impl ExactSizeIterator<Item = (PieceFlags, u32)>) {
+    pub fn write(out: &mut [u8], pieces: impl ExactSizeIterator<Item = (PieceFlags, u16)>) {
         let count = pieces.len();
         assert!(
             (1..=TABLE_MOST_PIECES).contains(&count),
@@ -122,8 +142,9 @@ impl<'a> PieceTable<'a> {
         assert_eq!(out.len(), Self::len_for(count), "piece table length");
         out[0] = count as u8;
         for ((flags, len), entry) in pieces.zip(out[1..].chunks_exact_mut(ENTRY_LEN)) {
-            entry[0] = flags.bits();
-            entry[1..].copy_from_slice(&len.to_le_bytes());
+            assert!(usize::from(len) <= TABLE_MOST_PIECE_LEN, "piece too long");
+            let modes = u16::from(flags.bits() >> MODES_SHIFT) & 0b111;
+            entry.copy_from_slice(&(len | modes << LEN_BITS).to_le_bytes());
         }
     }
 }
@@ -131,7 +152,16 @@ impl<'a> PieceTable<'a> {
 /// The length field of an entry.
 #[inline]
 fn entry_len(entry: &[u8]) -> u32 {
-    u32::from_le_bytes([entry[1], entry[2], entry[3], entry[4]])
+    u32::from(u16::from_le_bytes([entry[0], entry[1]])) & ((1 << LEN_BITS) - 1)
+}
+
+/// The flag bits of entry `i` of `count`: its modes, and first and last
+/// from its place.
+#[inline]
+fn entry_flag_bits(entry: &[u8], i: usize, count: usize) -> u8 {
+    let modes = (entry[1] >> (LEN_BITS - 8)) << MODES_SHIFT;
+    let placed = u8::from(i == 0) | (u8::from(i + 1 == count) << 1);
+    modes | placed
 }
 
 #[cfg(test)]
@@ -146,7 +176,7 @@ mod tests {
         let entries = pieces
             .iter()
             .enumerate()
-            .map(|(i, (s, r, d))| (PieceFlags::new(i == 0, i + 1 == n, *s, *r), d.len() as u32));
+            .map(|(i, (s, r, d))| (PieceFlags::new(i == 0, i + 1 == n, *s, *r), d.len() as u16));
         PieceTable::write(&mut out, entries);
         for (_, _, data) in pieces {
             out.extend_from_slice(data);
@@ -210,18 +240,29 @@ mod tests {
         longer.push(0);
         assert!(PieceTable::parse(&longer).is_err());
         // A table cut short.
-        assert!(PieceTable::parse(&good[..7]).is_err());
-        // Pieces out of place, or flagged as only a chunk may be.
-        for (at, bits) in [
-            (1, good[6]),                   // the first piece not first
-            (6, good[1]),                   // the last piece not last
-            (1, PieceFlags::TAGGED.bits()), // tagged
-            (6, PieceFlags::ABORT.bits()),  // abort
-            (1, 0x01 | (3 << 2)),           // the undefined send mode
-        ] {
+        assert!(PieceTable::parse(&good[..4]).is_err());
+        // The undefined send mode (3), in either entry's top bits.
+        for at in [2, 4] {
             let mut bad = good.clone();
-            bad[at] = bits;
-            assert!(PieceTable::parse(&bad).is_err(), "flags {bits:#x} at {at}");
+            bad[at] |= 0b11 << 5;
+            assert!(PieceTable::parse(&bad).is_err(), "send mode 3 at {at}");
         }
+        // An entry's length is its low 13 bits: the modes never add to it.
+        let mut cheaper = good.clone();
+        cheaper[2] |= 1 << 7;
+        let table = PieceTable::parse(&cheaper).unwrap();
+        let (flags, len) = table.pieces().next().unwrap();
+        assert_eq!((flags.receive_mode(), len), (ReceiveMode::Cheaper, 8));
+    }
+
+    #[test]
+    #[should_panic(expected = "piece too long")]
+    fn a_piece_too_long_for_a_table_is_a_caller_bug() {
+        let flags = PieceFlags::new(true, true, SendMode::Safer, ReceiveMode::Express);
+        let mut out = [0; 3];
+        PieceTable::write(
+            &mut out,
+            [(flags, TABLE_MOST_PIECE_LEN as u16 + 1)].into_iter(),
+        );
     }
 }

@@ -142,6 +142,7 @@ struct OutPiece<'a> {
 /// it leaves as one tagged piece ([`Packing::try_send_table`]): above, the
 /// copy that puts it together costs more than the tagged path saves.
 const TABLE_MOST_BYTES: usize = 4 << 10;
+const _: () = assert!(TABLE_MOST_BYTES <= navette_wire::TABLE_MOST_PIECE_LEN);
 
 thread_local! {
     /// Where [`Packing::try_send_table`] puts a call or reply together
@@ -379,8 +380,8 @@ impl<'n, 'a> Packing<'n, 'a> {
             buf.resize(table, 0);
             let entries = pieces.iter().enumerate().map(|(i, p)| {
                 let flags = PieceFlags::new(i == 0, i + 1 == count, p.send, p.recv);
-                // Below `TABLE_MOST_BYTES`.
-                (flags, p.data.len() as u32)
+                // Below `TABLE_MOST_BYTES`, below a table's longest piece.
+                (flags, p.data.len() as u16)
             });
             PieceTable::write(buf, entries);
             for piece in pieces {

@@ -626,7 +626,7 @@ mod tests {
         let mut out = vec![0; PieceTable::len_for(n)];
         let entries = pieces.iter().enumerate().map(|(i, (send, recv, data))| {
             let flags = PieceFlags::new(i == 0, i + 1 == n, *send, *recv);
-            (flags, data.len() as u32)
+            (flags, data.len() as u16)
         });
         PieceTable::write(&mut out, entries);
         for (_, _, data) in pieces {

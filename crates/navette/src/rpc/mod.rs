@@ -244,7 +244,7 @@ impl Rpc {
 
     /// A fresh call number (below 2^63: it goes in a reply's tag).
     fn next_call(&self) -> u64 {
-        self.next_call.fetch_add(1, Ordering::Relaxed) & !wire::REPLY_BIT
+        self.next_call.fetch_add(1, Ordering::Relaxed) & wire::CALL_MASK
     }
 
     /// Counts a call given up while its reply may still come: progress

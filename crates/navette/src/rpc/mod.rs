@@ -283,9 +283,16 @@ impl Rpc {
             let guard = Dispatching(&self.dispatching);
             // Packets handled from now on are looked at next time; a call
             // abandoned from now on resets the mark after this store
-            // (`abandon_one`), so its late reply is looked for then.
-            self.looked
-                .store(arrivals.load(Ordering::Acquire), Ordering::SeqCst);
+            // (`abandon_one`), so its late reply is looked for then. Stored
+            // only when it moved (a call that landed outside the engine
+            // moves nothing): a SeqCst store is an atomic exchange, about
+            // 8 ns on the call's path. One skipped orders nothing either:
+            // an abandoned call's mark, stored after, differs, and has the
+            // next round store it again.
+            let seen = arrivals.load(Ordering::Acquire);
+            if self.looked.load(Ordering::Relaxed) != seen {
+                self.looked.store(seen, Ordering::SeqCst);
+            }
             if self.abandoned.load(Ordering::SeqCst) > 0 {
                 self.drop_late_replies(node);
             }
@@ -293,7 +300,8 @@ impl Rpc {
                 server::serve_arrived(self, node);
             }
             drop(guard);
-            if !self.missed.swap(false, Ordering::AcqRel) {
+            // Read before it is swapped: a swap is an atomic exchange.
+            if !(self.missed.load(Ordering::Acquire) && self.missed.swap(false, Ordering::AcqRel)) {
                 return;
             }
         }

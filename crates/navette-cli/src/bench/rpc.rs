@@ -58,8 +58,8 @@ fn services(node: &Node) -> Result<&'static Services, BenchError> {
         return Ok(services);
     }
     let services: &'static Services = Box::leak(Box::new(Services {
-        rpc: ServiceName::new(RPC),
-        migrate: ServiceName::new(MIGRATE),
+        rpc: ServiceName::from_static(RPC),
+        migrate: ServiceName::from_static(MIGRATE),
         served: AtomicU64::new(0),
         expected: AtomicU64::new(0),
         arrived: Mutex::new(VecDeque::new()),

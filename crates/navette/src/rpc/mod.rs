@@ -80,7 +80,17 @@
 //! a tagged message's send and landing cost about half those of a message
 //! of several pieces, and this layer unfolds it back into the pieces its
 //! reader unpacks, with the same checks (a malformed table fails the
-//! message with [`crate::RequestError::Malformed`]). On arrival, a
+//! message with [`crate::RequestError::Malformed`]). Its bytes are
+//! counted: a packet of one piece leaves in the lone form
+//! ([`navette_wire::LONE`], 20 bytes of headers), a table entry takes two
+//! bytes, the call's header eleven, so that a call of a word-sized
+//! argument, or its reply, fits one 64-byte line of the ring (with the
+//! ring's and the cell's 20): the receiver's core fetches it in one
+//! transfer, where a second line would cost a second (about as much as
+//! the rest of the call, see `docs/profiling.md`). A service whose name
+//! is known when the program is built is best named by a `const`
+//! [`ServiceName::from_static`]: calls then pass its name around with no
+//! allocation and no shared count. On arrival, a
 //! lone call's reply and a server's next call are received at once: each
 //! waits outside the engine, and a packet that is exactly its message,
 //! in order and all eager, is taken out whole, its data copied back to

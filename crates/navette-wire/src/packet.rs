@@ -4,24 +4,27 @@
 //! chunk count u16, reserved u16 (zero), body length u32. A stream driver
 //! reads the header first to learn how many body bytes follow.
 //!
-//! A **lone packet** is the short form of a packet of exactly one eager
-//! chunk, for rails whose transport frames each packet (shared memory's
-//! ring cells): the eager header's first 20 bytes, its kind byte replaced
-//! by [`LONE`], then the data, whose length is the rest of the frame. It
-//! saves 16 bytes (the packet header and the data length) on the
-//! commonest packet: a small message then fits one cache line where the
-//! full form needs two, and a second line costs the receiver a second
-//! transfer between cores. Every decoder here reads both forms; a stream
-//! driver, which needs the packet header's length, never sends it.
+//! A packet of exactly one eager chunk has a short form, the lone packet
+//! (see [`LONE`]).
 
 use crate::codec::{Reader, check_len};
 use crate::{Chunk, DecodeError, Eager, EagerHeader, Limits, PieceFlags};
 
 const MAGIC: [u8; 2] = *b"NV";
 
-/// First byte of a lone packet (see the [module docs](self)): `n`, as the
-/// full form's magic starts with `N`; a later version of lone packets
-/// takes another byte.
+/// First byte of a lone packet: `n`, as the full form's magic starts with
+/// `N`; a later version of lone packets takes another byte.
+///
+/// A **lone packet** is the short form of a packet of exactly one eager
+/// chunk, for rails whose transport frames each packet (shared memory's
+/// ring cells): the eager header's first 20 bytes ([`LONE_HEADER_LEN`]),
+/// its kind byte replaced by `LONE`, then the data, whose length is the
+/// rest of the frame. It saves 16 bytes (the packet header and the data
+/// length) on the commonest packet: a small message then fits one cache
+/// line where the full form needs two, and a second line costs the
+/// receiver a second transfer between cores. Every decoder of this crate
+/// reads both forms; a stream driver, which needs the packet header's
+/// length, never sends it.
 pub const LONE: u8 = b'n';
 
 /// Bytes of a lone packet before its data.
@@ -263,8 +266,7 @@ impl<'a> Packet<'a> {
         header_ok.then_some((count, body))
     }
 
-    /// Whether the packet came in the lone form (see the [module
-    /// docs](self)).
+    /// Whether the packet came in the lone form (see [`LONE`]).
     pub fn is_lone(&self) -> bool {
         self.lone.is_some()
     }
@@ -323,8 +325,7 @@ fn decode_lone<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Eager<'a>, Decode
     })
 }
 
-/// Appends the lone packet of `eager`'s chunk (see the [module
-/// docs](self)).
+/// Appends the lone packet of `eager`'s chunk (see [`LONE`]).
 pub fn encode_lone(eager: &Eager<'_>, out: &mut Vec<u8>) {
     let at = out.len();
     out.resize(at + LONE_HEADER_LEN, 0);

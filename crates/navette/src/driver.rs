@@ -89,20 +89,19 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
-    /// [`Self::send_now`] for `data` that the caller put together by
-    /// copying `copied` bytes (counted among the gate's copies, under the
-    /// same lock): an RPC call or reply sent as one tagged piece holding
-    /// its pieces' table (see `Packing::try_send_now`). The default never
-    /// sends at once (the message then goes the usual way).
-    fn send_copied_now(
+    /// [`Self::send_now`] of a message whose data is `parts` back to
+    /// back, each copied straight into the packet: an RPC call or reply
+    /// sent as one tagged piece, its pieces' table then their data (see
+    /// `Packing::try_send_table`). The default never sends at once (the
+    /// message then goes the usual way).
+    fn send_parts_now(
         &self,
         node: &NodeCore,
         gate: crate::Gate,
         tag: u64,
-        data: &[u8],
-        copied: usize,
+        parts: &[&[u8]],
     ) -> Option<Result<navette_core::Status>> {
-        let _ = (node, gate, tag, data, copied);
+        let _ = (node, gate, tag, parts);
         None
     }
 
@@ -390,10 +389,10 @@ impl<'a> DriverPort<'a> {
     }
 
     /// See [`navette_core::Engine::send_lone_now`].
-    pub fn send_lone_now(&mut self, gate: crate::Gate, tag: u64, data: &[u8], out: &mut [u8]) {
+    pub fn send_lone_now(&mut self, gate: crate::Gate, tag: u64, parts: &[&[u8]], out: &mut [u8]) {
         self.state
             .engine
-            .send_lone_now(gate.channel, gate.peer, tag, data, out);
+            .send_lone_now(gate.channel, gate.peer, tag, parts, out);
     }
 
     /// See [`navette_core::Engine::gather_tagged_now`].
@@ -418,14 +417,6 @@ impl<'a> DriverPort<'a> {
         pieces: &[navette_core::NowPiece<'_>],
     ) -> bool {
         self.state.engine.can_send_message_now(out, rail, pieces)
-    }
-
-    /// See [`navette_core::Engine::count_copied_now`].
-    #[inline]
-    pub fn count_copied_now(&mut self, gate: crate::Gate, len: usize) {
-        self.state
-            .engine
-            .count_copied_now(gate.channel, gate.peer, len);
     }
 
     /// See [`navette_core::Engine::send_message_now`].

@@ -144,15 +144,6 @@ struct OutPiece<'a> {
 const TABLE_MOST_BYTES: usize = 4 << 10;
 const _: () = assert!(TABLE_MOST_BYTES <= navette_wire::TABLE_MOST_PIECE_LEN);
 
-thread_local! {
-    /// Where [`Packing::try_send_table`] puts a call or reply together
-    /// before it is copied into its packet: kept per thread, so that
-    /// neither allocates.
-    static TABLE_BUFFER: std::cell::RefCell<Vec<u8>> = const {
-        std::cell::RefCell::new(Vec::new())
-    };
-}
-
 impl Node {
     /// Starts a message to `gate` with `tag`. The reserved channel
     /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
@@ -361,37 +352,37 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// data is its pieces' table ([`PieceTable`]) then their data, which
     /// the receiving RPC layer unfolds ([`WholeMessage::unfold_table`]):
     /// a tagged message's send and landing cost about half those of a
-    /// message of several pieces (`docs/profiling.md`). The pieces are
-    /// copied together first (counted among the gate's copies). `None` if
-    /// it is larger than [`TABLE_MOST_BYTES`] or cannot leave at once (it
-    /// then goes the usual way, and is read as usual).
+    /// message of several pieces (`docs/profiling.md`). The table is made
+    /// here, and it and the pieces are copied straight into the packet.
+    /// `None` if it is larger than [`TABLE_MOST_BYTES`] or cannot leave at
+    /// once (it then goes the usual way, and is read as usual).
     fn try_send_table(core: &PackingCore<'_>, pieces: &[NowPiece<'_>]) -> Option<Result<()>> {
+        const MOST: usize = navette_core::MOST_PIECES_AT_ONCE;
         let count = pieces.len();
-        let table = PieceTable::len_for(count);
+        let table_len = PieceTable::len_for(count);
         let data: usize = pieces.iter().map(|p| p.data.len()).sum();
-        if table + data > TABLE_MOST_BYTES {
+        if count > MOST || table_len + data > TABLE_MOST_BYTES {
             return None;
         }
         let out = core.out.as_ref()?;
         let gate = Gate::new(ChannelId::RPC, out.peer());
+        let mut table = [0u8; PieceTable::len_for(MOST)];
+        let entries = pieces.iter().enumerate().map(|(i, p)| {
+            let flags = PieceFlags::new(i == 0, i + 1 == count, p.send, p.recv);
+            // Below `TABLE_MOST_BYTES`, below a table's longest piece.
+            (flags, p.data.len() as u16)
+        });
+        PieceTable::write(&mut table[..table_len], entries);
+        let mut parts: [&[u8]; MOST + 1] = [&[]; MOST + 1];
+        parts[0] = &table[..table_len];
+        for (part, piece) in parts[1..].iter_mut().zip(pieces) {
+            *part = piece.data;
+        }
         let node = core.node.core();
-        TABLE_BUFFER.with_borrow_mut(|buf| {
-            buf.clear();
-            buf.resize(table, 0);
-            let entries = pieces.iter().enumerate().map(|(i, p)| {
-                let flags = PieceFlags::new(i == 0, i + 1 == count, p.send, p.recv);
-                // Below `TABLE_MOST_BYTES`, below a table's longest piece.
-                (flags, p.data.len() as u16)
-            });
-            PieceTable::write(buf, entries);
-            for piece in pieces {
-                buf.extend_from_slice(piece.data);
-            }
-            let sent = node
-                .driver()
-                .send_copied_now(node, gate, out.tag(), buf, data)?;
-            Some(sent.map(|_| ()))
-        })
+        let sent = node
+            .driver()
+            .send_parts_now(node, gate, out.tag(), &parts[..=count])?;
+        Some(sent.map(|_| ()))
     }
 
     /// Sends what remains and waits until every piece has left the caller's

@@ -107,15 +107,14 @@ impl Driver for ShmTcpDriver {
         self.shm.send_now(node, gate, tag, data)
     }
 
-    fn send_copied_now(
+    fn send_parts_now(
         &self,
         node: &NodeCore,
         gate: crate::Gate,
         tag: u64,
-        data: &[u8],
-        copied: usize,
+        parts: &[&[u8]],
     ) -> Option<Result<navette_core::Status>> {
-        self.shm.send_copied_now(node, gate, tag, data, copied)
+        self.shm.send_parts_now(node, gate, tag, parts)
     }
 
     /// As shm's: an isend leaves at once on a shared-memory rail (a peer

@@ -581,14 +581,6 @@ impl Engine {
         self.gates[gate.0].stats.bytes_copied += len as u64;
     }
 
-    /// Counts `len` bytes that the sender's message layer copied to put
-    /// together a tagged message sent at once to `peer` on `channel` (see
-    /// [`GateStats::bytes_copied`]).
-    pub fn count_copied_now(&mut self, channel: ChannelId, peer: Rank, len: usize) {
-        let gate = self.gate(channel, peer);
-        self.copied(gate, len);
-    }
-
     /// Counts `len` data bytes of `out` that the sender's message layer
     /// copied before handing them over (see [`GateStats::bytes_copied`]).
     pub fn count_send_copy(&mut self, out: &OutMsg, len: usize) {

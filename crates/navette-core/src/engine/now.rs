@@ -200,8 +200,9 @@ impl Engine {
 
     /// [`Self::send_tagged_now`] in the lone form (16 bytes shorter: see
     /// [`navette_wire::LONE`]), for a driver whose transport frames each
-    /// packet: `out` is exactly [`Self::lone_packet_len`]`(data.len())`
-    /// bytes.
+    /// packet, of a message whose data is `parts` back to back, each
+    /// copied straight into `out`: exactly
+    /// [`Self::lone_packet_len`]`(len)` bytes, `len` the parts' total.
     ///
     /// # Panics
     /// If `out` has another length (a caller bug).
@@ -211,25 +212,25 @@ impl Engine {
         channel: ChannelId,
         peer: Rank,
         tag: u64,
-        data: &[u8],
+        parts: &[&[u8]],
         out: &mut [u8],
     ) {
-        assert_eq!(
-            out.len(),
-            Self::lone_packet_len(data.len()),
-            "packet length"
-        );
+        let (head, mut body) = out.split_at_mut(LONE_HEADER_LEN);
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        assert_eq!(body.len(), len, "packet length");
         let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];
-        let len = u32::try_from(data.len()).expect("checked by can_send_now");
-        let eager = g.next_tagged(tag, len);
-        let (head, body) = out.split_at_mut(LONE_HEADER_LEN);
-        encode_lone_header(&eager, head);
-        body.copy_from_slice(data);
+        let len32 = u32::try_from(len).expect("checked by can_send_now");
+        encode_lone_header(&g.next_tagged(tag, len32), head);
+        for part in parts {
+            let (room, rest) = body.split_at_mut(part.len());
+            room.copy_from_slice(part);
+            body = rest;
+        }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += 1;
         // As the full form's body: the chunk.
-        g.stats.bytes_sent += (EagerHeader::LEN + data.len()) as u64;
+        g.stats.bytes_sent += (EagerHeader::LEN + len) as u64;
     }
 
     /// [`Self::send_tagged_now`] for a driver that gathers: data of more

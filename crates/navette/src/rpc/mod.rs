@@ -76,7 +76,8 @@
 //! shared memory, written straight into the peer's ring). Over shared
 //! memory, one of at most 4 KiB (its pieces and their table) travels as
 //! a single tagged piece whose data is the table of its pieces
-//! ([`navette_wire::PieceTable`]) then their data, copied together first:
+//! ([`navette_wire::PieceTable`]) then their data, each copied straight
+//! into the peer's ring:
 //! a tagged message's send and landing cost about half those of a message
 //! of several pieces, and this layer unfolds it back into the pieces its
 //! reader unpacks, with the same checks (a malformed table fails the

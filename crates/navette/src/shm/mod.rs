@@ -606,36 +606,31 @@ impl Driver for ShmDriver {
         tag: u64,
         data: &[u8],
     ) -> Option<Result<navette_core::Status>> {
-        self.send_copied_now(node, gate, tag, data, 0)
+        self.send_parts_now(node, gate, tag, &[data])
     }
 
-    fn send_copied_now(
+    fn send_parts_now(
         &self,
         node: &NodeCore,
         gate: crate::Gate,
         tag: u64,
-        data: &[u8],
-        copied: usize,
+        parts: &[&[u8]],
     ) -> Option<Result<navette_core::Status>> {
+        let len = parts.iter().map(|part| part.len()).sum();
         // The lone form: a ring cell frames its packet.
-        let packet = navette_core::Engine::lone_packet_len(data.len());
+        let packet = navette_core::Engine::lone_packet_len(len);
         self.write_at_once(
             node,
             gate.peer,
             packet,
             &mut (),
-            |port, rail, ()| port.can_send_now(gate, rail, data.len()),
-            |port, (), out| {
-                port.send_lone_now(gate, tag, data, out);
-                if copied != 0 {
-                    port.count_copied_now(gate, copied);
-                }
-            },
+            |port, rail, ()| port.can_send_now(gate, rail, len),
+            |port, (), out| port.send_lone_now(gate, tag, parts, out),
         )?;
         Some(Ok(navette_core::Status {
             peer: gate.peer,
             tag,
-            len: data.len(),
+            len,
         }))
     }
 

@@ -346,11 +346,12 @@ impl<'a> RankArea<'a> {
 }
 
 // SAFETY: `capacity` (a power of two >= 2) and `payload_capacity` (cell
-// size <= 2^30, less 16) come from the validated local Geometry. Cell
+// size <= 2^30, less 12) come from the validated local Geometry. Cell
 // `index < capacity` spans `cell_size` bytes at `cells + index * cell_size`
 // inside this area: its stamp at offset 0 and length at offset 8 (8- and
-// 4-aligned, as the cells are 64-aligned) and its payload at offset 16 for
-// `cell_size - 16` bytes, so cells and their parts are disjoint, and
+// 4-aligned, as the cells are 64-aligned) and its payload at offset 12 for
+// `cell_size - 12` bytes (read and written bytewise: no alignment), so
+// cells and their parts are disjoint, and
 // disjoint from the control block that holds head, tail, consumer and
 // skipped (distinct fields).
 unsafe impl RingMemory for RankArea<'_> {

@@ -16,12 +16,16 @@ use crate::SegmentConfig;
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NAVSHM\0\x01");
 /// Layout version; bumped on any change to this file's encodings or to the
 /// ring protocol over them (2: producers check for room against `head`, the
-/// consumer no longer writes cells; 3: an offer slot follows the tail).
-pub(crate) const VERSION: u32 = 3;
+/// consumer no longer writes cells; 3: an offer slot follows the tail; 4:
+/// a cell's payload follows its length word, 12 bytes in).
+pub(crate) const VERSION: u32 = 4;
 /// Bytes from the start of the segment to the first rank area.
 pub(crate) const HEADER_BYTES: usize = 128;
-/// Bytes of a cell header: stamp (u64), length (u32), reserved (u32).
-pub(crate) const CELL_HEADER_BYTES: usize = 16;
+/// Bytes of a cell header: stamp (u64), length (u32). No spare word: a
+/// cell's first line then holds 52 bytes of payload, and a message that
+/// fits them crosses between cores in one transfer, where a second line
+/// costs a second.
+pub(crate) const CELL_HEADER_BYTES: usize = 12;
 /// Cell sizes are multiples of this (a cache line).
 pub(crate) const CELL_ALIGN: usize = 64;
 /// Largest rank count of one segment.
@@ -122,7 +126,7 @@ const _: () = {
     assert!(offset_of!(AreaControl, offer_state) == 384);
     assert!(CONTROL_BYTES == 512);
     assert!(HEADER_BYTES % 128 == 0);
-    assert!(CELL_HEADER_BYTES + 48 == size_of::<Line>());
+    assert!(CELL_HEADER_BYTES + 52 == size_of::<Line>());
 };
 
 /// The validated shape of a segment, kept in local memory.
@@ -187,7 +191,7 @@ mod tests {
     #[test]
     fn default_geometry() {
         let g = Geometry::new(2, &SegmentConfig::default()).unwrap();
-        assert_eq!(g.cell_payload(), 16 * 1024 - 16);
+        assert_eq!(g.cell_payload(), 16 * 1024 - 12);
         assert_eq!(g.area_size, 512 + 64 * 16 * 1024);
         assert_eq!(g.total_size, 128 + 2 * g.area_size);
         assert_eq!(g.area_offset(1) % 128, 0);

@@ -37,8 +37,7 @@
 //! cell:
 //! +0    stamp u64 (seq - index, see `ring`)
 //! +8    length u32
-//! +12   reserved u32
-//! +16   payload (cell size - 16 bytes); a payload of up to 48 bytes
+//! +12   payload (cell size - 12 bytes); a payload of up to 52 bytes
 //!       shares the cache line of its header
 //! ```
 //!

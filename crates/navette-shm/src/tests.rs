@@ -61,7 +61,7 @@ fn create_attach_unlink_round_trip() {
 
     let peer = Segment::attach(job, 3).unwrap();
     assert_eq!((peer.ranks(), peer.ring_cells()), (3, 8));
-    assert_eq!(peer.cell_payload(), 112);
+    assert_eq!(peer.cell_payload(), 116);
     assert_eq!(peer.mapped_bytes(), seg.mapped_bytes());
     peer.area(2).publish(1234, 0xdead_beef, 42);
     peer.area(2).set_can_pull(true);
@@ -350,7 +350,7 @@ fn payloads_of_zero_and_full_size() {
     let (seg, _c) = ring_segment(4, 256);
     let area = seg.area(0);
     let max = area.cell_payload();
-    assert_eq!(max, 240);
+    assert_eq!(max, 244);
     area.try_push(0, |b| assert!(b.is_empty())).unwrap();
     area.try_push(max, |b| b.fill(0xab)).unwrap();
     assert_eq!(area.pop(<[u8]>::len), Some(0));
@@ -361,7 +361,7 @@ fn payloads_of_zero_and_full_size() {
 #[should_panic(expected = "exceeds the cell payload")]
 fn oversized_push_panics() {
     let (seg, _c) = ring_segment(4, 64);
-    let _ = seg.area(0).try_push(49, |_| ());
+    let _ = seg.area(0).try_push(53, |_| ());
 }
 
 #[test]
@@ -378,7 +378,7 @@ fn corrupt_lengths_are_skipped_never_handed_out() {
     push_u64(&seg, 1).unwrap();
     push_u64(&seg, 2).unwrap();
     // A buggy peer overwrites the first cell's length.
-    area.len(0).store(49, Ordering::Relaxed);
+    area.len(0).store(53, Ordering::Relaxed);
     assert_eq!(pop_u64(&seg), Some(2));
     assert_eq!(area.skipped_cells(), 1);
     // A producer whose fill panics leaves an abandoned cell, skipped too.

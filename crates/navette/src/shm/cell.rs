@@ -11,7 +11,9 @@
 //!
 //! Header: kind (u8), then the sender's rank on 3 bytes (little endian;
 //! the shm driver serves at most 2^24 ranks per host). Four bytes, so that
-//! a small message, its cell word and its headers share one cache line.
+//! a small message, its cell's stamp and length and its headers share one
+//! cache line: 12 + 4 + 20 (a lone packet's header) leave 28 bytes of data
+//! in the first line.
 //! Cells come from other processes of the job: parsing checks every length
 //! and rejects unknown kinds; the engine then decodes packets strictly.
 

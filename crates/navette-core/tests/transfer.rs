@@ -427,6 +427,51 @@ fn sending_at_once_when_the_rail_is_idle() {
     }
 }
 
+/// A tagged message sent at once in the lone form (a framed transport's),
+/// its data given in parts, is read as the full form's: in order among
+/// the packets of the window, its parts back to back.
+#[test]
+fn sending_at_once_as_a_lone_packet_of_parts() {
+    let mut net = Net::new(2, 1, caps(1024, 1000));
+    let link = net
+        .links
+        .iter()
+        .position(|l| l.from == 0)
+        .expect("a link from 0");
+    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
+    let dests: Vec<_> = (0..2).map(|_| net.alloc(1, vec![0; 16])).collect();
+    let recvs: Vec<_> = dests
+        .iter()
+        .map(|&d| net.engines[1].recv_tagged(CH, from(0), TagMatch::exact(5), d, &mut net.mems[1]))
+        .collect();
+    assert!(net.engines[0].can_send_now(CH, 1, rail_a, 5));
+    let mut lone = vec![0u8; Engine::lone_packet_len(5)];
+    assert_eq!(lone.len() + 16, Engine::tagged_packet_len(5));
+    net.engines[0].send_lone_now(CH, 1, 5, &[b"fir", b"", b"st"], &mut lone);
+    assert_eq!(lone[0], navette_wire::LONE);
+    let second = net.alloc(0, b"second".to_vec());
+    let out = net.begin(0, 1, 5);
+    net.engines[0].send_tagged(out, second);
+    let plan = net.engines[0]
+        .poll_transmit(Duration::ZERO, rail_a)
+        .expect("a packet");
+    let mut full = Vec::new();
+    plan.gather(&net.mems[0], &mut full)
+        .expect("memory resolves");
+    net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
+    // The second first: the lone packet's sequence number puts it before.
+    net.inject(1, rail_b, &full).expect("a valid packet");
+    net.inject(1, rail_b, &lone).expect("a valid packet");
+    net.collect();
+    for (recv, (dest, want)) in recvs
+        .iter()
+        .zip(dests.iter().zip([&b"first"[..], b"second"]))
+    {
+        assert_eq!(net.ok(1, *recv).len, want.len());
+        assert_eq!(&net.read(1, *dest)[..want.len()], want);
+    }
+}
+
 /// A whole small message sent at once, in one packet with no request,
 /// unpacks piece by piece like any other, after a message sent through the
 /// window (in order by sequence numbers); it is refused for a started

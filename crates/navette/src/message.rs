@@ -139,8 +139,11 @@ struct OutPiece<'a> {
 }
 
 /// Bytes of an RPC call or reply (its pieces' table and data) up to which
-/// it leaves as one tagged piece ([`Packing::try_send_table`]): above, the
-/// copy that puts it together costs more than the tagged path saves.
+/// it leaves as one tagged piece ([`Packing::try_send_table`]). Set when
+/// the pieces were put together in a buffer first, whose copy cost more
+/// than the tagged path saved above it; not measured again since they are
+/// copied straight into the packet (`d063a58`). Below a table's longest
+/// piece in any case.
 const TABLE_MOST_BYTES: usize = 4 << 10;
 const _: () = assert!(TABLE_MOST_BYTES <= navette_wire::TABLE_MOST_PIECE_LEN);
 

@@ -146,25 +146,30 @@ impl PieceFlags {
         Ok(flags)
     }
 
-    /// The flags `bits` of piece `i` of `count` in a table of pieces
-    /// ([`crate::PieceTable`]), if they are valid there: a defined send
-    /// mode, first and last as the piece's place says, nothing else
-    /// (never tagged or abort). A few instructions: a table is read on
-    /// every small RPC.
+    /// What an entry of a table of pieces ([`crate::PieceTable`]) keeps
+    /// of these flags: the send mode (two bits) and the receive mode (one),
+    /// the low three bits of the result. First and last follow from the
+    /// entry's place, and a table's pieces are never tagged or abort.
     #[inline]
-    pub(crate) fn table_entry(bits: u8, i: usize, count: usize) -> Option<Self> {
-        let placed = u8::from(i == 0) | (u8::from(i + 1 == count) << 1);
-        let known = Self::FIRST | Self::LAST | Self::SEND_MASK | Self::RECV_CHEAPER;
-        let valid = bits & !known == 0
-            && bits & (Self::FIRST | Self::LAST) == placed
-            && (bits & Self::SEND_MASK) >> Self::SEND_SHIFT != 3;
-        valid.then_some(Self(bits))
+    pub(crate) fn table_modes(self) -> u8 {
+        (self.0 & (Self::SEND_MASK | Self::RECV_CHEAPER)) >> Self::SEND_SHIFT
     }
 
-    /// Flags whose bits [`Self::from_bits`] already accepted.
+    /// The flags of piece `i` of `count` in a table of pieces whose entry
+    /// keeps `modes` (as [`Self::table_modes`] gives them; higher bits are
+    /// ignored). A few instructions: a table is read on every small RPC.
+    /// Its send mode may be the undefined one
+    /// ([`Self::has_defined_send_mode`] tells).
     #[inline]
-    pub(crate) const fn from_checked_bits(bits: u8) -> Self {
-        Self(bits)
+    pub(crate) fn table_entry(modes: u8, i: usize, count: usize) -> Self {
+        let placed = u8::from(i == 0) | (u8::from(i + 1 == count) << 1);
+        Self(((modes & 0b111) << Self::SEND_SHIFT) | placed)
+    }
+
+    /// Whether the send mode is one of the three defined ones.
+    #[inline]
+    pub(crate) fn has_defined_send_mode(self) -> bool {
+        (self.0 & Self::SEND_MASK) >> Self::SEND_SHIFT != 3
     }
 
     /// The raw bits.

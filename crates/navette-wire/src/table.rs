@@ -37,9 +37,6 @@ const ENTRY_LEN: usize = 2;
 /// Bits of an entry that hold the length.
 const LEN_BITS: u32 = 13;
 
-/// Where a piece's modes lie in its [`PieceFlags`] bits.
-const MODES_SHIFT: u32 = 2;
-
 /// The longest piece a table describes.
 pub const TABLE_MOST_PIECE_LEN: usize = (1 << LEN_BITS) - 1;
 
@@ -81,11 +78,11 @@ impl<'a> PieceTable<'a> {
         let (entries, data) = rest.split_at(table);
         let mut total = 0u64;
         for (i, entry) in entries.chunks_exact(ENTRY_LEN).enumerate() {
-            let bits = entry_flag_bits(entry, i, count);
-            if PieceFlags::table_entry(bits, i, count).is_none() {
+            let flags = PieceFlags::table_entry(entry_modes(entry), i, count);
+            if !flags.has_defined_send_mode() {
                 return Err(DecodeError::InvalidFlags {
                     field: "piece table flags",
-                    value: bits.into(),
+                    value: flags.bits().into(),
                 });
             }
             total += u64::from(entry_len(entry));
@@ -113,14 +110,14 @@ impl<'a> PieceTable<'a> {
     /// Each piece's flags and data length, in order.
     #[inline]
     pub fn pieces(&self) -> impl ExactSizeIterator<Item = (PieceFlags, u32)> + 'a {
-        // Checked by `parse`: every entry's flags are valid.
+        // Checked by `parse`: every entry's send mode is defined.
         let count = self.count();
         self.entries
             .chunks_exact(ENTRY_LEN)
             .enumerate()
             .map(move |(i, entry)| {
-                let bits = entry_flag_bits(entry, i, count);
-                (PieceFlags::from_checked_bits(bits), entry_len(entry))
+                let flags = PieceFlags::table_entry(entry_modes(entry), i, count);
+                (flags, entry_len(entry))
             })
     }
 
@@ -143,7 +140,7 @@ impl<'a> PieceTable<'a> {
         out[0] = count as u8;
         for ((flags, len), entry) in pieces.zip(out[1..].chunks_exact_mut(ENTRY_LEN)) {
             assert!(usize::from(len) <= TABLE_MOST_PIECE_LEN, "piece too long");
-            let modes = u16::from(flags.bits() >> MODES_SHIFT) & 0b111;
+            let modes = u16::from(flags.table_modes());
             entry.copy_from_slice(&(len | modes << LEN_BITS).to_le_bytes());
         }
     }
@@ -155,13 +152,10 @@ fn entry_len(entry: &[u8]) -> u32 {
     u32::from(u16::from_le_bytes([entry[0], entry[1]])) & ((1 << LEN_BITS) - 1)
 }
 
-/// The flag bits of entry `i` of `count`: its modes, and first and last
-/// from its place.
+/// The modes field of an entry (its top three bits).
 #[inline]
-fn entry_flag_bits(entry: &[u8], i: usize, count: usize) -> u8 {
-    let modes = (entry[1] >> (LEN_BITS - 8)) << MODES_SHIFT;
-    let placed = u8::from(i == 0) | (u8::from(i + 1 == count) << 1);
-    modes | placed
+fn entry_modes(entry: &[u8]) -> u8 {
+    entry[1] >> (LEN_BITS - 8)
 }
 
 #[cfg(test)]

@@ -253,7 +253,8 @@ impl Rpc {
         }
     }
 
-    /// A fresh call number (below 2^63: it goes in a reply's tag).
+    /// A fresh call number (below 2^48: six bytes of the call's header,
+    /// and it goes in a reply's tag).
     fn next_call(&self) -> u64 {
         self.next_call.fetch_add(1, Ordering::Relaxed) & wire::CALL_MASK
     }

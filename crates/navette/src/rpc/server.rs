@@ -228,23 +228,7 @@ fn take_call(rpc: &Rpc, node: &Node, peer: Rank, tag: u64, mut args: Unpacking<'
             return;
         }
     };
-    let mut args = Some(args);
-    let served = rpc.registry.with(header.service, |service| {
-        let Some(args) = args.take() else { return };
-        match service.mode {
-            HandlerMode::Inline => run_handler(node, service, peer, header, args),
-            HandlerMode::Pool => match rpc.pool() {
-                Ok(pool) => pool.submit(Job {
-                    service: Arc::clone(service),
-                    from: peer,
-                    header,
-                    args: args.park(),
-                }),
-                Err(err) => tracing::error!(%err, "no handler thread for a pool service"),
-            },
-        }
-    });
-    if served.is_none() {
+    let Some(service) = rpc.registry.find(header.service) else {
         // Its remaining pieces are dropped as they come.
         drop(args);
         tracing::debug!(peer, service = %header.service, "call to an unknown service");
@@ -252,6 +236,19 @@ fn take_call(rpc: &Rpc, node: &Node, peer: Rank, tag: u64, mut args: Unpacking<'
             let sent = send_failure(node, peer, header.call, ReplyKind::UnknownService, "");
             log_failed_reply(peer, sent);
         }
+        return;
+    };
+    match service.mode {
+        HandlerMode::Inline => run_handler(node, &service, peer, header, args),
+        HandlerMode::Pool => match rpc.pool() {
+            Ok(pool) => pool.submit(Job {
+                service,
+                from: peer,
+                header,
+                args: args.park(),
+            }),
+            Err(err) => tracing::error!(%err, "no handler thread for a pool service"),
+        },
     }
 }
 

@@ -202,7 +202,7 @@ impl fmt::Debug for Service {
 pub(crate) struct Registry {
     services: RwLock<FxHashMap<u32, Arc<Service>>>,
     /// This registry among all a process makes (never reused): what a
-    /// thread's last served service ([`LAST_SERVED`]) names.
+    /// thread's last found service ([`LAST_SERVED`]) names.
     uid: u64,
     /// Moved by every change: a thread's last served service is this
     /// registry's while it has not moved.
@@ -229,7 +229,7 @@ struct LastServed {
 }
 
 thread_local! {
-    /// The last service this thread served ([`Registry::with`]): a server
+    /// The last service this thread found to serve ([`Registry::find`]): a server
     /// serves the same few services again and again, and finding one in
     /// the registry takes its read lock besides the count on the service,
     /// two more atomic read-modify-writes (about 8 ns each) on every
@@ -283,17 +283,12 @@ impl Registry {
             .cloned()
     }
 
-    /// Runs `serve` on the service a call's header names, if registered
-    /// here (else `None`, and `serve` is not run). The service this thread
-    /// served last is kept, with the registry's generation then: while
-    /// neither moved, it is served again without the registry's lock. A
+    /// [`Self::get`], for serving a call: the service this thread found
+    /// last is kept, with the registry's generation then, and while
+    /// neither moved it is found again without the registry's lock. A
     /// service removed meanwhile may serve one more call, as one found an
     /// instant before its removal would.
-    pub(crate) fn with<R>(
-        &self,
-        id: ServiceId,
-        serve: impl FnOnce(&Arc<Service>) -> R,
-    ) -> Option<R> {
+    pub(crate) fn find(&self, id: ServiceId) -> Option<Arc<Service>> {
         let generation = self.generation.load(Ordering::Acquire);
         let kept = LAST_SERVED.with_borrow(|last| {
             last.as_ref()
@@ -301,19 +296,16 @@ impl Registry {
                 .and_then(|l| l.service.upgrade())
                 .filter(|service| service.name.id() == id)
         });
-        let service = match kept {
-            Some(service) => service,
-            None => {
-                let service = self.get(id)?;
-                LAST_SERVED.set(Some(LastServed {
-                    registry: self.uid,
-                    generation,
-                    service: Arc::downgrade(&service),
-                }));
-                service
-            }
-        };
-        Some(serve(&service))
+        if kept.is_some() {
+            return kept;
+        }
+        let service = self.get(id)?;
+        LAST_SERVED.set(Some(LastServed {
+            registry: self.uid,
+            generation,
+            service: Arc::downgrade(&service),
+        }));
+        Some(service)
     }
 }
 
@@ -358,13 +350,13 @@ mod tests {
     }
 
     #[test]
-    fn the_last_service_served_is_served_again_while_the_registry_is_unchanged() {
+    fn the_last_service_found_is_found_again_while_the_registry_is_unchanged() {
         let registry = Registry::default();
         let other = Registry::default();
         registry.insert(service("echo")).unwrap();
         other.insert(service("echo")).unwrap();
         let echo = ServiceId::of("echo");
-        let found = |r: &Registry| r.with(echo, Arc::as_ptr).unwrap();
+        let found = |r: &Registry| Arc::as_ptr(&r.find(echo).unwrap());
         let first = found(&registry);
         assert_eq!(found(&registry), first);
         // Another node's registry has its own service of that name.
@@ -372,15 +364,17 @@ mod tests {
         assert_eq!(found(&registry), first);
         // Removed, then registered again: the new service.
         assert!(registry.remove(&ServiceName::new("echo")));
-        assert!(registry.with(echo, |_| ()).is_none());
+        assert!(registry.find(echo).is_none());
         registry.insert(service("echo")).unwrap();
         let again = found(&registry);
         assert_eq!(registry.get(echo).map(|s| Arc::as_ptr(&s)), Some(again));
-        // Served from within a serve (another node's handler): found as
-        // usual.
-        let nested = registry.with(echo, |_| found(&other));
-        assert_eq!(nested, Some(Arc::as_ptr(&other.get(echo).unwrap())));
-        // A registry dropped: its services are, whatever threads served.
+        // Found while a service found before is serving (another node's
+        // handler): found as usual.
+        let serving = registry.find(echo).unwrap();
+        assert_eq!(found(&other), Arc::as_ptr(&other.get(echo).unwrap()));
+        assert_eq!(Arc::as_ptr(&serving), again);
+        drop(serving);
+        // A registry dropped: its services are, whatever threads found.
         let weak = Arc::downgrade(&other.get(echo).unwrap());
         drop(other);
         assert!(weak.upgrade().is_none());

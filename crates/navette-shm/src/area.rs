@@ -210,7 +210,23 @@ impl<'a> RankArea<'a> {
     /// panic goes on.
     #[inline]
     pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Full> {
-        ring::try_push(self, len, fill)
+        ring::try_push(self, len, fill)?;
+        self.prefetch_next_cell();
+        Ok(())
+    }
+
+    /// Asks for the second cache line of the next cell to be claimed, for
+    /// writing: the consumer read it a lap ago, and taking it back when
+    /// the next message of more than its first line is written would
+    /// delay that message's stamp by a transfer between cores (the first
+    /// line, which the consumer polls, is left alone).
+    #[inline]
+    fn prefetch_next_cell(&self) {
+        if self.cell_size > 64 {
+            let next = self.control.tail.load(Ordering::Relaxed) & u64::from(self.cells_count - 1);
+            // Below `cells_count`, a u32.
+            prefetch_for_write(self.cell_ptr(next as usize, 64));
+        }
     }
 
     /// Consumer side: runs `f` on the next published payload, then frees the
@@ -415,4 +431,35 @@ unsafe impl RingMemory for RankArea<'_> {
     fn with_payload<R>(&self, index: usize, f: impl FnOnce(*const u8) -> R) -> R {
         f(self.cell_ptr(index, CELL_HEADER_BYTES))
     }
+}
+
+/// Asks for the cache line at `p` in a state that can be written, ahead
+/// of the write. By hand: `_mm_prefetch::<_MM_HINT_ET0>` emits a read
+/// prefetch unless the whole build enables the `prfchw` feature, which
+/// most x86-64 processors have but the baseline target does not, and
+/// `is_x86_feature_detected!` does not know it: CPUID tells, once.
+#[inline]
+fn prefetch_for_write(p: *mut u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+            // Leaf 0x8000_0001, ECX bit 8: PREFETCHW (AMD's and Intel's
+            // manuals), present since the leaf's maximum says so.
+            let max = std::arch::x86_64::__cpuid(0x8000_0000).eax;
+            max >= 0x8000_0001 && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        });
+        if *PREFETCHW {
+            // SAFETY: a prefetch is a hint, not an access: it reads and
+            // writes nothing, and never faults, whatever the address; the
+            // processor has the instruction (checked above).
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) p,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        }
+    }
+    let _ = p;
 }

@@ -174,61 +174,7 @@ pub(crate) fn try_push<M: RingMemory>(
     });
     // `len <= payload_capacity < ABANDONED` (contract), so it fits a u32.
     publish.len = len as u32;
-    drop(publish);
-    #[cfg(not(loom))]
-    prefetch_next(m, pos);
     Ok(())
-}
-
-/// Asks for the second cache line of the cell after `pos`, for writing:
-/// the consumer read it a lap ago, and taking it back when the next
-/// message of more than its first line is written would delay that
-/// message's stamp by a transfer between cores (the first line, which the
-/// consumer polls, is left alone). (Not under loom: a hint to the cache,
-/// nothing to model, and a layout of the real memory's.)
-#[cfg(not(loom))]
-#[inline]
-fn prefetch_next<M: RingMemory>(m: &M, pos: u64) {
-    /// Payload bytes in a cell's first line (after its stamp and length).
-    const FIRST_LINE_PAYLOAD: usize = 64 - crate::layout::CELL_HEADER_BYTES;
-    if m.payload_capacity() > FIRST_LINE_PAYLOAD {
-        let next = index_of(m, pos.wrapping_add(1));
-        m.with_payload_mut(next, |p| {
-            prefetch_for_write(p.wrapping_add(FIRST_LINE_PAYLOAD));
-        });
-    }
-}
-
-/// Asks for the cache line at `p` in a state that can be written, ahead
-/// of the write. By hand: `_mm_prefetch::<_MM_HINT_ET0>` emits a read
-/// prefetch unless the whole build enables the `prfchw` feature, which
-/// most x86-64 processors have but the baseline target does not, and
-/// `is_x86_feature_detected!` does not know it: CPUID tells, once.
-#[cfg(not(loom))]
-#[inline]
-fn prefetch_for_write(p: *mut u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-            // Leaf 0x8000_0001, ECX bit 8: PREFETCHW (AMD's and Intel's
-            // manuals), present since the leaf's maximum says so.
-            let max = std::arch::x86_64::__cpuid(0x8000_0000).eax;
-            max >= 0x8000_0001 && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
-        });
-        if *PREFETCHW {
-            // SAFETY: a prefetch is a hint, not an access: it reads and
-            // writes nothing, and never faults, whatever the address; the
-            // processor has the instruction (checked above).
-            unsafe {
-                std::arch::asm!(
-                    "prefetchw [{0}]",
-                    in(reg) p,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-        }
-    }
-    let _ = p;
 }
 
 /// CAS loop of the producer: returns the claimed cell and position.

@@ -7,7 +7,9 @@ mod common;
 use common::{CH, Net, Order, Piece, caps, from, pattern, pieces};
 use std::time::Duration;
 
-use navette_core::{Engine, NowPart, Rank, ReceiveMode, SendMode, Source, TagMatch};
+use navette_core::{
+    Engine, MemRef, NowPart, RailId, Rank, ReceiveMode, ReqId, SendMode, Source, TagMatch,
+};
 
 /// Sizes around the fragment size (1000) and the eager threshold (64).
 const SIZES: &[usize] = &[0, 1, 63, 64, 65, 999, 1000, 1001, 2500, 10_000];
@@ -371,17 +373,8 @@ fn fragments_fit_the_packet_body_limit() {
 #[test]
 fn sending_at_once_when_the_rail_is_idle() {
     let mut net = Net::new(2, 1, caps(1024, 1000));
-    let link = net
-        .links
-        .iter()
-        .position(|l| l.from == 0)
-        .expect("a link from 0");
-    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
-    let dests: Vec<_> = (0..3).map(|_| net.alloc(1, vec![0; 16])).collect();
-    let recvs: Vec<_> = dests
-        .iter()
-        .map(|&d| net.engines[1].recv_tagged(CH, from(0), TagMatch::exact(5), d, &mut net.mems[1]))
-        .collect();
+    let (rail_a, rail_b) = rails_0_to_1(&net);
+    let posted = post_tag_5(&mut net, 3);
     // First through the window, then at once, then through the window.
     let first = net.alloc(0, b"first".to_vec());
     let out = net.begin(0, 1, 5);
@@ -417,13 +410,38 @@ fn sending_at_once_when_the_rail_is_idle() {
     net.inject(1, rail_b, &third).expect("a valid packet");
     net.inject(1, rail_b, &packet).expect("a valid packet");
     net.collect();
-    for (recv, (dest, want)) in
-        recvs
-            .iter()
-            .zip(dests.iter().zip([&b"first"[..], b"second", b"third"]))
-    {
-        assert_eq!(net.ok(1, *recv).len, want.len());
-        assert_eq!(&net.read(1, *dest)[..want.len()], want);
+    check_in_order(&net, &posted, &[b"first", b"second", b"third"]);
+}
+
+/// The rails of the link from node 0 to node 1: node 0's, then node 1's.
+fn rails_0_to_1(net: &Net) -> (RailId, RailId) {
+    let link = net
+        .links
+        .iter()
+        .find(|l| l.from == 0)
+        .expect("a link from 0");
+    (link.from_rail, link.to_rail)
+}
+
+/// Posts `count` receives of 16 bytes at node 1, from node 0 with tag 5:
+/// each one's memory and key, in order.
+fn post_tag_5(net: &mut Net, count: usize) -> Vec<(MemRef, ReqId)> {
+    (0..count)
+        .map(|_| {
+            let dest = net.alloc(1, vec![0; 16]);
+            let recv =
+                net.engines[1].recv_tagged(CH, from(0), TagMatch::exact(5), dest, &mut net.mems[1]);
+            (dest, recv)
+        })
+        .collect()
+}
+
+/// Checks that the receives `posted` at node 1 got `wants`, in order.
+fn check_in_order(net: &Net, posted: &[(MemRef, ReqId)], wants: &[&[u8]]) {
+    assert_eq!(posted.len(), wants.len());
+    for (&(dest, recv), want) in posted.iter().zip(wants) {
+        assert_eq!(net.ok(1, recv).len, want.len());
+        assert_eq!(&net.read(1, dest)[..want.len()], *want);
     }
 }
 
@@ -433,17 +451,8 @@ fn sending_at_once_when_the_rail_is_idle() {
 #[test]
 fn sending_at_once_as_a_lone_packet_of_parts() {
     let mut net = Net::new(2, 1, caps(1024, 1000));
-    let link = net
-        .links
-        .iter()
-        .position(|l| l.from == 0)
-        .expect("a link from 0");
-    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
-    let dests: Vec<_> = (0..2).map(|_| net.alloc(1, vec![0; 16])).collect();
-    let recvs: Vec<_> = dests
-        .iter()
-        .map(|&d| net.engines[1].recv_tagged(CH, from(0), TagMatch::exact(5), d, &mut net.mems[1]))
-        .collect();
+    let (rail_a, rail_b) = rails_0_to_1(&net);
+    let posted = post_tag_5(&mut net, 2);
     assert!(net.engines[0].can_send_now(CH, 1, rail_a, 5));
     let mut lone = vec![0u8; Engine::lone_packet_len(5)];
     assert_eq!(lone.len() + 16, Engine::tagged_packet_len(5));
@@ -463,13 +472,7 @@ fn sending_at_once_as_a_lone_packet_of_parts() {
     net.inject(1, rail_b, &full).expect("a valid packet");
     net.inject(1, rail_b, &lone).expect("a valid packet");
     net.collect();
-    for (recv, (dest, want)) in recvs
-        .iter()
-        .zip(dests.iter().zip([&b"first"[..], b"second"]))
-    {
-        assert_eq!(net.ok(1, *recv).len, want.len());
-        assert_eq!(&net.read(1, *dest)[..want.len()], want);
-    }
+    check_in_order(&net, &posted, &[b"first", b"second"]);
 }
 
 /// A whole small message sent at once, in one packet with no request,
@@ -479,12 +482,7 @@ fn sending_at_once_as_a_lone_packet_of_parts() {
 #[test]
 fn sending_a_whole_message_at_once_when_the_rail_is_idle() {
     let mut net = Net::new(2, 1, caps(1024, 1000));
-    let link = net
-        .links
-        .iter()
-        .position(|l| l.from == 0)
-        .expect("a link from 0");
-    let (rail_a, rail_b) = (net.links[link].from_rail, net.links[link].to_rail);
+    let (rail_a, rail_b) = rails_0_to_1(&net);
     let first = pieces(&[10, 20], 1);
     let second = pieces(&[7, 0, 300], 2);
     let r1 = net.recv(1, from(0), TagMatch::exact(4), &first, false);
@@ -540,15 +538,7 @@ fn a_message_sent_at_once_gathers_its_large_pieces() {
     for (sizes, want_left_out) in cases {
         let mut net = Net::new(2, 1, caps(1024, 1000));
         let mut twin = Net::new(2, 1, caps(1024, 1000));
-        let rail = |net: &Net| {
-            let link = net
-                .links
-                .iter()
-                .position(|l| l.from == 0)
-                .expect("a link from 0");
-            (net.links[link].from_rail, net.links[link].to_rail)
-        };
-        let (rail_a, rail_b) = rail(&net);
+        let (rail_a, rail_b) = rails_0_to_1(&net);
         let message = pieces(sizes, 5);
         let posted = net.recv(1, from(0), TagMatch::exact(6), &message, false);
         let now_pieces = now(&message);
@@ -578,7 +568,7 @@ fn a_message_sent_at_once_gathers_its_large_pieces() {
         assert_eq!(buffered + large, packet.len());
 
         let mut twin_out = twin.begin(0, 1, 6);
-        let (twin_rail, _) = rail(&twin);
+        let (twin_rail, _) = rails_0_to_1(&twin);
         assert!(twin.engines[0].can_send_message_now(&twin_out, twin_rail, &now_pieces));
         let mut whole = vec![0u8; Engine::message_packet_len(&now_pieces)];
         twin.engines[0].send_message_now(&mut twin_out, &now_pieces, &mut whole);

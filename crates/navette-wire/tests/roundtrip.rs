@@ -232,37 +232,13 @@ proptest! {
     }
 }
 
-/// An eager chunk with arbitrary fields and valid flags.
+/// Any eager chunk that decodes under [`Limits::default`] (the shared
+/// strategy's).
 fn lone_chunks() -> impl Strategy<Value = (navette_wire::EagerHeader, Vec<u8>)> {
-    use navette_wire::{EagerHeader, PieceFlags, ReceiveMode, SendMode};
-    (
-        any::<(bool, bool, bool, bool)>(),
-        any::<(u16, u32, u32, u64)>(),
-        prop::collection::vec(any::<u8>(), 0..200),
-    )
-        .prop_map(
-            |((first, last, cheaper, express), (channel, seq, msg, tag), data)| {
-                let send = if cheaper {
-                    SendMode::Cheaper
-                } else {
-                    SendMode::Safer
-                };
-                let recv = if express {
-                    ReceiveMode::Express
-                } else {
-                    ReceiveMode::Cheaper
-                };
-                let header = EagerHeader {
-                    channel,
-                    flags: PieceFlags::new(first, last, send, recv),
-                    seq,
-                    msg,
-                    tag,
-                    len: data.len() as u32,
-                };
-                (header, data)
-            },
-        )
+    common::spec().prop_filter_map("an eager chunk", |spec| match spec {
+        Spec::Eager { header, data } => Some((header, data)),
+        _ => None,
+    })
 }
 
 proptest! {

@@ -92,16 +92,20 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// [`Self::send_now`] of a message whose data is `parts` back to
     /// back, each copied straight into the packet: an RPC call or reply
     /// sent as one tagged piece, its pieces' table then their data (see
-    /// `Packing::try_send_table`). The default never sends at once (the
-    /// message then goes the usual way).
+    /// `Packing::try_send_table`). `arm` runs under the node's lock once
+    /// the packet is sure to be written, before it is: what must be in
+    /// place before an answer can come (an RPC call's reply receive); it
+    /// does not run if the message goes the usual way. The default never
+    /// sends at once.
     fn send_parts_now(
         &self,
         node: &NodeCore,
         gate: crate::Gate,
         tag: u64,
         parts: &[&[u8]],
+        arm: &mut dyn FnMut(&mut DriverPort<'_>),
     ) -> Option<Result<navette_core::Status>> {
-        let _ = (node, gate, tag, parts);
+        let _ = (node, gate, tag, parts, arm);
         None
     }
 
@@ -188,6 +192,12 @@ pub struct DriverPort<'a> {
 impl<'a> DriverPort<'a> {
     pub(crate) fn new(core: &'a NodeCore, state: MutexGuard<'a, State>) -> Self {
         Self { core, state }
+    }
+
+    /// The node's state, for the interface layer's own work under the
+    /// lock a driver holds (see [`Driver::send_parts_now`]'s `arm`).
+    pub(crate) fn state(&mut self) -> &mut State {
+        &mut self.state
     }
 
     /// Declares a rail to `peer`.

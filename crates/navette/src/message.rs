@@ -84,7 +84,8 @@ const INLINE_COPIES: usize = 64;
 #[derive(Debug)]
 struct PackingCore<'n> {
     node: &'n Node,
-    out: Option<OutMsg>,
+    /// `None` once the message left, failed or was abandoned.
+    out: Option<Out>,
     submitted: Vec<ReqId>,
     copy_below: usize,
     /// Something was packed (set when the message is dropped unfinished).
@@ -95,6 +96,58 @@ struct PackingCore<'n> {
     /// An RPC call or reply: small, it leaves as one tagged piece holding
     /// its pieces' table (see [`Packing::try_send_table`]).
     table: bool,
+    /// An RPC call's reply receive, armed before the call can leave.
+    reply: Option<ReplyArm>,
+}
+
+/// The reply receive of an RPC call. It must be made before the call
+/// leaves: a reply that came before it would be unexpected, which the RPC
+/// layer takes for a late one. It is made under the lock that numbers the
+/// call, or that writes it at once ([`Out::Deferred`]).
+#[derive(Debug)]
+pub(crate) enum ReplyArm {
+    /// Not made yet: the receive of the reply.
+    Pending(RecvNow),
+    /// It waits outside the engine, in the reply's slot
+    /// ([`WholeFor::Reply`]).
+    Lean,
+    /// Posted as this engine receive (watched), read as an RPC message.
+    Posted(ReqId),
+}
+
+impl ReplyArm {
+    /// Makes a pending receive, under the lock of `state`, which `core`
+    /// holds: whether the driver has work then (a posted receive: mark the
+    /// node and wake the driver once the lock is released).
+    fn arm(&mut self, state: &mut State, core: &crate::node::NodeCore) -> bool {
+        let Self::Pending(want) = *self else {
+            return false;
+        };
+        if state.await_whole(WholeFor::Reply, want, &core.lean_whole_settled) {
+            *self = Self::Lean;
+            return false;
+        }
+        state.before_posting(want.channel, core);
+        let key = state.engine.recv_begin(want.channel, want.source, want.tag);
+        state.watch(key, None);
+        *self = Self::Posted(key);
+        true
+    }
+}
+
+/// Where a packing message stands with the engine.
+#[derive(Debug)]
+enum Out {
+    /// Numbered: the engine's open message.
+    Begun(OutMsg),
+    /// Not numbered yet: an RPC call or reply over a driver that sends
+    /// small messages at once. It takes its number as the driver writes it
+    /// as one tagged piece, under the lock that writes it
+    /// ([`Packing::try_send_table`]), or from [`PackingCore::begun`] if it
+    /// goes another way: the lock that numbering it as it begins would
+    /// take is spared. Its CHEAPER pieces are packed as borrowed until
+    /// then, when the rendezvous threshold is known.
+    Deferred(Gate, u64),
 }
 
 #[derive(Debug)]
@@ -157,10 +210,34 @@ impl Node {
     }
 
     /// [`Self::begin_packing`] of an RPC call or reply to `to`, on the
-    /// reserved channel.
-    pub(crate) fn begin_rpc_packing<'a>(&self, to: Rank, tag: u64) -> Result<Packing<'_, 'a>> {
-        self.begin_packing_then(Gate::new(ChannelId::RPC, to), tag, |_| ())
-            .map(|(msg, ())| msg)
+    /// reserved channel; a call's `reply` receive is armed before the call
+    /// can leave ([`ReplyArm`]). Where small messages leave at once (shm),
+    /// it takes no lock: the message is numbered, and the reply armed,
+    /// under the lock that writes it ([`Out::Deferred`]).
+    pub(crate) fn begin_rpc_packing<'a>(
+        &self,
+        to: Rank,
+        tag: u64,
+        reply: Option<RecvNow>,
+    ) -> Result<Packing<'_, 'a>> {
+        let gate = Gate::new(ChannelId::RPC, to);
+        let mut reply = reply.map(ReplyArm::Pending);
+        if self.core().driver().isend_now() {
+            let mut msg = Packing::new(self, gate, Out::Deferred(gate, tag), 0);
+            msg.core.reply = reply;
+            return Ok(msg);
+        }
+        let (mut msg, work) = self.begin_packing_then(gate, tag, |state| {
+            reply
+                .as_mut()
+                .is_some_and(|reply| reply.arm(state, self.core()))
+        })?;
+        if work {
+            self.core().mark_dirty();
+            self.wake_driver();
+        }
+        msg.core.reply = reply;
+        Ok(msg)
     }
 
     /// [`Self::begin_packing`] on any channel, the reserved one included,
@@ -183,22 +260,7 @@ impl Node {
             });
         crate::node::unlock(state);
         let (out, copy_below, also) = begun?;
-        let msg = Packing {
-            core: PackingCore {
-                node: self,
-                out: Some(out),
-                submitted: Vec::new(),
-                copy_below,
-                packed: false,
-                copied_unsent: 0,
-                table: gate.channel == ChannelId::RPC,
-            },
-            held: None,
-            deferred: SmallVec::new(),
-            copies: [0; INLINE_COPIES],
-            copied: 0,
-        };
-        Ok((msg, also))
+        Ok((Packing::new(self, gate, Out::Begun(out), copy_below), also))
     }
 
     /// Starts receiving a message from `from` whose tag matches `tag`. The
@@ -255,6 +317,27 @@ impl Node {
 }
 
 impl<'n, 'a> Packing<'n, 'a> {
+    /// A message with nothing packed yet; CHEAPER pieces below
+    /// `copy_below` bytes are copied if they are submitted.
+    fn new(node: &'n Node, gate: Gate, out: Out, copy_below: usize) -> Self {
+        Packing {
+            core: PackingCore {
+                node,
+                out: Some(out),
+                submitted: Vec::new(),
+                copy_below,
+                packed: false,
+                copied_unsent: 0,
+                table: gate.channel == ChannelId::RPC,
+                reply: None,
+            },
+            held: None,
+            deferred: SmallVec::new(),
+            copies: [0; INLINE_COPIES],
+            copied: 0,
+        }
+    }
+
     /// Packs `data` with the given modes (see the [module docs](self)).
     pub fn pack(&mut self, data: &'a [u8], send: SendMode, recv: ReceiveMode) -> Result<()> {
         let data = match send {
@@ -341,13 +424,16 @@ impl<'n, 'a> Packing<'n, 'a> {
         // goes as one; elsewhere (tcp) putting it together would be lost
         // work.
         if self.core.table && self.core.node.core().driver().isend_now() {
-            if let Some(sent) = Self::try_send_table(&self.core, &pieces[..count]) {
+            if let Some(sent) = Self::try_send_table(&mut self.core, &pieces[..count]) {
                 return Some(sent);
             }
         }
         let core = &mut self.core;
-        let out = core.out.as_mut()?;
         let node = core.node.core();
+        let out = match core.begun()? {
+            Ok(out) => out,
+            Err(err) => return Some(Err(err)),
+        };
         node.driver().send_message_now(node, out, &pieces[..count])
     }
 
@@ -359,7 +445,7 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// here, and it and the pieces are copied straight into the packet.
     /// `None` if it is larger than [`TABLE_MOST_BYTES`] or cannot leave at
     /// once (it then goes the usual way, and is read as usual).
-    fn try_send_table(core: &PackingCore<'_>, pieces: &[NowPiece<'_>]) -> Option<Result<()>> {
+    fn try_send_table(core: &mut PackingCore<'_>, pieces: &[NowPiece<'_>]) -> Option<Result<()>> {
         const MOST: usize = navette_core::MOST_PIECES_AT_ONCE;
         let count = pieces.len();
         let table_len = PieceTable::len_for(count);
@@ -367,8 +453,10 @@ impl<'n, 'a> Packing<'n, 'a> {
         if count > MOST || table_len + data > TABLE_MOST_BYTES {
             return None;
         }
-        let out = core.out.as_ref()?;
-        let gate = Gate::new(ChannelId::RPC, out.peer());
+        let (gate, tag) = match core.out.as_ref()? {
+            Out::Begun(out) => (Gate::new(ChannelId::RPC, out.peer()), out.tag()),
+            &Out::Deferred(gate, tag) => (gate, tag),
+        };
         let mut table = [0u8; PieceTable::len_for(MOST)];
         let entries = pieces.iter().enumerate().map(|(i, p)| {
             let flags = PieceFlags::new(i == 0, i + 1 == count, p.send, p.recv);
@@ -381,11 +469,29 @@ impl<'n, 'a> Packing<'n, 'a> {
         for (part, piece) in parts[1..].iter_mut().zip(pieces) {
             *part = piece.data;
         }
-        let node = core.node.core();
+        let n: &Node = core.node;
+        let node = n.core();
+        let reply = &mut core.reply;
+        let mut work = false;
         let sent = node
             .driver()
-            .send_parts_now(node, gate, out.tag(), &parts[..=count])?;
-        Some(sent.map(|_| ()))
+            .send_parts_now(node, gate, tag, &parts[..=count], &mut |port| {
+                if let Some(reply) = reply.as_mut() {
+                    work = reply.arm(port.state(), node);
+                }
+            });
+        if work {
+            node.mark_dirty();
+            n.wake_driver();
+        }
+        Some(sent?.map(|_| ()))
+    }
+
+    /// What became of an RPC call's reply receive ([`ReplyArm`]): armed
+    /// once the call left (or is on its way), still pending if it did not
+    /// begin. Taken once, by the call.
+    pub(crate) fn take_reply(&mut self) -> Option<ReplyArm> {
+        self.core.reply.take()
     }
 
     /// Sends what remains and waits until every piece has left the caller's
@@ -425,6 +531,8 @@ impl<'n, 'a> Packing<'n, 'a> {
     #[inline(never)]
     fn submit_all(&mut self) -> Result<Sent<'n, 'a>> {
         let node = self.core.node;
+        self.core.begun().expect("an ending message is open")?;
+        let copy_below = self.core.copy_below;
         let mut lent: Vec<Registration<'a>> = Vec::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
@@ -440,6 +548,12 @@ impl<'n, 'a> Packing<'n, 'a> {
                         Handed::Owned(copies[start..start + len].to_vec(), 2 * len)
                     }
                     OutData::Small(data) => Handed::Owned(data.to_vec(), data.len()),
+                    // Packed before the threshold was known (`Out::Deferred`).
+                    OutData::Borrowed(data)
+                        if piece.send == SendMode::Cheaper && data.len() < copy_below =>
+                    {
+                        Handed::Owned(data.to_vec(), data.len())
+                    }
                     OutData::Borrowed(data) => Handed::Lent(data),
                     OutData::Cells(data) => Handed::Cells(data),
                 },
@@ -449,7 +563,9 @@ impl<'n, 'a> Packing<'n, 'a> {
             .collect();
         let core = &mut self.core;
         node.with_state(|s| {
-            let out = core.out.as_mut().expect("an open message has its OutMsg");
+            let Some(Out::Begun(out)) = core.out.as_mut() else {
+                unreachable!("numbered above")
+            };
             for Submit { data, modes, last } in submits {
                 let (range, owned) = match data {
                     Handed::Owned(buf, copied) => {
@@ -631,9 +747,60 @@ impl Drop for Packing<'_, '_> {
     }
 }
 
+impl PackingCore<'_> {
+    /// The engine's open message, numbered now if it was not
+    /// ([`Out::Deferred`]); `None` once the message left or failed, an
+    /// error (the message then ends) if it cannot begin.
+    fn begun(&mut self) -> Option<Result<&mut OutMsg>> {
+        if let Some(Out::Deferred(gate, tag)) = self.out {
+            let core = self.node.core();
+            let mut state = core.lock();
+            let begun = state
+                .engine
+                .send_begin(gate.channel, gate.peer, tag)
+                .map(|out| (out, state.engine.rdv_threshold(gate.peer)));
+            let work = begun.is_ok()
+                && self
+                    .reply
+                    .as_mut()
+                    .is_some_and(|reply| reply.arm(&mut state, core));
+            crate::node::unlock(state);
+            if work {
+                core.mark_dirty();
+                self.node.wake_driver();
+            }
+            match begun {
+                Ok((out, copy_below)) => {
+                    self.out = Some(Out::Begun(out));
+                    self.copy_below = copy_below;
+                }
+                Err(err) => {
+                    self.out = None;
+                    return Some(Err(err.into()));
+                }
+            }
+        }
+        match self.out.as_mut()? {
+            Out::Begun(out) => Some(Ok(out)),
+            Out::Deferred(..) => unreachable!("numbered above"),
+        }
+    }
+}
+
 impl Drop for PackingCore<'_> {
     fn drop(&mut self) {
-        let Some(out) = self.out.take() else {
+        // A call abandoned before it left has no reply to wait for.
+        if matches!(self.reply, Some(ReplyArm::Pending(_))) {
+            self.reply = None;
+        }
+        if !self.packed && matches!(self.out, Some(Out::Deferred(..))) {
+            // Never numbered, nothing packed: nothing to abandon.
+            return;
+        }
+        let Some(Ok(_)) = self.begun() else {
+            return;
+        };
+        let Some(Out::Begun(out)) = self.out.take() else {
             return;
         };
         let submitted = std::mem::take(&mut self.submitted);

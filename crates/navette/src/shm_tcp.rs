@@ -113,8 +113,9 @@ impl Driver for ShmTcpDriver {
         gate: crate::Gate,
         tag: u64,
         parts: &[&[u8]],
+        arm: &mut dyn FnMut(&mut crate::driver::DriverPort<'_>),
     ) -> Option<Result<navette_core::Status>> {
-        self.shm.send_parts_now(node, gate, tag, parts)
+        self.shm.send_parts_now(node, gate, tag, parts, arm)
     }
 
     /// As shm's: an isend leaves at once on a shared-memory rail (a peer

@@ -665,3 +665,109 @@ fn small_calls_and_replies_travel_as_one_tagged_piece() {
         }
     });
 }
+
+/// Over shared memory an RPC message is numbered, and a call's reply
+/// receive made, only as it leaves (with no lock of its own as it
+/// begins): calls past a table's size, rendezvous-sized ones, calls
+/// abandoned while packing, replies abandoned while packing and handlers
+/// that fail keep their meaning, and each CHEAPER piece is copied or lent
+/// by its size, as when the message was numbered first.
+#[test]
+fn rpc_messages_numbered_as_they_leave_keep_their_meaning() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use navette::Error;
+    use navette::rpc::{HandlerError, HandlerMode};
+
+    let sunk = Arc::new(AtomicUsize::new(0));
+    let sunk_at_server = Arc::clone(&sunk);
+    run(2, config(CopyMode::Auto), move |node, _, _| {
+        if node.rank() == 1 {
+            node.register_service("echo", HandlerMode::Inline, common::echo)
+                .expect("register");
+            // One-way: the echo's shape, its length packed LATER; counts
+            // the bytes.
+            let sunk = Arc::clone(&sunk_at_server);
+            node.register_service("sink", HandlerMode::Inline, move |call| {
+                let (mut args, _) = call.split();
+                let mut len = [0u8; 8];
+                args.unpack_express(&mut len, SendMode::Later)?;
+                let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(len))?];
+                args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+                args.end_unpacking()?;
+                sunk.fetch_add(body.len(), Ordering::SeqCst);
+                Ok(())
+            })
+            .expect("register");
+            // Packs part of its reply, then gives up.
+            node.register_service("half", HandlerMode::Inline, |call| {
+                let (args, responder) = call.split();
+                drop(args);
+                responder.reply(|msg| {
+                    msg.pack_safer(b"part", ReceiveMode::Express)?;
+                    Err(Error::EmptyMessage)
+                })?;
+                Ok(())
+            })
+            .expect("register");
+            node.register_service("refuse", HandlerMode::Inline, |_| {
+                Err(HandlerError::new("not today"))
+            })
+            .expect("register");
+            // Serves until rank 0 finalizes too (the caller of `run`).
+            return;
+        }
+        // Every size, the table's limit and the rendezvous threshold
+        // crossed.
+        for (salt, size) in [0usize, 4000, 6000, 20 << 10, 40 << 10, 1 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let got = common::call_echo(node, 1, "echo", &pattern(size, salt as u64));
+            check(&got.expect("echo"), size, salt as u64);
+        }
+        // A message with a LATER piece is submitted to the engine (it
+        // never leaves at once): there a CHEAPER body below the rendezvous
+        // threshold is copied, one above is lent, copied by nobody at the
+        // caller.
+        let sent_copies = |size: usize| {
+            let body = pattern(size, 3);
+            let len: Vec<std::cell::Cell<u8>> = (size as u64)
+                .to_le_bytes()
+                .into_iter()
+                .map(std::cell::Cell::new)
+                .collect();
+            let before = gate_copies(node);
+            node.call_one_way(1, "sink", |msg| {
+                msg.pack_later(&len, ReceiveMode::Express)?;
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+            })
+            .expect("one-way call");
+            gate_copies(node) - before
+        };
+        let small = sent_copies(20 << 10);
+        let large = sent_copies(40 << 10);
+        assert!(small >= 20 << 10, "a 20 KiB body copied: {small} bytes");
+        assert!(large < 1 << 10, "a 40 KiB body lent: {large} bytes copied");
+        // A call abandoned while packing: the packing's error, no handler.
+        let len = 4u64.to_le_bytes();
+        let failed = node.call(1, "sink", |msg| {
+            msg.pack(&len, SendMode::Later, ReceiveMode::Express)?;
+            Err(Error::EmptyMessage)
+        });
+        assert!(matches!(failed, Err(Error::EmptyMessage)), "{failed:?}");
+        // A reply abandoned while packing, and a handler's error, fail
+        // their calls; the server still serves.
+        assert!(common::call_echo(node, 1, "half", b"x").is_err());
+        assert!(common::call_echo(node, 1, "refuse", b"x").is_err());
+        check(
+            &common::call_echo(node, 1, "echo", &pattern(10, 7)).expect("echo"),
+            10,
+            7,
+        );
+        // The one-way calls ran (they come in order, before the echo's
+        // reply); the abandoned one did not.
+        assert_eq!(sunk.load(Ordering::SeqCst), (20 << 10) + (40 << 10));
+    });
+}

@@ -12,8 +12,8 @@ use navette_core::{Rank, RecvNow, SendMode, Source, TagMatch};
 use super::wire::{self, CallHeader, ReplyHeader, ReplyKind};
 use super::{RpcError, ServiceName};
 use crate::lean_whole::{Settled, WholeFor};
-use crate::message::Sent;
-use crate::{Error, Gate, Node, Packing, ReceiveMode, Result, Unpacking};
+use crate::message::{ReplyArm, Sent};
+use crate::{Error, Node, Packing, ReceiveMode, Result, Unpacking};
 
 /// A call awaiting its reply: [`Self::test`], [`Self::wait`], or `.await`
 /// (on any executor: each poll makes a round of progress; with a progress
@@ -89,25 +89,23 @@ impl Node {
     ) -> Result<CallRequest<'_, 'a>> {
         let service = service.into();
         let call = self.rpc().next_call();
-        // The reply's receive is made before the call leaves: a reply is
-        // never unexpected, unless its call was abandoned. It waits outside
-        // the engine if it can (the usual lone call), made under the lock
-        // that starts the call; else it is posted.
+        // The reply's receive is made before the call leaves, under the
+        // lock that numbers or writes it: a reply is never unexpected,
+        // unless its call was abandoned. It waits outside the engine if it
+        // can (the usual lone call); else it is posted.
         let want = RecvNow {
             channel: wire::CHANNEL,
             source: Source::Rank(peer),
             tag: TagMatch::exact(wire::reply_tag(call)),
         };
-        let settled = &self.core().lean_whole_settled;
-        let (mut msg, lean) = self.begin_packing_then(
-            Gate::new(wire::CHANNEL, peer),
-            wire::call_tag(service.id()),
-            |state| state.await_whole(WholeFor::Reply, want, settled),
-        )?;
-        let reply = if lean {
-            None
-        } else {
-            Some(self.begin_rpc_unpacking(want.source, want.tag))
+        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()), Some(want))?;
+        let sent = finish_call(&mut msg, &service, call, false, pack);
+        let (lean, reply) = match msg.take_reply() {
+            Some(ReplyArm::Lean) => (true, None),
+            Some(ReplyArm::Posted(key)) => {
+                (false, Some(Unpacking::from_posted(self, key).into_rpc()))
+            }
+            Some(ReplyArm::Pending(_)) | None => (false, None),
         };
         let mut request = CallRequest {
             node: self,
@@ -119,7 +117,7 @@ impl Node {
             lean,
             deadline: None,
         };
-        match finish_call(&mut msg, &request.service, call, false, pack) {
+        match sent {
             Ok(sent) => request.sending = Some(sent),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
@@ -150,7 +148,7 @@ impl Node {
     ) -> Result<()> {
         let service = service.into();
         let call = self.rpc().next_call();
-        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()))?;
+        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()), None)?;
         finish_call(&mut msg, &service, call, true, pack)?.wait()
     }
 }

@@ -100,7 +100,7 @@ impl Responder<'_> {
         }
         let mut msg = self
             .node
-            .begin_rpc_packing(self.to, wire::reply_tag(self.call))?;
+            .begin_rpc_packing(self.to, wire::reply_tag(self.call), None)?;
         msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
         pack(&mut msg)?;
         // Not `end_packing`, which would move the message (hundreds of
@@ -129,7 +129,7 @@ impl Responder<'_> {
 /// Sends the failure reply of `call` to `to`.
 fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -> Result<()> {
     let (header, text) = ReplyHeader::failure(kind, text);
-    let mut msg = node.begin_rpc_packing(to, wire::reply_tag(call))?;
+    let mut msg = node.begin_rpc_packing(to, wire::reply_tag(call), None)?;
     msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
     if !text.is_empty() {
         msg.pack_safer(text.as_bytes(), ReceiveMode::Express)?;

@@ -606,7 +606,7 @@ impl Driver for ShmDriver {
         tag: u64,
         data: &[u8],
     ) -> Option<Result<navette_core::Status>> {
-        self.send_parts_now(node, gate, tag, &[data])
+        self.send_parts_now(node, gate, tag, &[data], &mut |_| ())
     }
 
     fn send_parts_now(
@@ -615,6 +615,7 @@ impl Driver for ShmDriver {
         gate: crate::Gate,
         tag: u64,
         parts: &[&[u8]],
+        arm: &mut dyn FnMut(&mut crate::driver::DriverPort<'_>),
     ) -> Option<Result<navette_core::Status>> {
         let len = parts.iter().map(|part| part.len()).sum();
         // The lone form: a ring cell frames its packet.
@@ -625,7 +626,10 @@ impl Driver for ShmDriver {
             packet,
             &mut (),
             |port, rail, ()| port.can_send_now(gate, rail, len),
-            |port, (), out| port.send_lone_now(gate, tag, parts, out),
+            |port, (), out| {
+                arm(port);
+                port.send_lone_now(gate, tag, parts, out);
+            },
         )?;
         Some(Ok(navette_core::Status {
             peer: gate.peer,

@@ -93,10 +93,11 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// back, each copied straight into the packet: an RPC call or reply
     /// sent as one tagged piece, its pieces' table then their data (see
     /// `Packing::try_send_table`). `arm` runs under the node's lock once
-    /// the packet is sure to be written, before it is: what must be in
-    /// place before an answer can come (an RPC call's reply receive); it
-    /// does not run if the message goes the usual way. The default never
-    /// sends at once.
+    /// the engine agrees that the message may leave at once, before it is
+    /// written: what must be in place before an answer can come (an RPC
+    /// call's reply receive). It may run for a message that then goes the
+    /// usual way after all (a full ring), which must then not arm twice.
+    /// The default never sends at once.
     fn send_parts_now(
         &self,
         node: &NodeCore,

@@ -771,3 +771,35 @@ fn rpc_messages_numbered_as_they_leave_keep_their_meaning() {
         assert_eq!(sunk.load(Ordering::SeqCst), (20 << 10) + (40 << 10));
     });
 }
+
+/// Calls made while the server's ring is full: a call that the engine lets
+/// leave at once has its reply receive made first, then finds no cell and
+/// goes the usual way, armed once; every call gets its own reply.
+#[test]
+fn calls_that_find_the_ring_full_go_the_usual_way_and_get_their_replies() {
+    use std::sync::Barrier;
+
+    const CALLS: usize = 12;
+    let mut config = config(CopyMode::Auto);
+    config.shm.ring_cells = 4;
+    let held = Barrier::new(2);
+    run(2, config, |node, _, _| {
+        if node.rank() == 1 {
+            node.register_service("echo", navette::rpc::HandlerMode::Inline, common::echo)
+                .expect("register");
+            // Not progressing until the client has made every call.
+            held.wait();
+            return;
+        }
+        let bodies: Vec<Vec<u8>> = (0..CALLS).map(|i| pattern(16 + i, i as u64)).collect();
+        let calls: Vec<_> = bodies
+            .iter()
+            .map(|body| common::start_echo(node, 1, "echo", body).expect("call"))
+            .collect();
+        held.wait();
+        for (i, request) in calls.into_iter().enumerate() {
+            let got = common::receive_echo(request.wait().expect("reply")).expect("echo");
+            check(&got, 16 + i, i as u64);
+        }
+    });
+}

@@ -625,11 +625,17 @@ impl Driver for ShmDriver {
             gate.peer,
             packet,
             &mut (),
-            |port, rail, ()| port.can_send_now(gate, rail, len),
-            |port, (), out| {
-                arm(port);
-                port.send_lone_now(gate, tag, parts, out);
+            // Armed before the cell is claimed: the receiver polls the
+            // cell's first line, so the time from the first write to it to
+            // publication is kept to the copy alone.
+            |port, rail, ()| {
+                let can = port.can_send_now(gate, rail, len);
+                if can {
+                    arm(port);
+                }
+                can
             },
+            |port, (), out| port.send_lone_now(gate, tag, parts, out),
         )?;
         Some(Ok(navette_core::Status {
             peer: gate.peer,

@@ -690,12 +690,7 @@ fn rpc_messages_numbered_as_they_leave_keep_their_meaning() {
             // the bytes.
             let sunk = Arc::clone(&sunk_at_server);
             node.register_service("sink", HandlerMode::Inline, move |call| {
-                let (mut args, _) = call.split();
-                let mut len = [0u8; 8];
-                args.unpack_express(&mut len, SendMode::Later)?;
-                let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(len))?];
-                args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-                args.end_unpacking()?;
+                let (_, body, _) = common::unpack_echo_args(call, SendMode::Later)?;
                 sunk.fetch_add(body.len(), Ordering::SeqCst);
                 Ok(())
             })

@@ -1,7 +1,7 @@
 //! Helpers shared by the sim tests.
 #![allow(dead_code, unreachable_pub)]
 
-use navette::rpc::{Call, HandlerResult};
+use navette::rpc::{Call, HandlerError, HandlerResult, Responder};
 use navette::sim::{SimCluster, SimClusterBuilder};
 use navette::{ReceiveMode, SendMode};
 
@@ -97,17 +97,28 @@ pub fn gate_copies(node: &navette::Node) -> u64 {
 /// CHEAPER into memory allocated after reading it; replies with the same
 /// two pieces from that memory.
 pub fn echo(call: Call<'_>) -> HandlerResult {
-    let (mut args, responder) = call.split();
-    let mut len = [0u8; 8];
-    args.unpack_express(&mut len, SendMode::Safer)?;
-    let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(len))?];
-    args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-    args.end_unpacking()?;
+    let (len, body, responder) = unpack_echo_args(call, SendMode::Safer)?;
     responder.reply(|msg| {
         msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
         msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
     })?;
     Ok(())
+}
+
+/// Unpacks a call's arguments in the echo's shape ([`echo`]), the length
+/// sent with `len_mode`: returns the length's bytes, the body and the
+/// call's responder.
+pub fn unpack_echo_args(
+    call: Call<'_>,
+    len_mode: SendMode,
+) -> Result<([u8; 8], Vec<u8>, Responder<'_>), HandlerError> {
+    let (mut args, responder) = call.split();
+    let mut len = [0u8; 8];
+    args.unpack_express(&mut len, len_mode)?;
+    let mut body = vec![0u8; usize::try_from(u64::from_le_bytes(len))?];
+    args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
+    args.end_unpacking()?;
+    Ok((len, body, responder))
 }
 
 /// Calls `service` at `peer` with `body` in the echo shape ([`echo`]);

@@ -105,7 +105,10 @@ impl Node {
             Some(ReplyArm::Posted(key)) => {
                 (false, Some(Unpacking::from_posted(self, key).into_rpc()))
             }
-            Some(ReplyArm::Pending(_)) | None => (false, None),
+            Some(ReplyArm::Pending(_)) | None => {
+                debug_assert!(sent.is_err(), "a call that left has its reply armed");
+                (false, None)
+            }
         };
         let mut request = CallRequest {
             node: self,

@@ -91,7 +91,10 @@
 //! the rest of the call, see `docs/profiling.md`). A service whose name
 //! is known when the program is built is best named by a `const`
 //! [`ServiceName::from_static`]: calls then pass its name around with no
-//! allocation and no shared count. On arrival, a
+//! allocation and no shared count. Over shared memory a call or reply
+//! takes no lock as it begins: it is numbered under the lock that writes
+//! it into the ring, and a call's reply receive is made under that lock
+//! too, before the call can leave. On arrival, a
 //! lone call's reply and a server's next call are received at once: each
 //! waits outside the engine, and a packet that is exactly its message,
 //! in order and all eager, is taken out whole, its data copied back to

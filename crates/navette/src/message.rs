@@ -127,10 +127,7 @@ impl ReplyArm {
             *self = Self::Lean;
             return false;
         }
-        state.before_posting(want.channel, core);
-        let key = state.engine.recv_begin(want.channel, want.source, want.tag);
-        state.watch(key, None);
-        *self = Self::Posted(key);
+        *self = Self::Posted(post_recv(state, want, core));
         true
     }
 }
@@ -141,8 +138,9 @@ enum Out {
     /// Numbered: the engine's open message.
     Begun(OutMsg),
     /// Not numbered yet: an RPC call or reply over a driver that sends
-    /// small messages at once. It takes its number as the driver writes it
-    /// as one tagged piece, under the lock that writes it
+    /// small messages at once (any other message is numbered as it begins,
+    /// by [`number`]). It takes its number as the driver writes it as one
+    /// tagged piece, under the lock that writes it
     /// ([`Packing::try_send_table`]), or from [`PackingCore::begun`] if it
     /// goes another way: the lock that numbering it as it begins would
     /// take is spared. Its CHEAPER pieces are packed as borrowed until
@@ -205,8 +203,7 @@ impl Node {
     /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
         crate::node::user_channel(gate.channel)?;
-        self.begin_packing_then(gate, tag, |_| ())
-            .map(|(msg, ())| msg)
+        self.begin_packing_on(gate, tag, None, false)
     }
 
     /// [`Self::begin_packing`] of an RPC call or reply to `to`, on the
@@ -220,47 +217,29 @@ impl Node {
         tag: u64,
         reply: Option<RecvNow>,
     ) -> Result<Packing<'_, 'a>> {
-        let gate = Gate::new(ChannelId::RPC, to);
-        let mut reply = reply.map(ReplyArm::Pending);
-        if self.core().driver().isend_now() {
-            let mut msg = Packing::new(self, gate, Out::Deferred(gate, tag), 0);
-            msg.core.reply = reply;
-            return Ok(msg);
-        }
-        let (mut msg, work) = self.begin_packing_then(gate, tag, |state| {
-            reply
-                .as_mut()
-                .is_some_and(|reply| reply.arm(state, self.core()))
-        })?;
-        if work {
-            self.core().mark_dirty();
-            self.wake_driver();
-        }
-        msg.core.reply = reply;
-        Ok(msg)
+        let deferred = self.core().driver().isend_now();
+        self.begin_packing_on(Gate::new(ChannelId::RPC, to), tag, reply, deferred)
     }
 
-    /// [`Self::begin_packing`] on any channel, the reserved one included,
-    /// then `also` under the same lock (once the message has begun).
-    pub(crate) fn begin_packing_then<'a, R>(
+    /// A message to `gate` with `tag` on any channel, the reserved one
+    /// included, numbered now ([`number`]) unless `deferred`. Made in the
+    /// returned value: a `Packing` is hundreds of bytes, which a move
+    /// copies.
+    fn begin_packing_on<'a>(
         &self,
         gate: Gate,
         tag: u64,
-        also: impl FnOnce(&mut State) -> R,
-    ) -> Result<(Packing<'_, 'a>, R)> {
-        // Numbering a message gives the driver nothing to send: no mark,
-        // no wake-up (whose fence costs on every message).
-        let mut state = self.core().lock();
-        let begun = state
-            .engine
-            .send_begin(gate.channel, gate.peer, tag)
-            .map(|out| {
-                let copy_below = state.engine.rdv_threshold(gate.peer);
-                (out, copy_below, also(&mut state))
-            });
-        crate::node::unlock(state);
-        let (out, copy_below, also) = begun?;
-        Ok((Packing::new(self, gate, Out::Begun(out), copy_below), also))
+        reply: Option<RecvNow>,
+        deferred: bool,
+    ) -> Result<Packing<'_, 'a>> {
+        let mut reply = reply.map(ReplyArm::Pending);
+        let (out, copy_below) = if deferred {
+            (Out::Deferred(gate, tag), 0)
+        } else {
+            let (out, copy_below) = number(self, gate, tag, &mut reply)?;
+            (Out::Begun(out), copy_below)
+        };
+        Ok(Packing::new(self, gate, out, copy_below, reply))
     }
 
     /// Starts receiving a message from `from` whose tag matches `tag`. The
@@ -308,18 +287,33 @@ impl Node {
             crate::node::unlock(state);
             return Unpacking::outside(self);
         }
-        state.before_posting(from.channel, core);
-        let key = state.engine.recv_begin(from.channel, from.source, tag);
-        state.watch(key, None);
+        let key = post_recv(&mut state, want, core);
         self.unlock_with_work(state);
         Unpacking::from_posted(self, key)
     }
 }
 
+/// Posts the engine's receive of a message `want` describes (watched),
+/// after the receives waiting outside the engine on its channel; the
+/// driver then has work (mark the node and wake it once the lock is
+/// released).
+fn post_recv(state: &mut State, want: RecvNow, core: &crate::node::NodeCore) -> ReqId {
+    state.before_posting(want.channel, core);
+    let key = state.engine.recv_begin(want.channel, want.source, want.tag);
+    state.watch(key, None);
+    key
+}
+
 impl<'n, 'a> Packing<'n, 'a> {
-    /// A message with nothing packed yet; CHEAPER pieces below
+    /// A message to `gate`, nothing packed yet; CHEAPER pieces below
     /// `copy_below` bytes are copied if they are submitted.
-    fn new(node: &'n Node, gate: Gate, out: Out, copy_below: usize) -> Self {
+    fn new(
+        node: &'n Node,
+        gate: Gate,
+        out: Out,
+        copy_below: usize,
+        reply: Option<ReplyArm>,
+    ) -> Self {
         Packing {
             core: PackingCore {
                 node,
@@ -329,7 +323,7 @@ impl<'n, 'a> Packing<'n, 'a> {
                 packed: false,
                 copied_unsent: 0,
                 table: gate.channel == ChannelId::RPC,
-                reply: None,
+                reply,
             },
             held: None,
             deferred: SmallVec::new(),
@@ -753,30 +747,14 @@ impl PackingCore<'_> {
     /// error (the message then ends) if it cannot begin.
     fn begun(&mut self) -> Option<Result<&mut OutMsg>> {
         if let Some(Out::Deferred(gate, tag)) = self.out {
-            let core = self.node.core();
-            let mut state = core.lock();
-            let begun = state
-                .engine
-                .send_begin(gate.channel, gate.peer, tag)
-                .map(|out| (out, state.engine.rdv_threshold(gate.peer)));
-            let work = begun.is_ok()
-                && self
-                    .reply
-                    .as_mut()
-                    .is_some_and(|reply| reply.arm(&mut state, core));
-            crate::node::unlock(state);
-            if work {
-                core.mark_dirty();
-                self.node.wake_driver();
-            }
-            match begun {
+            match number(self.node, gate, tag, &mut self.reply) {
                 Ok((out, copy_below)) => {
                     self.out = Some(Out::Begun(out));
                     self.copy_below = copy_below;
                 }
                 Err(err) => {
                     self.out = None;
-                    return Some(Err(err.into()));
+                    return Some(Err(err));
                 }
             }
         }
@@ -787,21 +765,49 @@ impl PackingCore<'_> {
     }
 }
 
+/// Numbers a message to `gate` with `tag` and arms its `reply` receive if
+/// any, under one lock: the engine's message and the size below which its
+/// CHEAPER pieces are copied.
+fn number(
+    node: &Node,
+    gate: Gate,
+    tag: u64,
+    reply: &mut Option<ReplyArm>,
+) -> Result<(OutMsg, usize)> {
+    let core = node.core();
+    let mut state = core.lock();
+    let begun = state
+        .engine
+        .send_begin(gate.channel, gate.peer, tag)
+        .map(|out| (out, state.engine.rdv_threshold(gate.peer)));
+    let work = begun.is_ok()
+        && reply
+            .as_mut()
+            .is_some_and(|reply| reply.arm(&mut state, core));
+    // Numbering alone gives the driver nothing to send: no mark, no
+    // wake-up (whose fence costs on every message).
+    crate::node::unlock(state);
+    if work {
+        core.mark_dirty();
+        node.wake_driver();
+    }
+    Ok(begun?)
+}
+
 impl Drop for PackingCore<'_> {
     fn drop(&mut self) {
-        // A call abandoned before it left has no reply to wait for.
-        if matches!(self.reply, Some(ReplyArm::Pending(_))) {
-            self.reply = None;
-        }
+        // A call abandoned before it left has no reply to wait for (the
+        // call took one it armed).
+        self.reply = None;
         if !self.packed && matches!(self.out, Some(Out::Deferred(..))) {
             // Never numbered, nothing packed: nothing to abandon.
             return;
         }
-        let Some(Ok(_)) = self.begun() else {
+        if !matches!(self.begun(), Some(Ok(_))) {
             return;
-        };
+        }
         let Some(Out::Begun(out)) = self.out.take() else {
-            return;
+            unreachable!("numbered above")
         };
         let submitted = std::mem::take(&mut self.submitted);
         let (packed, copied) = (self.packed, self.copied_unsent);

@@ -394,19 +394,14 @@ fn sending_at_once_when_the_rail_is_idle() {
     let last = net.alloc(0, b"third".to_vec());
     let out = net.begin(0, 1, 5);
     net.engines[0].send_tagged(out, last);
-    let plan = net.engines[0]
-        .poll_transmit(Duration::ZERO, rail_a)
-        .expect("a packet");
+    let third = packet_in_flight(&mut net, rail_a);
     assert!(
         !net.engines[0].can_send_now(CH, 1, rail_a, 6),
         "the rail is busy"
     );
+    net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
     // The packet sent at once is delivered after the third: the receiver
     // reorders by sequence number.
-    let mut third = Vec::new();
-    plan.gather(&net.mems[0], &mut third)
-        .expect("memory resolves");
-    net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
     net.inject(1, rail_b, &third).expect("a valid packet");
     net.inject(1, rail_b, &packet).expect("a valid packet");
     net.collect();
@@ -421,6 +416,18 @@ fn rails_0_to_1(net: &Net) -> (RailId, RailId) {
         .find(|l| l.from == 0)
         .expect("a link from 0");
     (link.from_rail, link.to_rail)
+}
+
+/// The next packet node 0's window sends on `rail`, as bytes: in flight
+/// until the caller completes it.
+fn packet_in_flight(net: &mut Net, rail: RailId) -> Vec<u8> {
+    let plan = net.engines[0]
+        .poll_transmit(Duration::ZERO, rail)
+        .expect("a packet");
+    let mut bytes = Vec::new();
+    plan.gather(&net.mems[0], &mut bytes)
+        .expect("memory resolves");
+    bytes
 }
 
 /// Posts `count` receives of 16 bytes at node 1, from node 0 with tag 5:
@@ -461,12 +468,7 @@ fn sending_at_once_as_a_lone_packet_of_parts() {
     let second = net.alloc(0, b"second".to_vec());
     let out = net.begin(0, 1, 5);
     net.engines[0].send_tagged(out, second);
-    let plan = net.engines[0]
-        .poll_transmit(Duration::ZERO, rail_a)
-        .expect("a packet");
-    let mut full = Vec::new();
-    plan.gather(&net.mems[0], &mut full)
-        .expect("memory resolves");
+    let full = packet_in_flight(&mut net, rail_a);
     net.engines[0].handle_send_complete(Duration::ZERO, rail_a);
     // The second first: the lone packet's sequence number puts it before.
     net.inject(1, rail_b, &full).expect("a valid packet");

@@ -9,8 +9,8 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::lock::MutexGuard;
 use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
-use parking_lot::MutexGuard;
 
 use crate::Result;
 use crate::node::{NodeCore, State};

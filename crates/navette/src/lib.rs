@@ -52,6 +52,7 @@ mod error;
 mod lean;
 mod lean_irecv;
 mod lean_whole;
+mod lock;
 mod memtable;
 pub mod message;
 mod node;

@@ -11,11 +11,11 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use crate::lock::{Mutex, MutexGuard};
 use navette_core::{
     ChannelId, Engine, EngineConfig, MemHandle, MemRef, Rank, ReqId, RequestError, StagedSend,
     Status,
 };
-use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 
 use crate::driver::Driver;

@@ -224,6 +224,30 @@ impl<T: Completion> Drop for Request<'_, T> {
     }
 }
 
+/// The data of a non-blocking send: the caller's [`Bytes`], or a slice of
+/// the caller's that is copied where it must outlive the call.
+enum SendData<'a> {
+    Owned(Bytes),
+    Borrowed(&'a [u8]),
+}
+
+impl SendData<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Owned(bytes) => bytes,
+            Self::Borrowed(slice) => slice,
+        }
+    }
+
+    /// The data as the request keeps it: a borrowed slice is copied.
+    fn into_owned(self) -> Bytes {
+        match self {
+            Self::Owned(bytes) => bytes,
+            Self::Borrowed(slice) => Bytes::copy_from_slice(slice),
+        }
+    }
+}
+
 /// The error of a request refused as it was made.
 fn refused(channel: ChannelId) -> Error {
     UsageError::ReservedChannel(channel).into()
@@ -348,7 +372,8 @@ impl Node {
     /// default), shares one packet with the other small messages sent to the
     /// same peer meanwhile, whatever their channels and tags: it is copied
     /// into that packet now, and its request completes when the packet
-    /// leaves.
+    /// leaves. A larger message is sent from `data` itself, which the
+    /// request keeps until it has left.
     ///
     /// The reserved channel [`ChannelId::RPC`] is refused
     /// ([`UsageError::ReservedChannel`]), as by every send and receive.
@@ -358,8 +383,25 @@ impl Node {
         tag: u64,
         data: impl Into<Bytes>,
     ) -> Result<Request<'_, Status>> {
+        self.isend_from(gate, tag, SendData::Owned(data.into()))
+    }
+
+    /// Sends a copy of `data` to `gate` with `tag`, without blocking:
+    /// Madeleine's SAFER mode, the caller's buffer is free as soon as this
+    /// returns. A small message goes as by [`Node::isend`] (at once over
+    /// shared memory, else copied into its peer's open packet), with no
+    /// [`Bytes`] to make or share; a larger one is copied into a buffer of
+    /// its own first, which `isend` of a [`Bytes`] avoids.
+    pub fn isend_safer(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Request<'_, Status>> {
+        self.isend_from(gate, tag, SendData::Borrowed(data))
+    }
+
+    /// [`Node::isend`] and [`Node::isend_safer`]: the data is copied out of
+    /// `data` where the message leaves at once or joins an open packet;
+    /// otherwise the request keeps it, owned.
+    fn isend_from(&self, gate: Gate, tag: u64, data: SendData<'_>) -> Result<Request<'_, Status>> {
         crate::node::user_channel(gate.channel)?;
-        let data = data.into();
+        let bytes = data.bytes();
         let core = self.core();
         // Where packets cost little (shm), a small send to an idle rail
         // leaves at once, and the receiver starts on it while this thread
@@ -367,7 +409,7 @@ impl Node {
         // the next round, to leave with what follows.
         let driver = core.driver();
         if driver.isend_now() {
-            if let Some(sent) = driver.send_now(core, gate, tag, &data) {
+            if let Some(sent) = driver.send_now(core, gate, tag, bytes) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
         }
@@ -378,7 +420,7 @@ impl Node {
         // of the windows.
         if let Some(staged) = state
             .engine
-            .stage_tagged(gate.channel, gate.peer, tag, &data)
+            .stage_tagged(gate.channel, gate.peer, tag, bytes)
         {
             unlock(state);
             core.mark_dirty();
@@ -398,12 +440,12 @@ impl Node {
             let status = Status {
                 peer: gate.peer,
                 tag,
-                len: data.len(),
+                len: bytes.len(),
             };
             return Ok(Request::new(self, Op::Staged(staged, status)));
         }
         let out = state.engine.send_begin(gate.channel, gate.peer, tag)?;
-        let range = state.mem.insert_shared(data);
+        let range = state.mem.insert_shared(data.into_owned());
         let id = state.engine.send_tagged(out, range);
         state.watch(id, Some(range.handle));
         self.unlock_with_work(state);

@@ -374,3 +374,37 @@ fn a_stalled_wait_all_still_gives_what_completed() {
         outcomes[1]
     );
 }
+
+/// `isend_safer` copies: the caller's buffer is free as the call returns,
+/// for a small message (copied into its peer's open packet here, where
+/// nothing leaves at once) as for one beyond the rendezvous threshold
+/// (copied into a buffer of its own).
+#[test]
+fn isend_safer_frees_the_callers_buffer_as_it_returns() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    let sizes = [0usize, 24, 700, 20_000];
+    let sends: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut buf = pattern(n, i as u64);
+            let sent = a.isend_safer(a.gate(2), i as u64, &buf).unwrap();
+            // Reused at once, before anything was delivered.
+            buf.fill(0xee);
+            sent
+        })
+        .collect();
+    cluster.run_until_idle();
+    for (i, &n) in sizes.iter().enumerate() {
+        let got = c
+            .irecv(c.gate(0), i as u64, vec![0u8; 32 << 10])
+            .wait()
+            .unwrap();
+        assert_eq!((got.status.tag, got.status.len), (i as u64, n));
+        check(&got.data, n, i as u64);
+    }
+    for (status, &n) in wait_all(sends).into_iter().zip(&sizes) {
+        assert_eq!(status.unwrap().len, n);
+    }
+}

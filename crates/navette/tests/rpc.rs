@@ -206,6 +206,7 @@ fn users_sends_receives_and_messages_on_the_rpc_channel_are_refused() {
         let gate = navette::Gate::new(ChannelId::RPC, 1);
         let any = RecvFrom::any_on(ChannelId::RPC);
         assert!(refused_rpc_channel(node.isend(gate, 0, vec![1u8; 8])));
+        assert!(refused_rpc_channel(node.isend_safer(gate, 0, &[1u8; 8])));
         assert!(refused_rpc_channel(node.send(gate, 0, b"call?")));
         assert!(refused_rpc_channel(node.recv(
             any,

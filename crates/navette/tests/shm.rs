@@ -436,6 +436,28 @@ fn small_isends_leave_at_once_and_in_order() {
     });
 }
 
+/// A small `isend_safer` to an idle rail leaves at once, straight from the
+/// caller's slice: complete from its start, the buffer free as it returns.
+#[test]
+fn small_isend_safer_leaves_at_once() {
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            let mut buf = pattern(40, 7);
+            let sent = node.isend_safer(peer, 5, &buf).expect("isend_safer");
+            buf.fill(0);
+            assert_eq!(driver.stats().sent_at_once, 1);
+            assert!(sent.test().expect("test"), "complete from its start");
+            assert_eq!(sent.wait().expect("sent").len, 40);
+            node.recv(peer, 6, &mut []).expect("done");
+            return;
+        }
+        let got = node.irecv(peer, 5u64, vec![0u8; 64]).wait().expect("recv");
+        check(&got.data, 40, 7);
+        node.send(peer, 6, &[]).expect("done");
+    });
+}
+
 /// The sender's copies count among Navette's: a SAFER piece is copied when
 /// packed (a small one into the message itself), and again into a buffer
 /// of its own if its message cannot leave at once (here because a

@@ -10,6 +10,11 @@
 //! shared memory a segment leaves at once when the rail is idle, so the
 //! receiver starts on the first while the sender writes the next.
 //!
+//! Each segment goes by `Node::isend_safer` from a buffer the rank keeps:
+//! as MPI's `MPI_Isend` of a small buffer, the data is copied as the
+//! message leaves (or into its peer's open packet), and the buffer is
+//! never shared or counted.
+//!
 //! Rank 0 posts its receives for the pong, issues its sends, then waits for
 //! all of them; rank 1 posts its receives, waits for the ping, then sends
 //! and waits. Each wait is for a whole list of requests at once, as MPI's
@@ -18,7 +23,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use navette::{ChannelId, Gate, Node, Received, Request, wait_all_into};
 
 use super::{BenchError, Role, pattern};
@@ -61,9 +65,7 @@ pub(super) fn navette_multiseg(
     let flows = (0..segments)
         .map(|k| flow(k, peer))
         .collect::<Result<Vec<_>, _>>()?;
-    let data: Vec<Bytes> = (0..segments)
-        .map(|k| Bytes::from(pattern(size, size, k)))
-        .collect();
+    let data: Vec<Vec<u8>> = (0..segments).map(|k| pattern(size, size, k)).collect();
     let mut buffers: Vec<Vec<u8>> = vec![vec![0; size]; segments];
     // The request lists are reused from series to series: as MPI's program
     // keeps its request arrays, the loop allocates nothing of its own.
@@ -84,7 +86,7 @@ pub(super) fn navette_multiseg(
                 land(&mut recvs, &mut landed, &mut buffers)?;
             }
             for (&(gate, tag), bytes) in flows.iter().zip(&data) {
-                sends.push(node.isend(gate, tag, bytes.clone())?);
+                sends.push(node.isend_safer(gate, tag, bytes)?);
             }
             wait_all_into(&mut sends, &mut sent);
             for outcome in sent.drain(..) {

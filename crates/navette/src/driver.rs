@@ -110,6 +110,13 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether [`Driver::send_parts_now`] may send at once: a small RPC
+    /// message is put together as one tagged piece only then. The default
+    /// is false.
+    fn parts_now(&self) -> bool {
+        false
+    }
+
     /// The driver's own counters, by name (bytes it copied among them),
     /// for the node's statistics. The default has none.
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -418,6 +425,19 @@ impl<'a> DriverPort<'a> {
         self.state
             .engine
             .gather_tagged_now(gate.channel, gate.peer, tag, data, copy_max, buffer)
+    }
+
+    /// See [`navette_core::Engine::gather_parts_now`].
+    pub fn gather_parts_now(
+        &mut self,
+        gate: crate::Gate,
+        tag: u64,
+        parts: &[&[u8]],
+        buffer: &mut [u8],
+    ) -> navette_core::NowGather {
+        self.state
+            .engine
+            .gather_parts_now(gate.channel, gate.peer, tag, parts, buffer)
     }
 
     /// See [`navette_core::Engine::can_send_message_now`].

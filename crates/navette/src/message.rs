@@ -413,11 +413,10 @@ impl<'n, 'a> Packing<'n, 'a> {
                 recv: piece.recv,
             };
         }
-        // Where a small tagged message leaves at once for little more
-        // than its copy (`Driver::isend_now`: shm), a small RPC message
-        // goes as one; elsewhere (tcp) putting it together would be lost
-        // work.
-        if self.core.table && self.core.node.core().driver().isend_now() {
+        // Where the driver sends a tagged message of several parts at once
+        // (`Driver::parts_now`: shm, tcp), a small RPC message goes as
+        // one; elsewhere putting it together would be lost work.
+        if self.core.table && self.core.node.core().driver().parts_now() {
             if let Some(sent) = Self::try_send_table(&mut self.core, &pieces[..count]) {
                 return Some(sent);
             }

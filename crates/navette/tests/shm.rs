@@ -607,84 +607,11 @@ fn bytes_copied_counts_navettes_copies_only() {
 }
 
 /// Small RPC calls and replies over shm leave as one tagged piece holding
-/// their pieces' table, unfolded by the RPC layer at the other end:
-/// bodies on both sides of the bound (4 KiB) come back intact, whichever
-/// way each message was taken (at once, queued at a busy server, posted
-/// for calls made together); a handler's error and unpacks that do not
-/// mirror the packs still reach the caller as typed errors.
+/// their pieces' table (see [`common::rpc_in_one_piece`]).
 #[test]
 fn small_calls_and_replies_travel_as_one_tagged_piece() {
-    use navette::rpc::{HandlerError, HandlerMode, RpcError};
-    use navette::{ChannelId, Error, RequestError};
-
     run(2, config(CopyMode::Auto), |node, _, _| {
-        if node.rank() == 1 {
-            node.register_service("echo", HandlerMode::Inline, common::echo)
-                .expect("register");
-            node.register_service("fails", HandlerMode::Inline, |_| {
-                Err(HandlerError::new("not today"))
-            })
-            .expect("register");
-            // Serves until rank 0 finalizes too (the caller of `run`).
-            return;
-        }
-        let rpc_chunks = || -> u64 {
-            node.gate_stats()
-                .iter()
-                .filter(|g| g.channel == ChannelId::RPC)
-                .map(|g| g.chunks_sent)
-                .sum()
-        };
-        // A call of three pieces (the RPC header, the length, the body)
-        // is one chunk when small, three when large.
-        for (salt, size) in [0usize, 1, 64, 1000, 4000, 4100, 6000]
-            .into_iter()
-            .enumerate()
-        {
-            let before = rpc_chunks();
-            check(
-                &common::call_echo(node, 1, "echo", &pattern(size, salt as u64)).expect("echo"),
-                size,
-                salt as u64,
-            );
-            let chunks = rpc_chunks() - before;
-            let want = if size <= 4000 { 1 } else { 3 };
-            assert_eq!(chunks, want, "a call of {size} bytes");
-        }
-        // Calls made together: their replies are posted, and the calls
-        // queue at the server while it serves the first.
-        let bodies: Vec<Vec<u8>> = (0..8).map(|i| pattern(100 + i, i as u64)).collect();
-        let calls: Vec<_> = bodies
-            .iter()
-            .map(|body| common::start_echo(node, 1, "echo", body).expect("call"))
-            .collect();
-        for (i, request) in calls.into_iter().enumerate() {
-            let got = common::receive_echo(request.wait().expect("reply")).expect("echo");
-            check(&got, 100 + i, i as u64);
-        }
-        // A handler's error.
-        match node.call(1, "fails", |_| Ok(())).expect("call").wait() {
-            Err(Error::Rpc(RpcError::Handler { message, .. })) => assert_eq!(message, "not today"),
-            other => panic!("expected the handler's error, got {other:?}"),
-        }
-        // A reply unpacked with another size than packed.
-        let len = 5u64.to_le_bytes();
-        let reply = node
-            .call(1, "echo", |msg| {
-                msg.pack_safer(&len, ReceiveMode::Express)?;
-                msg.pack(b"12345", SendMode::Cheaper, ReceiveMode::Cheaper)
-            })
-            .expect("call")
-            .wait()
-            .expect("reply");
-        let mut msg = reply.unpacking();
-        let mut wrong = [0u8; 4];
-        match msg.unpack_express(&mut wrong, SendMode::Safer) {
-            Err(Error::Request(RequestError::SizeMismatch {
-                sent: 8, posted: 4, ..
-            })) => {}
-            other => panic!("expected a size mismatch, got {other:?}"),
-        }
+        common::rpc_in_one_piece(node)
     });
 }
 

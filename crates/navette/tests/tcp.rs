@@ -183,6 +183,14 @@ fn madeleine_rpc_reads_the_header_then_receives_the_body_in_place() {
     });
 }
 
+/// Small RPC calls and replies over tcp leave as one tagged piece holding
+/// their pieces' table, each written by one system call (see
+/// [`common::rpc_in_one_piece`]).
+#[test]
+fn small_calls_and_replies_travel_as_one_tagged_piece() {
+    run(2, config(), |node, _| common::rpc_in_one_piece(node));
+}
+
 fn sum(data: &[u8]) -> u64 {
     data.iter().enumerate().fold(0u64, |acc, (i, &b)| {
         acc.wrapping_mul(31).wrapping_add(u64::from(b) ^ i as u64)

@@ -215,13 +215,63 @@ impl Engine {
         parts: &[&[u8]],
         out: &mut [u8],
     ) {
-        let (head, mut body) = out.split_at_mut(LONE_HEADER_LEN);
+        let gate = self.gate(channel, peer);
+        self.write_parts_now(gate, tag, parts, out, LONE_HEADER_LEN, |eager, _, head| {
+            encode_lone_header(eager, head);
+        });
+    }
+
+    /// [`Self::gather_tagged_now`] of a message whose data is `parts` back
+    /// to back, all copied into `buffer` (exactly
+    /// [`Self::tagged_packet_len`]`(len)` bytes, `len` the parts' total),
+    /// for a driver that writes a packet's bytes to a stream.
+    ///
+    /// # Panics
+    /// If `buffer` has another length (a caller bug).
+    pub fn gather_parts_now(
+        &mut self,
+        channel: ChannelId,
+        peer: Rank,
+        tag: u64,
+        parts: &[&[u8]],
+        buffer: &mut [u8],
+    ) -> NowGather {
+        const HEAD: usize = PacketHeader::LEN + EagerHeader::LEN;
+        let gate = self.gate(channel, peer);
+        self.write_parts_now(gate, tag, parts, buffer, HEAD, |eager, len, head| {
+            let packet = PacketHeader {
+                chunk_count: 1,
+                body_len: EagerHeader::LEN as u32 + len,
+            };
+            let (packet_head, eager_head) = head.split_at_mut(PacketHeader::LEN);
+            packet_head.copy_from_slice(&packet.to_bytes());
+            eager_head.copy_from_slice(&eager.to_bytes());
+        });
+        let mut gather = NowGather::default();
+        gather.push(NowPart::Buffer(0..buffer.len()));
+        gather
+    }
+
+    /// The packet of a one-piece tagged message on `gate` whose data is
+    /// `parts`, into `out`: its headers (`head_len` bytes, written by
+    /// `write_head` given the message's eager header and length), then the
+    /// parts, copied.
+    #[inline]
+    fn write_parts_now(
+        &mut self,
+        gate: GateId,
+        tag: u64,
+        parts: &[&[u8]],
+        out: &mut [u8],
+        head_len: usize,
+        write_head: impl FnOnce(&EagerHeader, u32, &mut [u8]),
+    ) {
+        let (head, mut body) = out.split_at_mut(head_len);
         let len: usize = parts.iter().map(|part| part.len()).sum();
         assert_eq!(body.len(), len, "packet length");
-        let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];
         let len32 = u32::try_from(len).expect("checked by can_send_now");
-        encode_lone_header(&g.next_tagged(tag, len32), head);
+        write_head(&g.next_tagged(tag, len32), len32, head);
         for part in parts {
             let (room, rest) = body.split_at_mut(part.len());
             room.copy_from_slice(part);

@@ -1093,6 +1093,39 @@ impl Inner {
         }))
     }
 
+    /// Sends the one-piece tagged message whose data is `parts` at once
+    /// (see [`crate::driver::Driver::send_parts_now`]), copied into one
+    /// buffer (they are small: a small RPC message's table and pieces) and
+    /// written by one system call. `arm` runs under the node's lock once
+    /// the engine agrees, before the message is numbered.
+    pub(super) fn send_parts_now(
+        &mut self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        parts: &[&[u8]],
+        arm: &mut dyn FnMut(&mut DriverPort<'_>),
+    ) -> Option<crate::Result<navette_core::Status>> {
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        if len > NOW_COPY_MAX {
+            return None;
+        }
+        let packet = navette_core::Engine::tagged_packet_len(len);
+        let fill = |port: &mut DriverPort<'_>, rail, buffer: &mut [u8]| {
+            if !port.can_send_now(gate, rail, len) {
+                return None;
+            }
+            arm(port);
+            Some(port.gather_parts_now(gate, tag, parts, buffer))
+        };
+        let sent = self.write_now(node, gate.peer, (packet, packet), fill, |i| parts[i])?;
+        Some(sent.map(|()| navette_core::Status {
+            peer: gate.peer,
+            tag,
+            len,
+        }))
+    }
+
     /// Sends the whole message `out` at once (see
     /// [`crate::driver::Driver::send_message_now`]). Its pieces of more
     /// than [`NOW_COPY_MAX`] bytes are written from where they lie, in

@@ -515,6 +515,23 @@ impl Driver for TcpDriver {
         self.inner.try_lock()?.send_message_now(node, out, pieces)
     }
 
+    fn parts_now(&self) -> bool {
+        true
+    }
+
+    fn send_parts_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        parts: &[&[u8]],
+        arm: &mut dyn FnMut(&mut crate::driver::DriverPort<'_>),
+    ) -> Option<Result<navette_core::Status>> {
+        self.inner
+            .try_lock()?
+            .send_parts_now(node, gate, tag, parts, arm)
+    }
+
     fn wait(&self, node: &NodeCore, timeout: Duration) -> Result<()> {
         let Some(mut inner) = self.inner.try_lock_for(timeout) else {
             return Ok(());

@@ -73,11 +73,11 @@
 //! # Small calls
 //!
 //! A small call or reply leaves in one packet when its rail is idle (over
-//! shared memory, written straight into the peer's ring). Over shared
-//! memory, one of at most 4 KiB (its pieces and their table) travels as
+//! shared memory, written straight into the peer's ring; over tcp, by one
+//! write). One of at most 4 KiB (its pieces and their table) travels as
 //! a single tagged piece whose data is the table of its pieces
 //! ([`navette_wire::PieceTable`]) then their data, each copied straight
-//! into the peer's ring:
+//! into the peer's ring (over tcp, into the one buffer written):
 //! a tagged message's send and landing cost about half those of a message
 //! of several pieces, and this layer unfolds it back into the pieces its
 //! reader unpacks, with the same checks (a malformed table fails the

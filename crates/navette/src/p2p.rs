@@ -401,7 +401,6 @@ impl Node {
     /// otherwise the request keeps it, owned.
     fn isend_from(&self, gate: Gate, tag: u64, data: SendData<'_>) -> Result<Request<'_, Status>> {
         crate::node::user_channel(gate.channel)?;
-        let bytes = data.bytes();
         let core = self.core();
         // Where packets cost little (shm), a small send to an idle rail
         // leaves at once, and the receiver starts on it while this thread
@@ -409,10 +408,19 @@ impl Node {
         // the next round, to leave with what follows.
         let driver = core.driver();
         if driver.isend_now() {
-            if let Some(sent) = driver.send_now(core, gate, tag, bytes) {
+            if let Some(sent) = driver.send_now(core, gate, tag, data.bytes()) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
         }
+        // Too large for an open packet, a borrowed message is copied before
+        // the lock is taken: a large copy under it would hold up the node's
+        // other threads.
+        let data = if data.bytes().len() > navette_core::OPEN_MOST_PIECE {
+            SendData::Owned(data.into_owned())
+        } else {
+            data
+        };
+        let bytes = data.bytes();
         let mut state = core.lock();
         // Small messages that wait share their peer's open packet where
         // their channel's strategy aggregates (the default): encoded now,

@@ -9,10 +9,10 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::lock::MutexGuard;
 use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
 
 use crate::Result;
+use crate::lock::MutexGuard;
 use crate::node::{NodeCore, State};
 
 /// A network technology's transfer layer.

@@ -110,13 +110,6 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Whether [`Driver::send_parts_now`] may send at once: a small RPC
-    /// message is put together as one tagged piece only then. The default
-    /// is false.
-    fn parts_now(&self) -> bool {
-        false
-    }
-
     /// The driver's own counters, by name (bytes it copied among them),
     /// for the node's statistics. The default has none.
     fn counters(&self) -> Vec<(&'static str, u64)> {

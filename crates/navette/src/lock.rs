@@ -108,6 +108,10 @@ unsafe impl lock_api::RawMutex for NodeLock {
         (!self.locked.load(Ordering::Relaxed) && self.try_acquire()).then(lock_api::GuardSend::new)
     }
 
+    // SAFETY: the caller holds the lock (lock_api's contract: `_guard` came
+    // from a successful `lock` or `try_lock`), so storing false ends the
+    // one section there is; Release publishes that section's writes to the
+    // next holder's Acquire.
     #[inline]
     unsafe fn unlock(&self, _guard: Self::Guard) {
         self.locked.store(false, Ordering::Release);

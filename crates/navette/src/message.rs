@@ -413,10 +413,9 @@ impl<'n, 'a> Packing<'n, 'a> {
                 recv: piece.recv,
             };
         }
-        // Where the driver sends a tagged message of several parts at once
-        // (`Driver::parts_now`: shm, tcp), a small RPC message goes as
-        // one; elsewhere putting it together would be lost work.
-        if self.core.table && self.core.node.core().driver().parts_now() {
+        // A small RPC message goes as one tagged piece where the driver
+        // sends one at once (`Driver::send_parts_now`: shm, tcp).
+        if self.core.table {
             if let Some(sent) = Self::try_send_table(&mut self.core, &pieces[..count]) {
                 return Some(sent);
             }

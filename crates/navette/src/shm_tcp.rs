@@ -107,10 +107,6 @@ impl Driver for ShmTcpDriver {
         self.shm.send_now(node, gate, tag, data)
     }
 
-    fn parts_now(&self) -> bool {
-        self.shm.parts_now()
-    }
-
     fn send_parts_now(
         &self,
         node: &NodeCore,

@@ -609,10 +609,6 @@ impl Driver for ShmDriver {
         self.send_parts_now(node, gate, tag, &[data], &mut |_| ())
     }
 
-    fn parts_now(&self) -> bool {
-        true
-    }
-
     fn send_parts_now(
         &self,
         node: &NodeCore,

@@ -515,10 +515,6 @@ impl Driver for TcpDriver {
         self.inner.try_lock()?.send_message_now(node, out, pieces)
     }
 
-    fn parts_now(&self) -> bool {
-        true
-    }
-
     fn send_parts_now(
         &self,
         node: &NodeCore,

@@ -274,7 +274,9 @@ pub struct Cli {
     /// Rounds of the whole comparison, one tool after the other in each:
     /// every figure is the best of the rounds (lowest latency, highest
     /// bandwidth and rate), so that a host whose speed drifts (a virtual
-    /// machine's neighbours) favours no tool.
+    /// machine's neighbours) favours no tool. For multiseg, indexed, rpc
+    /// and migrate, a note also gives navette's ratio to the faster MPI
+    /// within each round: median, lowest and highest.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Patterns to compare, comma-separated: pingpong, multiseg, indexed,

@@ -382,17 +382,91 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
     }
     let mut outcome = Outcome::default();
     let mut checks = Vec::new();
+    let mut each_round = Vec::new();
     for round in 1..=rounds {
         ctx.round = (rounds > 1).then_some(round);
         if pattern != Pattern::Pingpong {
             checks.push(host_check(ctx, pattern));
         }
-        outcome.keep_best(run(pattern, ctx));
+        let this_round = run(pattern, ctx);
+        each_round.push(this_round.records.clone());
+        outcome.keep_best(this_round);
     }
     if let Some(note) = host_note(&checks) {
         outcome.note(note);
     }
+    if matches!(
+        pattern,
+        Pattern::Multiseg | Pattern::Indexed | Pattern::Rpc | Pattern::Migrate
+    ) && let Some(note) = paired_note(&each_round)
+    {
+        outcome.note(note);
+    }
     outcome
+}
+
+/// The note that gives, for each of navette's rows, how many times faster
+/// it was than the faster MPI *of the same round*: the median and the
+/// range over the rounds that measured both (none with fewer than two
+/// such rounds). The best-of-rounds figures pair each tool's fastest
+/// round, which on a host whose speed drifts may fall in different
+/// moments; a ratio taken within each round, where the tools ran minutes
+/// apart at most, is paired, and its spread shows what one run's ratio is
+/// worth.
+fn paired_note(rounds: &[Vec<Record>]) -> Option<String> {
+    use crate::record::implementation::NAVETTE;
+    use crate::sizes::ShortSize;
+    use crate::table::View;
+
+    let mut rows: Vec<(&str, &str, Option<usize>, usize)> = rounds
+        .iter()
+        .flatten()
+        .filter(|r| r.implementation == NAVETTE && r.latency_us.is_some())
+        .map(|r| (r.pattern.as_str(), r.transport.as_str(), r.segments, r.size))
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    let mut cells = Vec::new();
+    for (pattern, transport, segments, size) in rows {
+        let mut ratios: Vec<f64> = rounds
+            .iter()
+            .filter_map(|records| {
+                let view = View::of_series(pattern, transport, segments, records);
+                view.speedup_vs_faster_mpi(size).map(|(x, _)| x)
+            })
+            .collect();
+        if ratios.len() < 2 {
+            continue;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
+        let row = match segments {
+            Some(n) => format!("{n}×{}", ShortSize(size)),
+            None => ShortSize(size).to_string(),
+        };
+        cells.push(format!(
+            "{row}: {:.2} ({low:.2}–{high:.2}, {} rounds)",
+            median(&ratios),
+            ratios.len()
+        ));
+    }
+    (!cells.is_empty()).then(|| {
+        format!(
+            "navette × the faster MPI within each round (its µs / navette's µs), \
+             median (lowest–highest) by size: {}",
+            cells.join("; ")
+        )
+    })
+}
+
+/// The median of `sorted` (not empty, ascending).
+fn median(sorted: &[f64]) -> f64 {
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
 }
 
 /// The one-way time of navette's 8-byte ping-pong over shared memory, in
@@ -454,8 +528,51 @@ fn host_note(checks: &[Option<f64>]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Pattern, host_note, parse_patterns};
+    use super::{Outcome, Pattern, host_note, paired_note, parse_patterns};
     use crate::record::{Record, Skip, SkipKind};
+
+    #[test]
+    fn paired_ratios_are_taken_within_each_round() {
+        // One round: navette, then each MPI, at `size`, in µs.
+        let round = |size: usize, navette: f64, openmpi: f64, mpich: Option<f64>| {
+            let row = |imp: &str, lat: f64| Record::new("rpc", "shm", imp, size, Some(lat), None);
+            let mut rows = vec![row("navette", navette), row("openmpi", openmpi)];
+            rows.extend(mpich.map(|lat| row("mpich", lat)));
+            rows
+        };
+        let rounds = vec![
+            // The faster MPI is Open MPI here (×1.5), MPICH in the next
+            // (×0.5), and the third round is the host's slow one (×2.0):
+            // the median is the middle round's ratio, not a best-of-rounds
+            // one (navette's best 1.0 over Open MPI's best 1.5 = 1.5).
+            round(0, 1.0, 1.5, None),
+            round(0, 2.0, 3.0, Some(1.0)),
+            round(0, 4.0, 8.0, Some(9.0)),
+        ];
+        let note = paired_note(&rounds).expect("three paired rounds");
+        assert!(note.contains("0: 1.50 (0.50–2.00, 3 rounds)"), "{note}");
+        // An even count takes the mean of the middle two; a row with a
+        // single paired round gets no entry.
+        let mut four = rounds.clone();
+        four.push(round(0, 1.0, 1.0, None));
+        four[0].extend(round(64, 1.0, 2.0, None));
+        let note = paired_note(&four).expect("four paired rounds");
+        assert!(note.contains("0: 1.25 (0.50–2.00, 4 rounds)"), "{note}");
+        assert!(!note.contains("64:"), "{note}");
+        // Series of segments are named by their count.
+        let multiseg = |navette: f64| {
+            ["navette", "openmpi"].map(|imp| {
+                let lat = if imp == "navette" { navette } else { 2.0 };
+                let mut r = Record::new("multiseg", "shm", imp, 4, Some(lat), None);
+                r.segments = Some(8);
+                r
+            })
+        };
+        let note = paired_note(&[multiseg(1.0).to_vec(), multiseg(4.0).to_vec()]).unwrap();
+        assert!(note.contains("8×4: 1.25 (0.50–2.00, 2 rounds)"), "{note}");
+        // Nothing to pair: no note.
+        assert_eq!(paired_note(&[round(0, 1.0, 2.0, None)]), None);
+    }
 
     fn record(imp: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
         Record::new("pingpong", "shm", imp, size, lat, bw)

@@ -258,6 +258,7 @@ impl<'a> RankArea<'a> {
         loop {
             let popped = ring::pop_if(self, |bytes| {
                 let f = f.take().expect("pop_if hands out at most one payload");
+                self.prefetch_after_head();
                 f(bytes)
             });
             match popped {
@@ -266,6 +267,22 @@ impl<'a> RankArea<'a> {
                 Popped::Skipped => continue,
             }
         }
+    }
+
+    /// Asks for the first line of the cell after the one at head, for
+    /// reading, as that one is handed out: a producer sending a series of
+    /// messages has written it already, and its transfer from the
+    /// producer's core then overlaps the handling of this one instead of
+    /// following it (multiseg over shm, 8 × 4 B: faster in 45 of 70
+    /// interleaved pairs, median ratio 0.95–0.97; RPC unchanged). A line
+    /// not written yet costs nothing more: it is the one the consumer
+    /// polls next.
+    #[inline]
+    fn prefetch_after_head(&self) {
+        let head = self.control.head.load(Ordering::Relaxed);
+        let next = head.wrapping_add(1) & u64::from(self.cells_count - 1);
+        // Below `cells_count`, a u32.
+        prefetch_for_read(self.cell_ptr(next as usize, 0));
     }
 
     /// Whether no published message waits at the head of the ring.
@@ -431,6 +448,20 @@ unsafe impl RingMemory for RankArea<'_> {
     fn with_payload<R>(&self, index: usize, f: impl FnOnce(*const u8) -> R) -> R {
         f(self.cell_ptr(index, CELL_HEADER_BYTES))
     }
+}
+
+/// Asks for the cache line at `p` for reading, ahead of the read.
+#[inline]
+fn prefetch_for_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint, not an access: it reads nothing a
+    // program can see and never faults, whatever the address; SSE, which
+    // has it, is part of x86-64's baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Asks for the cache line at `p` in a state that can be written, ahead

@@ -294,6 +294,12 @@ pub struct Cli {
     /// bench/compare).
     #[arg(long, value_name = "REASON")]
     pub navette_unbuilt: Option<String>,
+    /// Build navette with profile-guided optimization
+    /// (`scripts/pgo-build`: trained on navette bench's patterns) and
+    /// compare that build; every table says so in a note. Without it,
+    /// navette is the plain `cargo build --release`.
+    #[arg(long)]
+    pub pgo: bool,
     /// The MPI ping-pong built from bench/mpi/pingpong.c (set by bench/compare).
     #[arg(long, value_name = "PATH", default_value = "mpi-pingpong")]
     pub mpi_pingpong: PathBuf,

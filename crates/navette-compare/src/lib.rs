@@ -109,6 +109,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
             outcome.notes.extend(congestion_note(transport));
         }
         outcome.notes.extend(busy.clone());
+        outcome.notes.extend(build_note(cli));
         let (name, transport_name) = (pattern.name(), transport.name());
         let own_table = match pattern {
             Pattern::Multirail => Some(table::render_multirail(
@@ -225,6 +226,19 @@ fn congestion_note(transport: Transport) -> Option<String> {
     ))
 }
 
+/// How navette was built, when not the plain release build: the figures
+/// of a build laid out by a profile are not those of `cargo build
+/// --release`.
+fn build_note(cli: &Cli) -> Option<String> {
+    (cli.pgo && cli.navette_unbuilt.is_none()).then(|| {
+        "navette built with profile-guided optimization (scripts/pgo-build: trained on \
+         navette bench's rpc, multiseg, pingpong, indexed, migrate, rpc_rate and stream \
+         over shm and tcp); the plain `cargo build --release` is slower on small messages \
+         (docs/profiling.md)"
+            .to_owned()
+    })
+}
+
 /// A warning when other processes keep the machine busy (the 1-minute
 /// load average from `/proc/loadavg` is above half a core): they steal
 /// the cores the benchmarks are pinned to.
@@ -263,6 +277,25 @@ mod tests {
         let mut segments = vec![8, 16, 8, 4];
         dedup(&mut segments);
         assert_eq!(segments, [8, 16, 4]);
+    }
+
+    #[test]
+    fn a_build_laid_out_by_a_profile_says_so() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["compare", "--out", "/tmp/x"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).unwrap()
+        };
+        assert_eq!(build_note(&parse(&[])), None);
+        let note = build_note(&parse(&["--pgo"])).expect("a note for --pgo");
+        assert!(note.contains("profile-guided"), "{note}");
+        assert!(note.contains("scripts/pgo-build"), "{note}");
+        // No navette rows, nothing to say about its build.
+        assert_eq!(
+            build_note(&parse(&["--pgo", "--navette-unbuilt", "failed"])),
+            None
+        );
     }
 
     #[test]

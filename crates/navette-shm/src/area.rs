@@ -275,9 +275,8 @@ impl<'a> RankArea<'a> {
     /// producer's core then overlaps the handling of this one instead of
     /// following it (multiseg over shm, interleaved pairs: 8 × 4 B faster
     /// in 32 of 50, 16 × 4 B in 20 of 30, 8 × 64 B in 13 of 20, median
-    /// ratios 0.95–0.97; RPC unchanged). A line
-    /// not written yet costs nothing more: it is the one the consumer
-    /// polls next.
+    /// ratios 0.95–0.97; RPC unchanged). A line not written yet costs
+    /// nothing more: it is the one the consumer polls next.
     #[inline]
     fn prefetch_after_head(&self) {
         let head = self.control.head.load(Ordering::Relaxed);

@@ -231,10 +231,9 @@ fn congestion_note(transport: Transport) -> Option<String> {
 /// --release`.
 fn build_note(cli: &Cli) -> Option<String> {
     (cli.pgo && cli.navette_unbuilt.is_none()).then(|| {
-        "navette built with profile-guided optimization (scripts/pgo-build: trained on \
-         navette bench's rpc, multiseg, pingpong, indexed, migrate, rpc_rate and stream \
-         over shm and tcp); the plain `cargo build --release` is slower on small messages \
-         (docs/profiling.md)"
+        "navette built with profile-guided optimization (scripts/pgo-build, trained on \
+         navette bench over shm and tcp); the plain `cargo build --release` is slower on \
+         small messages (docs/profiling.md, \"Built with a profile\")"
             .to_owned()
     })
 }

@@ -380,6 +380,12 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
     if pattern == Pattern::Multirail {
         return multirail::run(ctx, rounds);
     }
+    // The patterns ranked against the faster MPI: their rounds are kept
+    // for the paired note.
+    let paired = matches!(
+        pattern,
+        Pattern::Multiseg | Pattern::Indexed | Pattern::Rpc | Pattern::Migrate
+    );
     let mut outcome = Outcome::default();
     let mut checks = Vec::new();
     let mut each_round = Vec::new();
@@ -389,17 +395,15 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
             checks.push(host_check(ctx, pattern));
         }
         let this_round = run(pattern, ctx);
-        each_round.push(this_round.records.clone());
+        if paired {
+            each_round.push(this_round.records.clone());
+        }
         outcome.keep_best(this_round);
     }
     if let Some(note) = host_note(&checks) {
         outcome.note(note);
     }
-    if matches!(
-        pattern,
-        Pattern::Multiseg | Pattern::Indexed | Pattern::Rpc | Pattern::Migrate
-    ) && let Some(note) = paired_note(&each_round)
-    {
+    if let Some(note) = paired_note(&each_round) {
         outcome.note(note);
     }
     outcome

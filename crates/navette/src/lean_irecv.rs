@@ -234,12 +234,31 @@ impl State {
         }
     }
 
+    /// Takes the status and buffer of the receive of `key` if its message
+    /// landed in its buffer (the usual case of [`Self::take_irecv`], for
+    /// [`crate::wait_all_into`]'s lists), `None` otherwise (nothing taken).
+    #[inline]
+    pub(crate) fn take_landed_irecv(&mut self, key: LeanKey) -> Option<(Status, Vec<u8>)> {
+        let list = &mut self.lean_irecvs;
+        let slot = list.slots.get_mut(key.0 as usize)?;
+        let Slot::Landed(status, buf) = slot else {
+            return None;
+        };
+        let taken = (*status, std::mem::take(buf));
+        *slot = Slot::Free;
+        list.free.push(key.0);
+        self.forget_waker(Outside::Irecv(key));
+        Some(taken)
+    }
+
     /// Takes the outcome and buffer of the receive of `key`, if complete.
     pub(crate) fn take_irecv(&mut self, key: LeanKey) -> Option<(Result<Status>, Option<Vec<u8>>)> {
-        let taken = match self.lean_irecvs.slot(key) {
-            Slot::Landed(status, buf) => (Ok(*status), Some(std::mem::take(buf))),
-            &mut Slot::Posted(req) => self.take(req)?,
-            Slot::Free | Slot::Waiting { .. } => return None,
+        if let Some((status, buf)) = self.take_landed_irecv(key) {
+            return Some((Ok(status), Some(buf)));
+        }
+        let taken = match *self.lean_irecvs.slot(key) {
+            Slot::Posted(req) => self.take(req)?,
+            Slot::Free | Slot::Waiting { .. } | Slot::Landed(..) => return None,
         };
         self.lean_irecvs.free_slot(key);
         self.forget_waker(Outside::Irecv(key));

@@ -311,10 +311,18 @@ impl State {
 
     /// Forgets the waker of `on`, if any: its operation was taken or
     /// dropped.
+    #[inline]
     pub(crate) fn forget_waker(&mut self, on: Outside) {
         if !self.outside_wakers.is_empty() {
-            self.outside_wakers.retain(|(o, _)| *o != on);
+            self.forget_outside_waker(on);
         }
+    }
+
+    /// [`Self::forget_waker`] where some future waits: out of the way of
+    /// blocking waits, which have none.
+    #[cold]
+    fn forget_outside_waker(&mut self, on: Outside) {
+        self.outside_wakers.retain(|(o, _)| *o != on);
     }
 
     /// Takes the outcome of the send in an open packet `staged`, if it

@@ -643,6 +643,9 @@ impl Engine {
             unexpected: VecDeque::new(),
             unexpected_count: 0,
         });
+        // Cached from its creation: the paths outside the engine only read
+        // it (`find_channel`), and would otherwise hash it on every receive.
+        self.recent_channels[slot] = Some((channel, index));
         index
     }
 

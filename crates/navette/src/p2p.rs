@@ -149,6 +149,22 @@ impl<'n, T: Completion> Request<'n, T> {
         Ok(T::from_parts(outcome?, buf))
     }
 
+    /// Lets go of an operation dropped before it was taken: it completes
+    /// on its own, unseen.
+    #[cold]
+    fn detach(&mut self) {
+        match self.op {
+            Op::Engine(id) => self.node.with_state(|s| s.detach(id)),
+            Op::Lean(key) => self.node.with_state(|s| s.drop_irecv(key)),
+            Op::Staged(staged, _) => {
+                let mut state = self.node.core().lock();
+                state.drop_staged(staged);
+                unlock(state);
+            }
+            Op::Left(_) | Op::Refused(_) => {}
+        }
+    }
+
     /// Whether it is complete (under the lock that sees it).
     fn is_done(&self, state: &State) -> bool {
         match self.op {
@@ -224,16 +240,11 @@ impl<T: Completion> Future for Request<'_, T> {
 }
 
 impl<T: Completion> Drop for Request<'_, T> {
+    #[inline]
     fn drop(&mut self) {
-        match (self.op, self.taken) {
-            (Op::Engine(id), false) => self.node.with_state(|s| s.detach(id)),
-            (Op::Lean(key), false) => self.node.with_state(|s| s.drop_irecv(key)),
-            (Op::Staged(staged, _), false) => {
-                let mut state = self.node.core().lock();
-                state.drop_staged(staged);
-                unlock(state);
-            }
-            _ => {}
+        // Taken (the usual end): nothing left to let go of.
+        if !self.taken {
+            self.detach();
         }
     }
 }

@@ -98,8 +98,14 @@ impl Node {
             source: Source::Rank(peer),
             tag: TagMatch::exact(wire::reply_tag(call)),
         };
-        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()), Some(want))?;
-        let sent = finish_call(&mut msg, &service, call, false, pack);
+        // Used where it was made: `?` would move it out of the result
+        // (hundreds of bytes).
+        let mut begun = self.begin_rpc_packing(peer, wire::call_tag(service.id()), Some(want));
+        let msg = match begun {
+            Ok(ref mut msg) => msg,
+            Err(err) => return Err(err),
+        };
+        let sent = finish_call(msg, &service, call, false, pack);
         let (lean, reply) = match msg.take_reply() {
             Some(ReplyArm::Lean) => (true, None),
             Some(ReplyArm::Posted(key)) => {
@@ -124,10 +130,10 @@ impl Node {
             Ok(sent) => request.sending = Some(sent),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
-                // message if it was packed in part (abandoned as `msg`
-                // drops, first): no reply will come, and none is waited
-                // for.
-                drop(msg);
+                // message if it was packed in part (abandoned as the
+                // message drops, first): no reply will come, and none is
+                // waited for.
+                drop(begun);
                 if let Some(reply) = request.reply.take() {
                     reply.abandon();
                 }
@@ -151,8 +157,12 @@ impl Node {
     ) -> Result<()> {
         let service = service.into();
         let call = self.rpc().next_call();
-        let mut msg = self.begin_rpc_packing(peer, wire::call_tag(service.id()), None)?;
-        finish_call(&mut msg, &service, call, true, pack)?.wait()
+        let mut begun = self.begin_rpc_packing(peer, wire::call_tag(service.id()), None);
+        let msg = match begun {
+            Ok(ref mut msg) => msg,
+            Err(err) => return Err(err),
+        };
+        finish_call(msg, &service, call, true, pack)?.wait()
     }
 }
 

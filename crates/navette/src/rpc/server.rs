@@ -98,11 +98,17 @@ impl Responder<'_> {
         if self.one_way {
             return Ok(());
         }
-        let mut msg = self
+        // Used where it was made: `?` would move it out of the result
+        // (hundreds of bytes).
+        let mut begun = self
             .node
-            .begin_rpc_packing(self.to, wire::reply_tag(self.call), None)?;
+            .begin_rpc_packing(self.to, wire::reply_tag(self.call), None);
+        let msg = match begun {
+            Ok(ref mut msg) => msg,
+            Err(err) => return Err(err),
+        };
         msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
-        pack(&mut msg)?;
+        pack(msg)?;
         // Not `end_packing`, which would move the message (hundreds of
         // bytes) on every reply's path.
         msg.end_later()?.wait()

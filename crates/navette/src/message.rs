@@ -203,43 +203,47 @@ impl Node {
     /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
         crate::node::user_channel(gate.channel)?;
-        self.begin_packing_on(gate, tag, None, false)
+        let (out, copy_below, reply) = self.open_out(gate, tag, None, false)?;
+        Ok(Packing::new(self, gate, out, copy_below, reply))
     }
 
-    /// [`Self::begin_packing`] of an RPC call or reply to `to`, on the
-    /// reserved channel; a call's `reply` receive is armed before the call
+    /// Runs `pack` on a new RPC call or reply to `to`, on the reserved
+    /// channel, and drops the message after it (one that did not end is
+    /// abandoned then); a call's `reply` receive is armed before the call
     /// can leave ([`ReplyArm`]). Where small messages leave at once (shm),
     /// it takes no lock: the message is numbered, and the reply armed,
-    /// under the lock that writes it ([`Out::Deferred`]).
-    pub(crate) fn begin_rpc_packing<'a>(
-        &self,
+    /// under the lock that writes it ([`Out::Deferred`]). By closure: the
+    /// message (hundreds of bytes) is used where it is made, where a
+    /// returned `Result<Packing>` would be copied out by its caller's `?`.
+    pub(crate) fn with_rpc_packing<'n, 'a, R>(
+        &'n self,
         to: Rank,
         tag: u64,
         reply: Option<RecvNow>,
-    ) -> Result<Packing<'_, 'a>> {
+        pack: impl FnOnce(&mut Packing<'n, 'a>) -> R,
+    ) -> Result<R> {
+        let gate = Gate::new(ChannelId::RPC, to);
         let deferred = self.core().driver().isend_now();
-        self.begin_packing_on(Gate::new(ChannelId::RPC, to), tag, reply, deferred)
+        let (out, copy_below, reply) = self.open_out(gate, tag, reply, deferred)?;
+        Ok(pack(&mut Packing::new(self, gate, out, copy_below, reply)))
     }
 
-    /// A message to `gate` with `tag` on any channel, the reserved one
-    /// included, numbered now ([`number`]) unless `deferred`. Made in the
-    /// returned value: a `Packing` is hundreds of bytes, which a move
-    /// copies.
-    fn begin_packing_on<'a>(
+    /// The engine's side of a new message to `gate` with `tag`: numbered
+    /// now ([`number`], arming `reply`) unless `deferred`; with the size
+    /// below which its CHEAPER pieces are copied, and the reply's arm.
+    fn open_out(
         &self,
         gate: Gate,
         tag: u64,
         reply: Option<RecvNow>,
         deferred: bool,
-    ) -> Result<Packing<'_, 'a>> {
+    ) -> Result<(Out, usize, Option<ReplyArm>)> {
         let mut reply = reply.map(ReplyArm::Pending);
-        let (out, copy_below) = if deferred {
-            (Out::Deferred(gate, tag), 0)
-        } else {
-            let (out, copy_below) = number(self, gate, tag, &mut reply)?;
-            (Out::Begun(out), copy_below)
-        };
-        Ok(Packing::new(self, gate, out, copy_below, reply))
+        if deferred {
+            return Ok((Out::Deferred(gate, tag), 0, reply));
+        }
+        let (out, copy_below) = number(self, gate, tag, &mut reply)?;
+        Ok((Out::Begun(out), copy_below, reply))
     }
 
     /// Starts receiving a message from `from` whose tag matches `tag`. The

@@ -98,15 +98,14 @@ impl Node {
             source: Source::Rank(peer),
             tag: TagMatch::exact(wire::reply_tag(call)),
         };
-        // Used where it was made: `?` would move it out of the result
-        // (hundreds of bytes).
-        let mut begun = self.begin_rpc_packing(peer, wire::call_tag(service.id()), Some(want));
-        let msg = match begun {
-            Ok(ref mut msg) => msg,
-            Err(err) => return Err(err),
-        };
-        let sent = finish_call(msg, &service, call, false, pack);
-        let (lean, reply) = match msg.take_reply() {
+        // The message drops as this returns: one packed in part that did
+        // not leave has sent an empty aborted message in its place.
+        let (sent, arm) =
+            self.with_rpc_packing(peer, wire::call_tag(service.id()), Some(want), |msg| {
+                let sent = finish_call(msg, &service, call, false, pack);
+                (sent, msg.take_reply())
+            })?;
+        let (lean, reply) = match arm {
             Some(ReplyArm::Lean) => (true, None),
             Some(ReplyArm::Posted(key)) => {
                 (false, Some(Unpacking::from_posted(self, key).into_rpc()))
@@ -130,10 +129,8 @@ impl Node {
             Ok(sent) => request.sending = Some(sent),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
-                // message if it was packed in part (abandoned as the
-                // message drops, first): no reply will come, and none is
-                // waited for.
-                drop(begun);
+                // message if it was packed in part (abandoned above): no
+                // reply will come, and none is waited for.
                 if let Some(reply) = request.reply.take() {
                     reply.abandon();
                 }
@@ -157,12 +154,10 @@ impl Node {
     ) -> Result<()> {
         let service = service.into();
         let call = self.rpc().next_call();
-        let mut begun = self.begin_rpc_packing(peer, wire::call_tag(service.id()), None);
-        let msg = match begun {
-            Ok(ref mut msg) => msg,
-            Err(err) => return Err(err),
-        };
-        finish_call(msg, &service, call, true, pack)?.wait()
+        let tag = wire::call_tag(service.id());
+        self.with_rpc_packing(peer, tag, None, |msg| {
+            finish_call(msg, &service, call, true, pack)?.wait()
+        })?
     }
 }
 

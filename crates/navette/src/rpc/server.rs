@@ -98,20 +98,14 @@ impl Responder<'_> {
         if self.one_way {
             return Ok(());
         }
-        // Used where it was made: `?` would move it out of the result
-        // (hundreds of bytes).
-        let mut begun = self
-            .node
-            .begin_rpc_packing(self.to, wire::reply_tag(self.call), None);
-        let msg = match begun {
-            Ok(ref mut msg) => msg,
-            Err(err) => return Err(err),
-        };
-        msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
-        pack(msg)?;
-        // Not `end_packing`, which would move the message (hundreds of
-        // bytes) on every reply's path.
-        msg.end_later()?.wait()
+        let tag = wire::reply_tag(self.call);
+        self.node.with_rpc_packing(self.to, tag, None, |msg| {
+            msg.pack_safer(&ReplyHeader::OK.encode(), ReceiveMode::Express)?;
+            pack(msg)?;
+            // Not `end_packing`, which would move the message (hundreds
+            // of bytes) on every reply's path.
+            msg.end_later()?.wait()
+        })?
     }
 
     /// Fails the call: the caller gets [`RpcError::Handler`] with `message`
@@ -135,12 +129,13 @@ impl Responder<'_> {
 /// Sends the failure reply of `call` to `to`.
 fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -> Result<()> {
     let (header, text) = ReplyHeader::failure(kind, text);
-    let mut msg = node.begin_rpc_packing(to, wire::reply_tag(call), None)?;
-    msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
-    if !text.is_empty() {
-        msg.pack_safer(text.as_bytes(), ReceiveMode::Express)?;
-    }
-    msg.end_packing()
+    node.with_rpc_packing(to, wire::reply_tag(call), None, |msg| {
+        msg.pack_safer(&header.encode(), ReceiveMode::Express)?;
+        if !text.is_empty() {
+            msg.pack_safer(text.as_bytes(), ReceiveMode::Express)?;
+        }
+        msg.end_later()?.wait()
+    })?
 }
 
 /// Takes every call that has arrived and serves it (inline) or hands it to

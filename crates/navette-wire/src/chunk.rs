@@ -284,22 +284,51 @@ impl<'a> Eager<'a> {
         if chunk[0] != ChunkKind::EAGER.0 {
             return None;
         }
-        let u32_at = |at: usize| {
-            u32::from_le_bytes([chunk[at], chunk[at + 1], chunk[at + 2], chunk[at + 3]])
-        };
-        let header = EagerHeader {
-            channel: u16::from_le_bytes([chunk[2], chunk[3]]),
-            flags: PieceFlags::from_bits(chunk[1]).ok()?,
-            seq: u32_at(4),
-            msg: u32_at(8),
-            tag: u64::from_le_bytes(chunk[12..20].try_into().ok()?),
-            len: u32_at(20),
-        };
-        if header.len > limits.max_eager_len || (header.flags.aborted() && header.len != 0) {
+        let len = u32::from_le_bytes([chunk[20], chunk[21], chunk[22], chunk[23]]);
+        let data = rest.get(..len as usize)?;
+        let eager = Self::from_fixed(chunk, data, limits)?;
+        Some((eager, EagerHeader::LEN + data.len()))
+    }
+
+    /// The chunk of a lone packet, `bytes` (see [`crate::LONE`]), read at
+    /// fixed offsets with the checks of the full form's packet of that
+    /// chunk but without their error reporting: `None` for anything else,
+    /// valid or not (the general path then decides). A small message over
+    /// shared memory comes this way.
+    #[inline]
+    pub(crate) fn read_lone(bytes: &'a [u8], limits: &Limits) -> Option<Self> {
+        let (head, data) = bytes.split_first_chunk::<{ crate::LONE_HEADER_LEN }>()?;
+        let fits = head[0] == crate::LONE
+            && limits.max_chunks >= 1
+            && EagerHeader::LEN + data.len() <= limits.max_body_len as usize;
+        if !fits {
             return None;
         }
-        let data = rest.get(..header.len as usize)?;
-        Some((Self { header, data }, EagerHeader::LEN + data.len()))
+        Self::from_fixed(head, data, limits)
+    }
+
+    /// The chunk of `data` under the header fields that both forms lay out
+    /// alike in `head` (its first byte, kind or marker, is not read), with
+    /// their checks.
+    #[inline]
+    fn from_fixed(head: &[u8], data: &'a [u8], limits: &Limits) -> Option<Self> {
+        let head: &[u8; crate::LONE_HEADER_LEN] =
+            head.get(..crate::LONE_HEADER_LEN)?.try_into().ok()?;
+        let u32_at =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let len = u32::try_from(data.len()).ok()?;
+        let header = EagerHeader {
+            channel: u16::from_le_bytes([head[2], head[3]]),
+            flags: PieceFlags::from_bits(head[1]).ok()?,
+            seq: u32_at(4),
+            msg: u32_at(8),
+            tag: u64::from_le_bytes(head[12..20].try_into().ok()?),
+            len,
+        };
+        if len > limits.max_eager_len || (header.flags.aborted() && len != 0) {
+            return None;
+        }
+        Some(Self { header, data })
     }
 }
 

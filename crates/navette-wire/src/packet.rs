@@ -226,7 +226,7 @@ impl<'a> Packet<'a> {
         f: impl FnOnce(&[Eager<'a>]) -> R,
     ) -> Option<R> {
         if bytes.first() == Some(&LONE) {
-            return decode_lone(bytes, limits).ok().map(|lone| f(&[lone]));
+            return Eager::read_lone(bytes, limits).map(|lone| f(&[lone]));
         }
         let (count, body) = Self::fixed_header(bytes, limits)?;
         let count = usize::from(count);

@@ -272,6 +272,23 @@ proptest! {
             prop_assert!(Packet::eager_chunks::<1>(&lone[..end], &limits).is_none());
         }
     }
+
+    /// The fast path reads a lone packet with one byte changed exactly as
+    /// the general decoder does: it accepts the same packets (flags,
+    /// lengths, limits) and reads the same chunk.
+    #[test]
+    fn mutated_lone_packets_read_alike_by_both_paths(
+        (header, data) in lone_chunks(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        use navette_wire::{Eager, encode_lone};
+        let mut lone = Vec::new();
+        encode_lone(&Eager { header, data: &data }, &mut lone);
+        let i = at.index(lone.len());
+        lone[i] = byte;
+        eager_chunks_agree_with_decode(&lone)?;
+    }
 }
 
 #[test]

@@ -143,6 +143,11 @@ pub(super) struct Inner {
     scratch: Vec<Token>,
     /// The last round wrote and skipped reading.
     skipped_read: bool,
+    /// Some peer slot may hold a packet to write (`out`): set as one is
+    /// given one, cleared by a pass of [`Inner::write_all`] that leaves
+    /// none. Idle rounds then skip the walk over every peer's slots,
+    /// which grows with the job.
+    writing: bool,
     /// Connections were put in epoll for a blocking wait ([`Inner::park`]);
     /// the next round takes the established ones out again.
     parked: bool,
@@ -198,6 +203,7 @@ impl Inner {
             rounds: 0,
             scratch: Vec::new(),
             skipped_read: false,
+            writing: false,
             parked: false,
         })
     }
@@ -453,12 +459,13 @@ impl Inner {
     /// a packet waiting for its socket to become writable.
     fn awaits_readiness(&self) -> bool {
         self.conns.values().any(|c| c.peer().is_none())
-            || self.peers.iter().flatten().any(|s| {
-                s.out.is_some()
-                    && s.send_conn
-                        .and_then(|t| self.conns.get(&t))
-                        .is_some_and(|c| c.registered && !c.writable)
-            })
+            || self.writing
+                && self.peers.iter().flatten().any(|s| {
+                    s.out.is_some()
+                        && s.send_conn
+                            .and_then(|t| self.conns.get(&t))
+                            .is_some_and(|c| c.registered && !c.writable)
+                })
     }
 
     fn accept(&mut self) -> io::Result<bool> {
@@ -961,6 +968,7 @@ impl Inner {
                     continue;
                 };
                 slot.out = Some(OutPacket::new(plan));
+                self.writing = true;
                 let peer = (index / links) as Rank;
                 // With eager connection, lower ranks dial us.
                 let dials = !self.eager_connect || peer > self.rank;
@@ -984,18 +992,21 @@ impl Inner {
     /// Writes pending packets; returns whether bytes left and whether a
     /// packet completed.
     fn write_all(&mut self, node: &NodeCore) -> (bool, bool) {
+        if !self.writing {
+            return (false, false);
+        }
         let start = self.start;
         let direct = self.reads_directly();
         let (mut wrote, mut completed) = (false, false);
         let links = self.links;
         for index in 0..self.peers.len() {
-            let (peer, link) = (index / links, index % links);
             let Some(Some(slot)) = self.peers.get_mut(index) else {
                 continue;
             };
             let (Some(out), Some(token)) = (slot.out.as_mut(), slot.send_conn) else {
                 continue;
             };
+            let (peer, link) = (index / links, index % links);
             let Some(conn) = self.conns.get_mut(&token).filter(|c| c.may_write()) else {
                 continue;
             };
@@ -1055,6 +1066,7 @@ impl Inner {
                 }
             }
         }
+        self.writing = self.peers.iter().flatten().any(|s| s.out.is_some());
         (wrote, completed)
     }
 
@@ -1254,6 +1266,7 @@ impl Inner {
             };
             if let Some(slot) = self.slot_mut(peer, link) {
                 slot.out = Some(OutPacket::rest_of_sent(plan));
+                self.writing = true;
             }
         }
         Ok(())

@@ -280,13 +280,14 @@ impl<'a> Eager<'a> {
     /// (the general path then decides).
     #[inline]
     pub(crate) fn read_fixed(bytes: &'a [u8], limits: &Limits) -> Option<(Self, usize)> {
-        let (chunk, rest) = bytes.split_first_chunk::<{ EagerHeader::LEN }>()?;
-        if chunk[0] != ChunkKind::EAGER.0 {
+        // The lone form's header, then the data length.
+        let (head, rest) = bytes.split_first_chunk::<{ crate::LONE_HEADER_LEN }>()?;
+        let (len, rest) = rest.split_first_chunk::<4>()?;
+        if head[0] != ChunkKind::EAGER.0 {
             return None;
         }
-        let len = u32::from_le_bytes([chunk[20], chunk[21], chunk[22], chunk[23]]);
-        let data = rest.get(..len as usize)?;
-        let eager = Self::from_fixed(chunk, data, limits)?;
+        let data = rest.get(..u32::from_le_bytes(*len) as usize)?;
+        let eager = Self::from_fixed(head, data, limits)?;
         Some((eager, EagerHeader::LEN + data.len()))
     }
 
@@ -311,9 +312,11 @@ impl<'a> Eager<'a> {
     /// alike in `head` (its first byte, kind or marker, is not read), with
     /// their checks.
     #[inline]
-    fn from_fixed(head: &[u8], data: &'a [u8], limits: &Limits) -> Option<Self> {
-        let head: &[u8; crate::LONE_HEADER_LEN] =
-            head.get(..crate::LONE_HEADER_LEN)?.try_into().ok()?;
+    fn from_fixed(
+        head: &[u8; crate::LONE_HEADER_LEN],
+        data: &'a [u8],
+        limits: &Limits,
+    ) -> Option<Self> {
         let u32_at =
             |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
         let len = u32::try_from(data.len()).ok()?;

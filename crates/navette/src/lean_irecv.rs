@@ -256,10 +256,11 @@ impl State {
         if let Some((status, buf)) = self.take_landed_irecv(key) {
             return Some((Ok(status), Some(buf)));
         }
-        let taken = match *self.lean_irecvs.slot(key) {
-            Slot::Posted(req) => self.take(req)?,
-            Slot::Free | Slot::Waiting { .. } | Slot::Landed(..) => return None,
+        // Else only one posted as an engine request may be complete.
+        let Slot::Posted(req) = *self.lean_irecvs.slot(key) else {
+            return None;
         };
+        let taken = self.take(req)?;
         self.lean_irecvs.free_slot(key);
         self.forget_waker(Outside::Irecv(key));
         Some(taken)

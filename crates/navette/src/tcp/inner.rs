@@ -25,7 +25,7 @@
 //! first round that finds work after that takes the established ones out
 //! again. Handshakes and the listener always stay in.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,11 +36,12 @@ use navette_core::{NowGather, NowPart, RailId, Rank};
 use navette_session::{Bootstrap, JOB_KEY_LEN};
 use navette_wire::{Limits, RdvDataHeader};
 use rustc_hash::FxHashMap;
+use rustix::io::Errno;
 
 use super::Congestion;
 use super::TcpStats;
 use super::conn::{Conn, ConnError, Identity, Landing};
-use super::frame::{Filled, OutPacket, RDV_PREFIX, WriteError, Written};
+use super::frame::{ByteSink, Filled, OutPacket, RDV_PREFIX, WriteError, Written};
 use super::links::{LINKS_KEY, LinkError, MAX_LINKS, parse_peer_links};
 use crate::clock::Clock;
 use crate::driver::DriverPort;
@@ -139,8 +140,6 @@ pub(super) struct Inner {
     /// Progress rounds since epoll was last asked (it is asked about
     /// every [`EPOLL_EVERY`] rounds).
     rounds: u32,
-    /// Connections found by a round, reused to avoid allocating.
-    scratch: Vec<Token>,
     /// The last round wrote and skipped reading.
     skipped_read: bool,
     /// Some peer slot may hold a packet to write (`out`): set as one is
@@ -201,7 +200,6 @@ impl Inner {
             stats: TcpStats::default(),
             now_buf: Vec::new(),
             rounds: 0,
-            scratch: Vec::new(),
             skipped_read: false,
             writing: false,
             parked: false,
@@ -792,46 +790,78 @@ impl Inner {
         self.fail_peer(node, peer);
     }
 
+    /// Reads every established connection that may have bytes; drops
+    /// those that fail. Returns whether anything happened.
     fn read_all(&mut self, node: &NodeCore) -> bool {
-        let direct = self.reads_directly();
-        // Outside epoll, a connection is read without waiting for an event.
-        let mut ready = std::mem::take(&mut self.scratch);
-        ready.clear();
-        ready.extend(
-            self.conns
-                .iter()
-                .filter(|(_, c)| (direct || c.readable || !c.registered) && c.peer().is_some())
-                .map(|(&t, _)| t),
-        );
+        // Connections are read where they lie in the map: no list of them
+        // made first, no lookup of each (a tenth of an idle round). One
+        // that fails ends the walk, to be dropped (which changes the map),
+        // and the walk starts again.
         let mut any = false;
-        for &token in &ready {
-            match self.read_conn(node, token) {
-                Ok(n) => any |= n > 0,
-                Err(e) => {
-                    any = true;
-                    self.drop_conn(node, token, &e);
+        loop {
+            let direct = self.reads_directly();
+            let reader = ConnReader {
+                node,
+                start: self.start,
+                limits: self.limits,
+                links: self.links,
+                size: self.size,
+                peers: &self.peers,
+            };
+            let mut failed = None;
+            for (&token, conn) in &mut self.conns {
+                // Outside epoll, a connection is read without waiting for
+                // an event.
+                if !((direct || conn.readable || !conn.registered) && conn.peer().is_some()) {
+                    continue;
+                }
+                match reader.read(conn, &mut self.stats) {
+                    Ok(n) => any |= n > 0,
+                    Err(e) => {
+                        failed = Some((token, e));
+                        break;
+                    }
                 }
             }
+            let Some((token, e)) = failed else {
+                return any;
+            };
+            any = true;
+            self.drop_conn(node, token, &e);
         }
-        self.scratch = ready;
-        any
     }
+}
 
-    /// Reads packets from one connection and feeds them to the engine.
-    fn read_conn(&mut self, node: &NodeCore, token: Token) -> Result<usize, ConnError> {
-        let start = self.start;
-        let limits = self.limits;
-        let (links, size) = (self.links, self.size);
-        // A failed peer's connections may have gone meanwhile.
-        let Some(conn) = self.conns.get_mut(&token) else {
-            return Ok(0);
-        };
+/// What reading a connection needs of the driver's state besides the
+/// connection and the statistics: borrowed apart from the connections'
+/// map, which [`Inner::read_all`] walks.
+struct ConnReader<'a> {
+    node: &'a NodeCore,
+    start: Clock,
+    limits: Limits,
+    links: usize,
+    size: u32,
+    peers: &'a [Option<PeerSlot>],
+}
+
+impl ConnReader<'_> {
+    /// Reads packets from one established connection and feeds them to
+    /// the engine.
+    fn read(&self, conn: &mut Conn, stats: &mut TcpStats) -> Result<usize, ConnError> {
+        let Self {
+            node,
+            start,
+            limits,
+            links,
+            size,
+            peers,
+        } = *self;
         let Some(peer) = conn.peer() else {
             return Ok(0);
         };
         let link = conn.link;
         let slot = (peer < size && link < links)
-            .then(|| self.peers.get(peer as usize * links + link))
+            .then(|| peers.get(peer as usize * links + link))
             .flatten()
             .and_then(Option::as_ref);
         let Some(rail) = slot.map(|s| s.rail) else {
@@ -844,7 +874,7 @@ impl Inner {
         let mut drained = false;
         loop {
             if conn.landing.is_some() {
-                match land(conn, node, rail, start, &mut self.stats, link)? {
+                match land(conn, node, rail, start, stats, link)? {
                     LandStep::Landed => {
                         delivered += 1;
                         if delivered == READ_BUDGET {
@@ -866,7 +896,7 @@ impl Inner {
                 continue;
             }
             if let Some(frame) = conn.frames.next_frame(&limits).map_err(bad_header)? {
-                let link_stats = &mut self.stats.links[link];
+                let link_stats = &mut stats.links[link];
                 link_stats.packets_received += 1;
                 link_stats.bytes_received += frame.len() as u64;
                 let refused = |e: navette_core::ProtocolError| ConnError::Refused(e.to_string());
@@ -926,16 +956,18 @@ impl Inner {
                     drained = true;
                 }
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
                     conn.readable = false;
                     return Ok(delivered);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(io::Error::from(e).into()),
             }
         }
     }
+}
 
+impl Inner {
     /// Hands idle rails their next packet and writes what the sockets take.
     fn transmit(&mut self, node: &NodeCore) -> bool {
         let mut any = false;
@@ -1227,19 +1259,15 @@ impl Inner {
             return Err(navette_core::RequestError::PeerUnreachable { peer }.into());
         };
         let written = loop {
-            let result = match slices {
-                [one] => conn.stream.write(one),
-                _ => conn.stream.write_vectored(slices),
-            };
-            match result {
+            match conn.stream.write_slices(slices) {
                 Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
                     conn.writable = false;
                     break 0;
                 }
                 Err(e) => {
-                    self.drop_conn(node, token, &ConnError::Io(e));
+                    self.drop_conn(node, token, &ConnError::Io(e.into()));
                     return Err(navette_core::RequestError::PeerUnreachable { peer }.into());
                 }
             }

@@ -210,9 +210,11 @@ impl Node {
     /// Runs `pack` on a new RPC call or reply to `to`, on the reserved
     /// channel, and drops the message after it (one that did not end is
     /// abandoned then); a call's `reply` receive is armed before the call
-    /// can leave ([`ReplyArm`]). Where small messages leave at once (shm),
-    /// it takes no lock: the message is numbered, and the reply armed,
-    /// under the lock that writes it ([`Out::Deferred`]). By closure: the
+    /// can leave ([`ReplyArm`]). It takes no lock: the message is numbered,
+    /// and the reply armed, under the lock that writes it at once (over
+    /// shm and tcp alike), or as it goes the usual way ([`Out::Deferred`]).
+    /// Over tcp that is one lock fewer per call and reply, about 190
+    /// instructions on each side (callgrind, RPC of 1 KiB). By closure: the
     /// message (hundreds of bytes) is used where it is made, where a
     /// returned `Result<Packing>` would be copied out by its caller's `?`.
     pub(crate) fn with_rpc_packing<'n, 'a, R>(
@@ -223,8 +225,7 @@ impl Node {
         pack: impl FnOnce(&mut Packing<'n, 'a>) -> R,
     ) -> Result<R> {
         let gate = Gate::new(ChannelId::RPC, to);
-        let deferred = self.core().driver().isend_now();
-        let (out, copy_below, reply) = self.open_out(gate, tag, reply, deferred)?;
+        let (out, copy_below, reply) = self.open_out(gate, tag, reply, true)?;
         Ok(pack(&mut Packing::new(self, gate, out, copy_below, reply)))
     }
 

@@ -203,8 +203,8 @@ impl Node {
     /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
         crate::node::user_channel(gate.channel)?;
-        let (out, copy_below, reply) = self.open_out(gate, tag, None, false)?;
-        Ok(Packing::new(self, gate, out, copy_below, reply))
+        let (out, copy_below) = number(self, gate, tag, &mut None)?;
+        Ok(Packing::new(self, gate, Out::Begun(out), copy_below, None))
     }
 
     /// Runs `pack` on a new RPC call or reply to `to`, on the reserved
@@ -217,34 +217,19 @@ impl Node {
     /// instructions on each side (callgrind, RPC of 1 KiB). By closure: the
     /// message (hundreds of bytes) is used where it is made, where a
     /// returned `Result<Packing>` would be copied out by its caller's `?`.
+    /// Numbered later, it begins with no CHEAPER piece copied: the size
+    /// below which they are is known once numbered ([`PackingCore::begun`]).
     pub(crate) fn with_rpc_packing<'n, 'a, R>(
         &'n self,
         to: Rank,
         tag: u64,
         reply: Option<RecvNow>,
         pack: impl FnOnce(&mut Packing<'n, 'a>) -> R,
-    ) -> Result<R> {
+    ) -> R {
         let gate = Gate::new(ChannelId::RPC, to);
-        let (out, copy_below, reply) = self.open_out(gate, tag, reply, true)?;
-        Ok(pack(&mut Packing::new(self, gate, out, copy_below, reply)))
-    }
-
-    /// The engine's side of a new message to `gate` with `tag`: numbered
-    /// now ([`number`], arming `reply`) unless `deferred`; with the size
-    /// below which its CHEAPER pieces are copied, and the reply's arm.
-    fn open_out(
-        &self,
-        gate: Gate,
-        tag: u64,
-        reply: Option<RecvNow>,
-        deferred: bool,
-    ) -> Result<(Out, usize, Option<ReplyArm>)> {
-        let mut reply = reply.map(ReplyArm::Pending);
-        if deferred {
-            return Ok((Out::Deferred(gate, tag), 0, reply));
-        }
-        let (out, copy_below) = number(self, gate, tag, &mut reply)?;
-        Ok((Out::Begun(out), copy_below, reply))
+        let out = Out::Deferred(gate, tag);
+        let reply = reply.map(ReplyArm::Pending);
+        pack(&mut Packing::new(self, gate, out, 0, reply))
     }
 
     /// Starts receiving a message from `from` whose tag matches `tag`. The

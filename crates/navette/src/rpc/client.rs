@@ -104,7 +104,7 @@ impl Node {
             self.with_rpc_packing(peer, wire::call_tag(service.id()), Some(want), |msg| {
                 let sent = finish_call(msg, &service, call, false, pack);
                 (sent, msg.take_reply())
-            })?;
+            });
         let (lean, reply) = match arm {
             Some(ReplyArm::Lean) => (true, None),
             Some(ReplyArm::Posted(key)) => {
@@ -157,7 +157,7 @@ impl Node {
         let tag = wire::call_tag(service.id());
         self.with_rpc_packing(peer, tag, None, |msg| {
             finish_call(msg, &service, call, true, pack)?.wait()
-        })?
+        })
     }
 }
 

@@ -105,7 +105,7 @@ impl Responder<'_> {
             // Not `end_packing`, which would move the message (hundreds
             // of bytes) on every reply's path.
             msg.end_later()?.wait()
-        })?
+        })
     }
 
     /// Fails the call: the caller gets [`RpcError::Handler`] with `message`
@@ -135,7 +135,7 @@ fn send_failure(node: &Node, to: Rank, call: u64, kind: ReplyKind, text: &str) -
             msg.pack_safer(text.as_bytes(), ReceiveMode::Express)?;
         }
         msg.end_later()?.wait()
-    })?
+    })
 }
 
 /// Takes every call that has arrived and serves it (inline) or hands it to

@@ -7,8 +7,6 @@
 //! allocates nothing once the buffer has grown to the largest packet seen;
 //! a write builds its `IoSlice`s on the stack and copies no user byte.
 
-#[cfg(test)]
-use std::io::Read;
 use std::io::{self, IoSlice};
 use std::ops::Range;
 
@@ -230,14 +228,6 @@ impl ByteSource for mio::net::TcpStream {
     }
 }
 
-/// Tests read from memory.
-#[cfg(test)]
-impl ByteSource for &[u8] {
-    fn read_into(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
-        Ok(Read::read(self, buf).expect("reading memory cannot fail"))
-    }
-}
-
 /// What one [`FrameReader::fill`] read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Filled {
@@ -386,6 +376,13 @@ mod tests {
     struct Trickle {
         out: Vec<u8>,
         step: usize,
+    }
+
+    /// Tests read from memory.
+    impl ByteSource for &[u8] {
+        fn read_into(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+            Ok(std::io::Read::read(self, buf).expect("reading memory cannot fail"))
+        }
     }
 
     /// Takes from the first slice that is not empty alone, as a socket

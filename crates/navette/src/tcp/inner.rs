@@ -811,8 +811,9 @@ impl Inner {
             let mut failed = None;
             for (&token, conn) in &mut self.conns {
                 // Outside epoll, a connection is read without waiting for
-                // an event.
-                if !((direct || conn.readable || !conn.registered) && conn.peer().is_some()) {
+                // an event (one not established yet is left alone by
+                // `read`).
+                if !(direct || conn.readable || !conn.registered) {
                     continue;
                 }
                 match reader.read(conn, &mut self.stats) {

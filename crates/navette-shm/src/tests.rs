@@ -696,3 +696,27 @@ fn shared_pulls_deliver_every_byte() {
     });
     eprintln!("outcomes: {outcomes:?}");
 }
+
+#[test]
+fn pushes_of_every_length_keep_to_their_cells() {
+    // Each push asks for the next cell's lines as far as its own length
+    // reaches: through every length, with the ring empty, half full and
+    // full, those lines stay within the cell and the messages intact.
+    let (seg, _c) = ring_segment(4, 320);
+    let area = seg.area(0);
+    let max = area.cell_payload();
+    for len in 0..=max {
+        let fill = |b: &mut [u8]| {
+            b.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (i + len) as u8)
+        };
+        let expect: Vec<u8> = (0..len).map(|i| (i + len) as u8).collect();
+        for _ in 0..len % 4 + 1 {
+            area.try_push(len, fill).unwrap();
+        }
+        while let Some(got) = area.pop(<[u8]>::to_vec) {
+            assert_eq!(got, expect, "a message of {len} bytes");
+        }
+    }
+}

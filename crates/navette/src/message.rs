@@ -137,10 +137,9 @@ impl ReplyArm {
 enum Out {
     /// Numbered: the engine's open message.
     Begun(OutMsg),
-    /// Not numbered yet: an RPC call or reply over a driver that sends
-    /// small messages at once (any other message is numbered as it begins,
-    /// by [`number`]). It takes its number as the driver writes it as one
-    /// tagged piece, under the lock that writes it
+    /// Not numbered yet: an RPC call or reply (any other message is
+    /// numbered as it begins, by [`number`]). It takes its number as the
+    /// driver writes it as one tagged piece, under the lock that writes it
     /// ([`Packing::try_send_table`]), or from [`PackingCore::begun`] if it
     /// goes another way: the lock that numbering it as it begins would
     /// take is spared. Its CHEAPER pieces are packed as borrowed until
@@ -435,9 +434,11 @@ impl<'n, 'a> Packing<'n, 'a> {
         if count > MOST || table_len + data > TABLE_MOST_BYTES {
             return None;
         }
-        let (gate, tag) = match core.out.as_ref()? {
-            Out::Begun(out) => (Gate::new(ChannelId::RPC, out.peer()), out.tag()),
-            &Out::Deferred(gate, tag) => (gate, tag),
+        // Only a message not numbered yet: the driver numbers it as it
+        // writes it. (RPC messages are all deferred, and stay so while
+        // every piece is held, as until here.)
+        let &Out::Deferred(gate, tag) = core.out.as_ref()? else {
+            return None;
         };
         let mut table = [0u8; PieceTable::len_for(MOST)];
         let entries = pieces.iter().enumerate().map(|(i, p)| {

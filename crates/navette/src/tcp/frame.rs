@@ -372,10 +372,13 @@ mod tests {
     use super::*;
     use navette_core::{MemRef, VecMemory};
 
-    /// A sink that takes at most `step` bytes per call.
+    /// A sink that takes at most `step` bytes per call: from the first
+    /// slice that is not empty alone (`spans` false), as a socket may, or
+    /// across the slices in order.
     struct Trickle {
         out: Vec<u8>,
         step: usize,
+        spans: bool,
     }
 
     /// Tests read from memory.
@@ -385,17 +388,18 @@ mod tests {
         }
     }
 
-    /// Takes from the first slice that is not empty alone, as a socket
-    /// may.
     impl ByteSink for Trickle {
         fn write_slices(&mut self, slices: &[IoSlice<'_>]) -> Result<usize, Errno> {
-            let buf = slices
-                .iter()
-                .find(|s| !s.is_empty())
-                .map_or(&[][..], |s| &s[..]);
-            let n = buf.len().min(self.step);
-            self.out.extend_from_slice(&buf[..n]);
-            Ok(n)
+            let mut left = self.step;
+            for slice in slices.iter().filter(|s| !s.is_empty()) {
+                let n = slice.len().min(left);
+                self.out.extend_from_slice(&slice[..n]);
+                left -= n;
+                if left == 0 || !self.spans {
+                    break;
+                }
+            }
+            Ok(self.step - left)
         }
     }
 
@@ -413,25 +417,45 @@ mod tests {
     #[test]
     fn partial_writes_resume_where_they_stopped() {
         let mut mem = VecMemory::new();
-        let user: MemRef = mem.insert((0..=255).collect());
-        let plan = PacketPlan {
-            bytes: b"headtail".to_vec(),
-            segments: vec![
-                Segment::Local(0..4),
-                Segment::User(user),
-                Segment::Local(4..8),
-            ],
-        };
-        let mut want = Vec::new();
-        plan.gather(&mem, &mut want).unwrap();
-        for step in [1, 3, 7, 300] {
-            let mut out = OutPacket::new(plan.clone());
-            let mut sink = Trickle {
-                out: Vec::new(),
-                step,
-            };
-            assert_eq!(out.write(&mut sink, &mem).unwrap(), Written::Done);
-            assert_eq!(sink.out, want, "step {step}");
+        let small: MemRef = mem.insert((0..=255).collect());
+        // Above `GATHER_MAX`: written as several slices, not gathered.
+        let large: MemRef = mem.insert((0..5000u32).map(|i| (i % 251) as u8).collect());
+        let other: MemRef = mem.insert(vec![7; 700]);
+        let plans = [
+            PacketPlan {
+                bytes: b"headtail".to_vec(),
+                segments: vec![
+                    Segment::Local(0..4),
+                    Segment::User(small),
+                    Segment::Local(4..8),
+                ],
+            },
+            PacketPlan {
+                bytes: b"headmidstail".to_vec(),
+                segments: vec![
+                    Segment::Local(0..4),
+                    Segment::User(large),
+                    Segment::Local(4..8),
+                    Segment::User(other),
+                    Segment::Local(8..12),
+                ],
+            },
+        ];
+        for plan in plans {
+            let mut want = Vec::new();
+            plan.gather(&mem, &mut want).unwrap();
+            for step in [1, 3, 7, 300, 4096, 1 << 20] {
+                for spans in [false, true] {
+                    let mut out = OutPacket::new(plan.clone());
+                    let mut sink = Trickle {
+                        out: Vec::new(),
+                        step,
+                        spans,
+                    };
+                    assert_eq!(out.write(&mut sink, &mem).unwrap(), Written::Done);
+                    assert_eq!(sink.out, want, "step {step}, spans {spans}");
+                }
+            }
         }
     }
 

@@ -286,6 +286,7 @@ impl<'a> RankArea<'a> {
             let popped = ring::pop_if(self, |bytes| {
                 let f = f.take().expect("pop_if hands out at most one payload");
                 self.prefetch_after_head();
+                prefetch_payload(bytes);
                 f(bytes)
             });
             match popped {
@@ -482,6 +483,37 @@ unsafe impl RingMemory for RankArea<'_> {
 /// within a first-level data cache (48 KiB per core on the test machine);
 /// more would evict lines asked for before the next message is written.
 const PREFETCH_MOST: usize = 32 << 10;
+
+/// Payloads of at most this many bytes are not asked for as they are
+/// handed out: their few lines come as the landing reads its headers.
+const PAYLOAD_PREFETCH_LEAST: usize = 256;
+
+/// Most bytes of a payload asked for reading as it is handed out: the
+/// hardware's own prefetcher follows the copy past them (8 KiB read no
+/// faster, at 16 KiB).
+const PAYLOAD_PREFETCH_MOST: usize = 2 << 10;
+
+/// Asks for the lines of a payload being handed out, past its first and
+/// up to [`PAYLOAD_PREFETCH_MOST`], for reading: they lie in the
+/// producer's cache, and their transfers between cores then overlap the
+/// landing's decoding and matching, before its copy reads them.
+/// Interleaved pairs, against asking for none: RPC of 1 KiB over shm
+/// faster in 11 of 12 and 10 of 12 (median ratios 0.967, 0.953), a
+/// ping-pong of 4 KiB 8 of 8 (0.967), RPC of 16 KiB 5 of 8 (0.985).
+#[inline]
+fn prefetch_payload(bytes: &[u8]) {
+    if bytes.len() <= PAYLOAD_PREFETCH_LEAST {
+        return;
+    }
+    let start = bytes.as_ptr() as usize;
+    // The next line's offset in `bytes`.
+    let mut at = (start | 63) + 1 - start;
+    let end = bytes.len().min(PAYLOAD_PREFETCH_MOST);
+    while at < end {
+        prefetch_for_read(bytes.as_ptr().wrapping_add(at));
+        at += 64;
+    }
+}
 
 /// Asks for the cache line at `p` for reading, ahead of the read.
 #[inline]

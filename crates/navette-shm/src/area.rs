@@ -226,7 +226,12 @@ impl<'a> RankArea<'a> {
     /// core's by then. The first line, which the consumer polls, is left
     /// alone, and so is a cell the consumer may still be reading (by the
     /// cached head: a stale one only skips a prefetch), whose lines would
-    /// be taken from under it.
+    /// be taken from under it. With several producers, the cell at the
+    /// tail may be one another producer has just claimed: its writer then
+    /// takes the lines back (a prefetch is only a hint). Skipping the
+    /// prefetch then, by comparing the tail with the position just pushed,
+    /// made an RPC of 1 KiB slower by 3–4 % (2 of 16 pairs faster, twice),
+    /// for a case no benchmark here has.
     ///
     /// Measured (interleaved pairs, against one line): RPC of 1 KiB over
     /// shm faster in 12 of 12 pairs (median ratio 0.92), of 16 KiB in 7

@@ -421,26 +421,17 @@ mod tests {
         // Above `GATHER_MAX`: written as several slices, not gathered.
         let large: MemRef = mem.insert((0..5000u32).map(|i| (i % 251) as u8).collect());
         let other: MemRef = mem.insert(vec![7; 700]);
-        let plans = [
-            PacketPlan {
-                bytes: b"headtail".to_vec(),
-                segments: vec![
-                    Segment::Local(0..4),
-                    Segment::User(small),
-                    Segment::Local(4..8),
-                ],
-            },
-            PacketPlan {
-                bytes: b"headmidstail".to_vec(),
-                segments: vec![
-                    Segment::Local(0..4),
-                    Segment::User(large),
-                    Segment::Local(4..8),
-                    Segment::User(other),
-                    Segment::Local(8..12),
-                ],
-            },
-        ];
+        // Each user segment between local ones of 4 bytes.
+        let plan = |users: &[MemRef]| {
+            let bytes: Vec<u8> = (0..4 * (users.len() + 1)).map(|i| i as u8).collect();
+            let mut segments = vec![Segment::Local(0..4)];
+            for (i, &user) in users.iter().enumerate() {
+                segments.push(Segment::User(user));
+                segments.push(Segment::Local(4 * i + 4..4 * i + 8));
+            }
+            PacketPlan { bytes, segments }
+        };
+        let plans = [plan(&[small]), plan(&[large, other])];
         for plan in plans {
             let mut want = Vec::new();
             plan.gather(&mem, &mut want).unwrap();

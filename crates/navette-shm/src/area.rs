@@ -246,18 +246,15 @@ impl<'a> RankArea<'a> {
         }
         // Below `cells_count`, a u32.
         let next = (tail & u64::from(self.cells_count - 1)) as usize;
+        // The second line at least, as for a message of one line: the
+        // next one may be longer (a cell of more than one line has two).
         let end = (CELL_HEADER_BYTES + len)
             .min(self.cell_size)
-            .min(PREFETCH_MOST);
-        // The second line at least, as for a message of one line: the
-        // next one may be longer.
+            .clamp(128, PREFETCH_MOST);
         let mut at = 64;
-        loop {
+        while at < end {
             prefetch_for_write(self.cell_ptr(next, at));
             at += 64;
-            if at >= end {
-                break;
-            }
         }
     }
 

@@ -434,9 +434,9 @@ impl<'n, 'a> Packing<'n, 'a> {
         if count > MOST || table_len + data > TABLE_MOST_BYTES {
             return None;
         }
-        // Only a message not numbered yet: the driver numbers it as it
-        // writes it. (RPC messages are all deferred, and stay so while
-        // every piece is held, as until here.)
+        // Only a message not numbered yet, which the driver numbers as it
+        // writes it: every RPC message begins deferred, and nothing of it
+        // was submitted before its end.
         let &Out::Deferred(gate, tag) = core.out.as_ref()? else {
             return None;
         };

@@ -295,3 +295,99 @@ fn small_messages_join_the_windows_while_they_wait() {
     net.ok(0, big);
     assert!(stage(&mut net, 1, 3, b"again").is_some(), "windows empty");
 }
+
+#[test]
+fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
+    let mut net = net(StrategyKind::Aggregate);
+    let rail = net.rails_from(0, 1)[0];
+    let count = OPEN_MOST_CHUNKS + 2;
+    let staged: Vec<_> = (0..count)
+        .map(|i| stage(&mut net, (i % 4) as u16, i as u64, &pattern(8, i as u64)).expect("staged"))
+        .collect();
+    // No room now: nothing leaves, the packets wait for the usual round.
+    let mut offered = 0;
+    let all = net.engines[0].send_open_now(rail, |_| {
+        offered += 1;
+        false
+    });
+    assert!(!all);
+    assert_eq!(offered, 1, "the oldest packet first, then it stops");
+    assert!(staged.iter().all(|&s| !net.engines[0].staged_left(s)));
+    assert!(net.engines[0].has_staged());
+    // Room: both packets (a full one and the one after) leave in order.
+    let mut written = Vec::new();
+    let all = net.engines[0].send_open_now(rail, |packet| {
+        written.push(packet.to_vec());
+        true
+    });
+    assert!(all, "nothing waits any more");
+    assert!(!net.engines[0].has_staged());
+    assert!(staged.iter().all(|&s| net.engines[0].staged_left(s)));
+    assert!(
+        staged
+            .iter()
+            .all(|&s| net.engines[0].staged_outcome(s) == Some(Ok(())))
+    );
+    let counts: Vec<u16> = written
+        .iter()
+        .map(|p| {
+            Packet::decode(p, &Default::default())
+                .expect("a valid packet")
+                .header()
+                .chunk_count
+        })
+        .collect();
+    assert_eq!(counts, [OPEN_MOST_CHUNKS as u16, 2]);
+    assert!(
+        net.engines[0]
+            .poll_transmit(std::time::Duration::ZERO, rail)
+            .is_none()
+    );
+    let rail_in = net.rails_from(1, 0)[0];
+    for bytes in &written {
+        net.inject(1, rail_in, bytes).expect("valid");
+    }
+    for i in 0..count {
+        let (req, dest) = recv_into(&mut net, (i % 4) as u16, i as u64, 8);
+        net.run();
+        net.ok(1, req);
+        assert_eq!(net.read(1, dest), pattern(8, i as u64));
+    }
+}
+
+#[test]
+fn open_packets_wait_for_a_busy_or_closed_rail() {
+    let mut net = net(StrategyKind::Aggregate);
+    let rail = net.rails_from(0, 1)[0];
+    // A packet of the window in flight on the rail: it is busy.
+    let out = net.engines[0].send_begin(CH, 1, 9).expect("rail");
+    let data = net.alloc(0, pattern(700, 1));
+    net.engines[0].send_tagged(out, data);
+    net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rail)
+        .expect("the window's packet");
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rail);
+    let staged = stage(&mut net, 1, 1, b"small").expect("staged");
+    net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rail)
+        .expect("the open packet");
+    let staged_next = stage(&mut net, 1, 2, b"next").expect("staged");
+    let mut offered = false;
+    assert!(!net.engines[0].send_open_now(rail, |_| {
+        offered = true;
+        true
+    }));
+    assert!(!offered, "the rail is busy");
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rail);
+    assert!(net.engines[0].staged_left(staged));
+    net.engines[0].close_rail(rail);
+    assert!(!net.engines[0].send_open_now(rail, |_| {
+        offered = true;
+        true
+    }));
+    assert!(!offered, "the rail is closed");
+    assert_eq!(
+        net.engines[0].staged_outcome(staged_next),
+        Some(Err(RequestError::PeerUnreachable { peer: 1 }))
+    );
+}

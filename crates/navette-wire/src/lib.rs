@@ -51,7 +51,7 @@ pub use codec::Reader;
 pub use error::DecodeError;
 pub use limits::Limits;
 pub use packet::{
-    Chunks, EagerChunks, LONE, LONE_HEADER_LEN, Packet, PacketHeader, encode_lone,
+    Chunks, EagerChunks, FixedEagers, LONE, LONE_HEADER_LEN, Packet, PacketHeader, encode_lone,
     encode_lone_header, encode_packet,
 };
 pub use table::{PieceTable, TABLE_MOST_PIECE_LEN, TABLE_MOST_PIECES};

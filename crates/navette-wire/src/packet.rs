@@ -215,6 +215,23 @@ impl<'a> Packet<'a> {
         })
     }
 
+    /// The chunks of a packet of the full form, read one by one at fixed
+    /// offsets as [`Self::with_eager_chunks`] reads them, for a caller that
+    /// acts on each as it comes: `None` for a lone packet or a header
+    /// [`PacketHeader::decode`] would refuse. The reader stops at the first
+    /// chunk that is not eager (or is refused); only
+    /// [`FixedEagers::is_complete`] tells that every chunk was read and
+    /// nothing follows them, as [`Self::decode`] checks.
+    #[inline]
+    pub fn fixed_eagers(bytes: &'a [u8], limits: &Limits) -> Option<FixedEagers<'a>> {
+        let (left, body) = Self::fixed_header(bytes, limits)?;
+        Some(FixedEagers {
+            body,
+            left,
+            limits: *limits,
+        })
+    }
+
     /// [`Self::eager_chunks`], handing the 1 to `N` chunks to `f` where
     /// they were decoded, rather than returning them: the hot paths use
     /// it, as a return would copy the chunks (hundreds of bytes). `None`,
@@ -389,6 +406,44 @@ pub fn encode_packet(chunks: &[Chunk<'_>], out: &mut Vec<u8>) {
     .encode(out);
     for chunk in chunks {
         chunk.encode(out);
+    }
+}
+
+/// The eager chunks of a packet, read one by one ([`Packet::fixed_eagers`]).
+#[derive(Clone, Debug)]
+pub struct FixedEagers<'a> {
+    /// The rest of the body.
+    body: &'a [u8],
+    /// Chunks the header announces that are not read yet.
+    left: u16,
+    limits: Limits,
+}
+
+impl FixedEagers<'_> {
+    /// Chunks not read yet (at first, the packet's chunk count).
+    pub fn left(&self) -> u16 {
+        self.left
+    }
+
+    /// Whether every chunk was read, eager and accepted, and nothing
+    /// follows the last one.
+    pub fn is_complete(&self) -> bool {
+        self.left == 0 && self.body.is_empty()
+    }
+}
+
+impl<'a> Iterator for FixedEagers<'a> {
+    type Item = Eager<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Eager<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let (eager, len) = Eager::read_fixed(self.body, &self.limits)?;
+        self.body = &self.body[len..];
+        self.left -= 1;
+        Some(eager)
     }
 }
 

@@ -150,6 +150,10 @@ struct Peer {
     next_gate: usize,
     /// Small messages staged for the next rails (see [`open`]).
     open: open::OpenPackets,
+    /// Whether a window of one of `gates` may hold a chunk: set as a chunk
+    /// joins one ([`Engine::window_joined`]), cleared by whoever finds them
+    /// all empty. While it is clear, no window needs looking at.
+    windows_busy: bool,
 }
 
 #[derive(Debug)]
@@ -177,6 +181,17 @@ struct Gate {
     reorder: ReorderBuffer<SeqPiece<Vec<u8>>>,
     incoming: HashMap<u32, Incoming, PeerKeyed>,
     stats: GateStats,
+    /// Where the peer's state is in `Engine::peers` (peers are never
+    /// removed); `None` for a gate made before its peer had a rail (gates
+    /// are made for peers that sent a packet or can be sent to, so none
+    /// is, but it would never stage).
+    peer_index: Option<usize>,
+    /// Whether the channel's strategy stages small messages
+    /// ([`Strategy::stages_small`], kept here for [`Engine::stage_tagged`]).
+    stages: bool,
+    /// One more than the number of the peer's open packet that last
+    /// counted among this gate's `packets_sent` (0: none did).
+    open_counted: u64,
 }
 
 impl Gate {
@@ -338,6 +353,7 @@ impl Engine {
                 gates: Vec::new(),
                 next_gate: 0,
                 open: open::OpenPackets::default(),
+                windows_busy: false,
             })
             .rails
             .push(id);
@@ -534,13 +550,26 @@ impl Engine {
     /// The gate of `(channel, peer)`, created on first use.
     #[inline]
     fn gate(&mut self, channel: ChannelId, peer: Rank) -> GateId {
-        let slot = (usize::from(channel.0) + 7 * peer as usize) % RECENT_GATES;
-        if let Some((c, p, id)) = self.recent_gates[slot] {
-            if (c, p) == (channel, peer) {
-                return id;
-            }
+        match self.cached_gate(channel, peer) {
+            Some(id) => id,
+            None => self.gate_slow(channel, peer, Self::gate_slot(channel, peer)),
         }
-        self.gate_slow(channel, peer, slot)
+    }
+
+    /// The gate of `channel` and `peer` if [`Self::gate`]'s cache holds
+    /// it (a gate looked up lately), without making one.
+    #[inline]
+    fn cached_gate(&self, channel: ChannelId, peer: Rank) -> Option<GateId> {
+        match self.recent_gates[Self::gate_slot(channel, peer)] {
+            Some((c, p, id)) if c == channel && p == peer => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The entry of `channel` and `peer` in [`Self::gate`]'s cache.
+    #[inline]
+    fn gate_slot(channel: ChannelId, peer: Rank) -> usize {
+        (usize::from(channel.0) + 7 * peer as usize) % RECENT_GATES
     }
 
     /// [`Self::gate`] past its cache.
@@ -553,6 +582,8 @@ impl Engine {
         let id = GateId(self.gates.len());
         let rdv_threshold = self.rdv_threshold(peer);
         let channel_index = self.channel_index(channel);
+        let stages = self.channels[channel_index].strategy.stages_small();
+        let peer_index = self.peers.get_index_of(&peer);
         self.gates.push(Gate {
             channel,
             channel_index,
@@ -568,6 +599,9 @@ impl Engine {
                 peer,
                 ..GateStats::default()
             },
+            peer_index,
+            stages,
+            open_counted: 0,
         });
         self.gate_index.insert((channel, peer), id);
         if let Some(p) = self.peers.get_mut(&peer) {
@@ -659,7 +693,23 @@ impl Engine {
 
     /// Sets the strategy of a channel (before or after its first use).
     pub fn set_strategy(&mut self, channel: ChannelId, strategy: Box<dyn Strategy>) {
-        self.channel(channel).strategy = strategy;
+        let index = self.channel_index(channel);
+        let stages = strategy.stages_small();
+        self.channels[index].strategy = strategy;
+        for g in self.gates.iter_mut().filter(|g| g.channel_index == index) {
+            g.stages = stages;
+        }
+    }
+
+    /// Notes that a chunk joined `gate`'s window: the drivers have work
+    /// ([`Self::take_queued`]), and the peer's windows are no longer known
+    /// empty (`Peer::windows_busy`). Every push onto a window is followed
+    /// by this.
+    fn window_joined(&mut self, gate: GateId) {
+        self.queued = true;
+        if let Some(index) = self.gates[gate.0].peer_index {
+            self.peers[index].windows_busy = true;
+        }
     }
 
     /// Whether the engine may hold `len` more bytes of peer data (as

@@ -589,7 +589,7 @@ impl Engine {
         if !fits || !self.may_land_now(g, h.seq, h.msg) {
             return RecvNowOutcome::Post;
         }
-        let status = self.land_in_turn(gate, peer, &e);
+        let status = self.land_in_turn(gate, peer, e.header.tag, e.data.len());
         dest[..e.data.len()].copy_from_slice(e.data);
         RecvNowOutcome::Landed(status)
     }
@@ -825,22 +825,25 @@ impl Engine {
             && self.channels[g.channel_index].posted.is_empty()
     }
 
-    /// Lands at once `e`, a whole one-piece message from `peer` on `gate`
-    /// that [`Self::may_land_now`] allowed, as the usual path would have
-    /// landed it: the gate takes its sequence number and counts it, its
-    /// data as copied (the caller copies it); its receive's status.
+    /// Lands at once a whole one-piece message from `peer` on `gate` with
+    /// `tag` and `len` bytes of data, which [`Self::may_land_now`] allowed,
+    /// as the usual path would have landed it: the gate takes its sequence
+    /// number and counts it, its data as copied (the caller copies it); its
+    /// receive's status.
     #[inline]
-    pub(super) fn land_in_turn(&mut self, gate: GateId, peer: Rank, e: &Eager<'_>) -> Status {
+    pub(super) fn land_in_turn(
+        &mut self,
+        gate: GateId,
+        peer: Rank,
+        tag: u64,
+        len: usize,
+    ) -> Status {
         let g = &mut self.gates[gate.0];
         g.reorder.take_next();
         g.stats.chunks_received += 1;
         g.stats.messages_at_once += 1;
-        g.stats.bytes_copied += e.data.len() as u64;
-        Status {
-            peer,
-            tag: e.header.tag,
-            len: e.data.len(),
-        }
+        g.stats.bytes_copied += len as u64;
+        Status { peer, tag, len }
     }
 }
 

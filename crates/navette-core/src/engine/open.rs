@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 
 use navette_wire::{EagerHeader, PacketHeader};
 
-use super::{Engine, GateId};
+use super::Engine;
 use crate::plan::{PacketPlan, Segment, SendProgress};
 use crate::{ChannelId, RailId, Rank, RequestError};
 
@@ -80,24 +80,37 @@ fn open_max_body(rails: &[RailId], all: &[super::Rail]) -> Option<usize> {
         .map(|max| max.min(OPEN_MOST_BODY))
 }
 
+/// Writes the packet header of an open packet of `chunks` chunks, all of
+/// `bytes`, into the room left for it at the start.
+fn seal(bytes: &mut [u8], chunks: u16) {
+    let body_len = bytes.len() - PacketHeader::LEN;
+    let header = PacketHeader {
+        chunk_count: chunks,
+        body_len: u32::try_from(body_len).expect("open packets stay below OPEN_MOST_BODY"),
+    };
+    bytes[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+}
+
 /// A peer's open packets.
 #[derive(Debug, Default)]
 pub(super) struct OpenPackets {
-    /// The packet taking messages: its header's room, then its chunks
-    /// (empty when none).
+    /// The packet taking messages: its header's room, then its chunks,
+    /// then room for more up to its largest body (empty when none). A
+    /// buffer keeps its length from packet to packet, so that messages
+    /// are written in place without clearing it first.
     bytes: Vec<u8>,
+    /// Bytes at the start of `bytes` that the packet takes so far.
+    used: usize,
     chunks: u16,
     /// A buffer for the next packet to open, left by the last packet
     /// handed to a rail ([`Self::keep`]): while messages are staged as
     /// fast as packets leave, no packet allocates.
     spare: Vec<u8>,
-    /// Gates with a chunk in it (their packet counts).
-    gates: Vec<GateId>,
     /// Its largest body, read from the peer's rails when it opened.
     max_body: usize,
-    /// Packets closed and waiting for a rail, oldest first, with their
-    /// chunk counts.
-    closed: VecDeque<(Vec<u8>, u16)>,
+    /// Packets closed and waiting for a rail, oldest first: each one's
+    /// buffer, the bytes it takes there, and its chunk count.
+    closed: VecDeque<(Vec<u8>, usize, u16)>,
     /// Open packets handed to rails so far: packet `n` has left once
     /// `left > n` and it is not in `in_flight`.
     left: u64,
@@ -126,9 +139,8 @@ impl OpenPackets {
         if self.chunks > 0 {
             let next = std::mem::take(&mut self.spare);
             let bytes = std::mem::replace(&mut self.bytes, next);
-            self.closed.push_back((bytes, self.chunks));
+            self.closed.push_back((bytes, self.used, self.chunks));
             self.chunks = 0;
-            self.gates.clear();
         }
     }
 
@@ -152,7 +164,6 @@ impl OpenPackets {
         self.bytes = Vec::new();
         self.spare = Vec::new();
         self.chunks = 0;
-        self.gates = Vec::new();
         self.closed = VecDeque::new();
         (waited, std::mem::take(&mut self.detached).len())
     }
@@ -179,40 +190,46 @@ impl Engine {
         }
         // At most OPEN_MOST_PIECE.
         let len = data.len() as u32;
-        // A peer that never had a rail gets no gate here (the usual path
-        // refuses the message without making one): made now, it would miss
-        // from the peer's gates once a rail came.
-        let peer_index = self.peers.get_index_of(&peer)?;
-        let gate = self.gate(channel, peer);
+        // A peer that never had a rail gets no gate here: the usual path
+        // refuses the message without making one.
+        let gate = match self.cached_gate(channel, peer) {
+            Some(gate) => gate,
+            None if self.peers.contains_key(&peer) => self.gate(channel, peer),
+            None => return None,
+        };
         let g = &self.gates[gate.0];
-        let stages = self.channels[g.channel_index].strategy.stages_small();
-        if !stages || !g.window.is_empty() || data.len() >= g.rdv_threshold {
+        let peer_index = g.peer_index?;
+        if !g.stages || !g.window.is_empty() || data.len() >= g.rdv_threshold {
             return None;
         }
-        let (_, p) = self
-            .peers
-            .get_index_mut(peer_index)
-            .expect("peers are never removed");
+        let p = &mut self.peers[peer_index];
         // Open packets leave before the windows: while anything waits in
         // one of the peer's windows, small messages join the windows too,
         // so that the open packets drain and the windows get their turn.
-        let gates = &self.gates;
-        if p.gates.iter().any(|g| !gates[g.0].window.is_empty()) {
-            return None;
+        if p.windows_busy {
+            let gates = &self.gates;
+            if p.gates.iter().any(|g| !gates[g.0].window.is_empty()) {
+                return None;
+            }
+            p.windows_busy = false;
         }
         let open = &mut p.open;
         let chunk_len = EagerHeader::LEN + data.len();
-        let body = open.bytes.len().saturating_sub(PacketHeader::LEN);
         let closed = open.chunks > 0
-            && (usize::from(open.chunks) >= OPEN_MOST_CHUNKS || body + chunk_len > open.max_body);
+            && (usize::from(open.chunks) >= OPEN_MOST_CHUNKS
+                || open.used - PacketHeader::LEN + chunk_len > open.max_body);
         if closed {
             open.close();
         }
         if open.chunks == 0 {
-            // The peer's rails are read when a packet opens.
+            // The peer's rails are read when a packet opens; its room is
+            // made then, so that messages are written in place.
             open.max_body = open_max_body(&p.rails, &self.rails)?;
-            open.bytes.clear();
-            open.bytes.resize(PacketHeader::LEN, 0);
+            let room = PacketHeader::LEN + open.max_body;
+            if open.bytes.len() < room {
+                open.bytes.resize(room, 0);
+            }
+            open.used = PacketHeader::LEN;
         }
         if chunk_len > open.max_body {
             return None;
@@ -221,22 +238,26 @@ impl Engine {
         if opened {
             self.open_peers += 1;
         }
+        let packet = open.current();
         let g = &mut self.gates[gate.0];
         let header = g.next_tagged(tag, len);
-        open.bytes.extend_from_slice(&header.to_bytes());
-        open.bytes.extend_from_slice(data);
+        let (head, rest) = open.bytes[open.used..].split_at_mut(EagerHeader::LEN);
+        head.copy_from_slice(&header.to_bytes());
+        rest[..data.len()].copy_from_slice(data);
+        open.used += chunk_len;
         open.chunks += 1;
-        if !open.gates.contains(&gate) {
-            open.gates.push(gate);
+        // A packet counts once for each gate it carries chunks of.
+        if g.open_counted != packet + 1 {
+            g.open_counted = packet + 1;
             g.stats.packets_sent += 1;
         }
         g.stats.chunks_sent += 1;
         g.stats.bytes_sent += chunk_len as u64;
-        g.stats.bytes_copied += data.len() as u64;
+        g.stats.bytes_copied += u64::from(len);
         Some(StagedSend {
             peer,
             peer_index,
-            packet: open.current(),
+            packet,
             opened,
             closed,
         })
@@ -247,11 +268,10 @@ impl Engine {
     /// peer was lost before, `None` while it waits.
     pub fn staged_outcome(&self, staged: StagedSend) -> Option<Result<(), RequestError>> {
         // Peers are never removed: the index stays theirs.
-        let Some((_, p)) = self.peers.get_index(staged.peer_index) else {
+        if self.peers.get_index(staged.peer_index).is_none() {
             return Some(Err(RequestError::PeerUnreachable { peer: staged.peer }));
-        };
-        let open = &p.open;
-        if open.left > staged.packet && !open.in_flight.contains(&staged.packet) {
+        }
+        if self.staged_left(staged) {
             Some(Ok(()))
         } else if !self.is_reachable(staged.peer) {
             Some(Err(RequestError::PeerUnreachable { peer: staged.peer }))
@@ -268,19 +288,15 @@ impl Engine {
         if open.closed.is_empty() {
             open.close();
         }
-        let (mut bytes, chunks) = open.closed.pop_front()?;
+        let (mut bytes, used, chunks) = open.closed.pop_front()?;
+        bytes.truncate(used);
         let packet = open.left;
         open.left += 1;
         open.in_flight.push(packet);
         if !open.is_waiting() {
             self.open_peers -= 1;
         }
-        let body_len = bytes.len() - PacketHeader::LEN;
-        let header = PacketHeader {
-            chunk_count: chunks,
-            body_len: u32::try_from(body_len).expect("open packets stay below OPEN_MOST_BODY"),
-        };
-        bytes[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+        seal(&mut bytes, chunks);
         let mut plan = self.pool.take_plan();
         let old = std::mem::replace(&mut plan.bytes, bytes);
         // The plan's old buffer takes the next messages, or the ones after.
@@ -290,6 +306,63 @@ impl Engine {
         let mut progress = self.pool.progress_list();
         progress.push(SendProgress::OpenPacket { peer_index, packet });
         Some((plan, progress))
+    }
+
+    /// Whether the message staged as `staged` has left (its packet was
+    /// sent): [`Self::staged_outcome`]'s `Some(Ok)`, for a caller that
+    /// takes many at once.
+    #[inline]
+    pub fn staged_left(&self, staged: StagedSend) -> bool {
+        self.peers
+            .get_index(staged.peer_index)
+            .is_some_and(|(_, p)| {
+                p.open.left > staged.packet && !p.open.in_flight.contains(&staged.packet)
+            })
+    }
+
+    /// Whether small messages wait in an open packet, to any peer.
+    #[inline]
+    pub fn has_staged(&self) -> bool {
+        self.open_peers > 0
+    }
+
+    /// Sends the open packets of `rail`'s peer at once, oldest first, for
+    /// a driver whose transfer is done once written (a copy into shared
+    /// memory): while the rail is open and idle, each packet's bytes are
+    /// given to `write`, which returns whether it took them (`false`: no
+    /// room now, the packet waits for the usual round,
+    /// [`Self::poll_transmit`]). A packet taken has left: its messages'
+    /// sends are complete ([`Self::staged_outcome`]). Returns whether no
+    /// packet to the peer waits any more.
+    pub fn send_open_now(&mut self, rail: RailId, mut write: impl FnMut(&[u8]) -> bool) -> bool {
+        let Some(r) = self.rails.get(rail.0 as usize) else {
+            return false;
+        };
+        if r.closed || r.in_flight.is_some() {
+            return false;
+        }
+        let Some(p) = self.peers.get_mut(&r.peer) else {
+            return false;
+        };
+        let open = &mut p.open;
+        while open.is_waiting() {
+            if open.closed.is_empty() {
+                open.close();
+            }
+            let (bytes, used, chunks) = open.closed.front_mut().expect("closed above if empty");
+            let packet = &mut bytes[..*used];
+            seal(packet, *chunks);
+            if !write(packet) {
+                return false;
+            }
+            let (bytes, ..) = open.closed.pop_front().expect("looked at above");
+            open.left += 1;
+            open.keep(bytes);
+            if !open.is_waiting() {
+                self.open_peers -= 1;
+            }
+        }
+        true
     }
 
     /// Open packet `packet` of the peer at `peer_index` was sent.
@@ -331,7 +404,6 @@ mod tests {
             bytes: vec![1; 64],
             chunks: 2,
             spare: Vec::with_capacity(2048),
-            gates: vec![GateId(0)],
             max_body: 2048,
             detached: vec![3],
             ..OpenPackets::default()
@@ -343,10 +415,7 @@ mod tests {
         assert!(waited);
         assert_eq!(lost, 1);
         assert!(!open.is_waiting());
-        let held = open.bytes.capacity()
-            + open.spare.capacity()
-            + open.gates.capacity()
-            + open.closed.capacity();
+        let held = open.bytes.capacity() + open.spare.capacity() + open.closed.capacity();
         assert_eq!(held, 0, "buffers kept after the peer was lost");
     }
 }

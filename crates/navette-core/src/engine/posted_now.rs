@@ -26,7 +26,7 @@
 //! pieces of messages under way, on gates holding nothing ahead, is
 //! unrelated to it.
 
-use navette_wire::{Eager, Packet, PacketHeader, PieceFlags};
+use navette_wire::{Eager, Packet, PieceFlags};
 
 use super::{Engine, GateId, OPEN_MOST_CHUNKS};
 use crate::{ChannelId, RailId, Rank, RecvNow, Status};
@@ -105,9 +105,25 @@ pub enum PostedNowOutcome {
     Post,
 }
 
-/// Where each chunk of a packet of up to `N` chunks goes: the index of
-/// its receive in the list and its gate, per chunk.
-type Assignment<const N: usize> = [(usize, GateId); N];
+/// Where one chunk of a packet lands: its receive in the list, its gate,
+/// and what the receive is given.
+#[derive(Clone, Copy, Debug)]
+struct Landing<'a> {
+    receive: usize,
+    gate: GateId,
+    tag: u64,
+    data: &'a [u8],
+}
+
+impl Landing<'_> {
+    /// A slot not assigned yet.
+    const NONE: Self = Self {
+        receive: usize::MAX,
+        gate: GateId(0),
+        tag: 0,
+        data: &[],
+    };
+}
 
 /// Receives of the list past this many are never landed at once (a
 /// packet that one of them would take is posted): the ones taken by a
@@ -148,20 +164,9 @@ impl Engine {
         // The usual packet, a message sent at once, is read into room for
         // one chunk: room for more costs as much as the rest of the work.
         let eager = Packet::with_eager_chunks::<1, _>(bytes, &limits, |eager| {
-            self.land_eager::<1, P>(peer, eager, posted)
+            self.land_eager(peer, eager, posted)
         })
-        .or_else(|| {
-            // Room for more would refuse a packet of one chunk as room
-            // for one did, and one of no chunk or more than it holds:
-            // those are read once more only, below.
-            let count = PacketHeader::peek_chunk_count(bytes).map_or(0, usize::from);
-            if !(2..=OPEN_MOST_CHUNKS).contains(&count) {
-                return None;
-            }
-            Packet::with_eager_chunks::<OPEN_MOST_CHUNKS, _>(bytes, &limits, |eager| {
-                self.land_eager::<OPEN_MOST_CHUNKS, P>(peer, eager, posted)
-            })
-        });
+        .or_else(|| self.land_many(peer, bytes, posted));
         if let Some(outcome) = eager {
             return outcome;
         }
@@ -176,90 +181,127 @@ impl Engine {
         self.unlanded(peer, sequenced, posted)
     }
 
-    /// Lands `eager` (at most `N` chunks of one packet from `peer`) in
-    /// `posted` if every one lands, else says what to do with the packet.
-    fn land_eager<const N: usize, P: PostedNow>(
+    /// Lands `eager`, the chunk of a packet of one from `peer`, in
+    /// `posted` if it lands, else says what to do with the packet.
+    fn land_eager<P: PostedNow>(
         &mut self,
         peer: Rank,
         eager: &[Eager<'_>],
         posted: &mut [P],
     ) -> PostedNowOutcome {
-        match self.assign_posted::<N, P>(peer, eager, posted) {
-            Some(assignment) => {
-                self.land_assigned(peer, eager, &assignment, posted);
+        let [e] = eager else {
+            return self.unlanded(
+                peer,
+                eager.iter().map(|e| (e.header.channel, e.header.flags)),
+                posted,
+            );
+        };
+        match self.assign(peer, e, posted, 0, &[]) {
+            Some(landing) => {
+                self.land(peer, &landing, posted);
                 PostedNowOutcome::Landed
             }
             None => self.unlanded(
                 peer,
-                eager.iter().map(|e| (e.header.channel, e.header.flags)),
+                [(e.header.channel, e.header.flags)].into_iter(),
                 posted,
             ),
         }
     }
 
-    /// Where each of `eager` (chunks of one packet from `peer`, in order)
-    /// lands in `posted`, if every one lands: a whole eager message, in
-    /// order on its gate (counting the chunks of the same gate before it
-    /// in the packet) with nothing held or under way there and nothing
-    /// posted on its channel, taken by the first receive of the list that
-    /// accepts it (not taken by an earlier chunk) and has room for it.
-    /// Changes nothing but creating gates.
-    fn assign_posted<const N: usize, P: PostedNow>(
+    /// Lands a packet of 2 to [`OPEN_MOST_CHUNKS`] eager chunks from
+    /// `peer` in `posted` if every one lands, each chunk read once and
+    /// landed in a second pass: `None`, with nothing landed, for any other
+    /// packet or if one does not land (the general path then decides, as
+    /// for any packet).
+    fn land_many<P: PostedNow>(
         &mut self,
         peer: Rank,
-        eager: &[Eager<'_>],
-        posted: &[P],
-    ) -> Option<Assignment<N>> {
-        let mut assignment = [(usize::MAX, GateId(0)); N];
+        bytes: &[u8],
+        posted: &mut [P],
+    ) -> Option<PostedNowOutcome> {
+        let mut chunks = Packet::fixed_eagers(bytes, &self.config.limits)?;
+        let count = usize::from(chunks.left());
+        if !(2..=OPEN_MOST_CHUNKS).contains(&count) {
+            return None;
+        }
+        let mut landings = [Landing::NONE; OPEN_MOST_CHUNKS];
         let mut taken = 0u64;
-        for (i, e) in eager.iter().enumerate() {
-            let h = e.header;
-            let channel = ChannelId(h.channel);
-            if !(h.flags.first() && h.flags.last()) || h.flags.aborted() {
-                return None;
-            }
-            let j = posted
+        for (i, e) in (&mut chunks).enumerate() {
+            let landing = self.assign(peer, &e, posted, taken, &landings[..i])?;
+            taken |= 1 << landing.receive;
+            landings[i] = landing;
+        }
+        if !chunks.is_complete() {
+            return None;
+        }
+        for landing in &landings[..count] {
+            self.land(peer, landing, posted);
+        }
+        Some(PostedNowOutcome::Landed)
+    }
+
+    /// Where `e`, a chunk of a packet from `peer`, lands in `posted`, if
+    /// it does: a whole eager message, in order on its gate (counting the
+    /// chunks of the same gate before it in the packet, `earlier`) with
+    /// nothing held or under way there and nothing posted or unexpected on
+    /// its channel, taken by the first receive of the list that accepts it
+    /// (not `taken` by an earlier chunk, a bit per receive) and has room
+    /// for it. Changes nothing but creating gates.
+    #[inline]
+    fn assign<'a, P: PostedNow>(
+        &mut self,
+        peer: Rank,
+        e: &Eager<'a>,
+        posted: &[P],
+        taken: u64,
+        earlier: &[Landing<'_>],
+    ) -> Option<Landing<'a>> {
+        let h = e.header;
+        let channel = ChannelId(h.channel);
+        if !(h.flags.first() && h.flags.last()) || h.flags.aborted() {
+            return None;
+        }
+        // Receives before the first one not taken are all taken.
+        let first = taken.trailing_ones() as usize;
+        let receive = first
+            + posted
+                .get(first..posted.len().min(MOST_LANDING))?
                 .iter()
-                .take(MOST_LANDING)
                 .enumerate()
                 .position(|(j, p)| {
                     let want = p.want();
-                    taken & (1 << j) == 0
+                    taken & (1 << (first + j)) == 0
                         && want.channel == channel
                         && want.source.accepts(peer)
                         && want.tag.matches(h.tag)
                 })?;
-            if e.data.len() > posted[j].room() {
-                return None;
-            }
-            let gate = self.gate(channel, peer);
-            let earlier = assignment[..i].iter().filter(|(_, g)| *g == gate).count() as u32;
-            let g = &self.gates[gate.0];
-            // Nothing unexpected on its channel either, as when the
-            // list's receives were made (`can_recv_now`).
-            let unexpected = !self.channels[g.channel_index].unexpected.is_empty();
-            if unexpected || !self.may_land_now(g, h.seq.wrapping_sub(earlier), h.msg) {
-                return None;
-            }
-            taken |= 1 << j;
-            assignment[i] = (j, gate);
+        if e.data.len() > posted[receive].room() {
+            return None;
         }
-        Some(assignment)
+        let gate = self.gate(channel, peer);
+        let before = earlier.iter().filter(|l| l.gate == gate).count() as u32;
+        let g = &self.gates[gate.0];
+        // Nothing unexpected on its channel either, as when the list's
+        // receives were made (`can_recv_now`).
+        let unexpected = !self.channels[g.channel_index].unexpected.is_empty();
+        if unexpected || !self.may_land_now(g, h.seq.wrapping_sub(before), h.msg) {
+            return None;
+        }
+        Some(Landing {
+            receive,
+            gate,
+            tag: h.tag,
+            data: e.data,
+        })
     }
 
-    /// Lands each of `eager` in its receive of `posted`, as
-    /// [`Self::assign_posted`] found: the gates take the sequence numbers.
-    fn land_assigned<P: PostedNow>(
-        &mut self,
-        peer: Rank,
-        eager: &[Eager<'_>],
-        assignment: &[(usize, GateId)],
-        posted: &mut [P],
-    ) {
-        for (e, &(j, gate)) in eager.iter().zip(assignment) {
-            let status = self.land_in_turn(gate, peer, e);
-            posted[j].land(e.data, status);
-        }
+    /// Lands a chunk in its receive of `posted`, as [`Self::assign`]
+    /// found: its gate takes the sequence number.
+    #[inline]
+    fn land<P: PostedNow>(&mut self, peer: Rank, landing: &Landing<'_>, posted: &mut [P]) {
+        let status = self.land_in_turn(landing.gate, peer, landing.tag, landing.data.len());
+        posted[landing.receive].land(landing.data, status);
     }
 }
 

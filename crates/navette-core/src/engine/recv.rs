@@ -654,7 +654,7 @@ impl Engine {
                 offset: 0,
                 len: 0,
             }));
-            self.queued = true;
+            self.window_joined(gate);
         }
     }
 }

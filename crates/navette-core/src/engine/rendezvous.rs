@@ -84,7 +84,7 @@ impl Engine {
         };
         let gate = self.gate(super::ChannelId(cts.channel), peer);
         self.gates[gate.0].window.push(chunk);
-        self.queued = true;
+        self.window_joined(gate);
         Ok(())
     }
 
@@ -110,7 +110,7 @@ impl Engine {
     ) {
         let recv_id = self.new_transfer();
         let g = &mut self.gates[gate.0];
-        let channel = g.channel.0;
+        let (channel, peer) = (g.channel.0, g.peer);
         g.window.push(Pending::ClearToSend(ClearToSend {
             channel,
             flags: CtsFlags::ACCEPT,
@@ -119,13 +119,12 @@ impl Engine {
             offset: 0,
             len: dest.len as u64,
         }));
-        self.queued = true;
+        self.window_joined(gate);
         if dest.len == 0 {
             self.complete(req, Ok(status));
             self.piece_done(key);
             return;
         }
-        let peer = g.peer;
         self.rdv_recvs.insert(
             recv_id,
             RdvRecv {

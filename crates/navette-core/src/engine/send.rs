@@ -157,7 +157,7 @@ impl Engine {
                 },
             );
         }
-        self.queued = true;
+        self.window_joined(out.gate);
         req
     }
 
@@ -201,6 +201,6 @@ impl Engine {
             data: MemRef::whole(MemHandle(u64::MAX), 0),
             done: None,
         });
-        self.queued = true;
+        self.window_joined(out.gate);
     }
 }

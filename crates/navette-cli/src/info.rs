@@ -73,6 +73,7 @@ fn shm_config() -> Vec<Tunable> {
         copy,
         share_min,
         liveness_interval,
+        stage_max,
     } = navette::shm::ShmConfig::default();
     vec![
         tunable(
@@ -125,6 +126,13 @@ fn shm_config() -> Vec<Tunable> {
             duration(liveness_interval),
             "how often peers' processes are checked: the rail of a peer that is gone closes, \
              and what needs it fails with PeerUnreachable",
+        ),
+        tunable(
+            section,
+            "stage_max (env NAVETTE_SHM_STAGE_MAX)",
+            stage_max.map_or("off".into(), |max| bytes(max as u64)),
+            "isends this short or shorter wait in their peer's open packet until the sender \
+             waits or makes progress, so that a burst crosses as one cell; longer ones go at once",
         ),
     ]
 }

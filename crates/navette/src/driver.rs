@@ -61,16 +61,27 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Whether a non-blocking send (`Node::isend`) tries
+    /// Whether a non-blocking send (`Node::isend`) of `len` bytes tries
     /// [`Driver::send_now`] first, as a blocking one does. Where a packet
     /// costs little more than its bytes (a copy into shared memory),
     /// leaving at once lets the receiver start on a message while its
     /// sender goes on to the next; where each packet costs a system call
-    /// (a socket write), non-blocking sends wait for the next round (in
-    /// their peer's open packet, or the window), which sends them in one
-    /// packet. The default is false.
-    fn isend_now(&self) -> bool {
+    /// (a socket write), or where the message is so small that its packet's
+    /// fixed cost outweighs its bytes, non-blocking sends wait for the next
+    /// round (in their peer's open packet, or the window), which sends them
+    /// in one packet. The default is false.
+    fn isend_now(&self, len: usize) -> bool {
+        let _ = len;
         false
+    }
+
+    /// Sends the small messages waiting in open packets (see
+    /// `navette_core::Engine::stage_tagged`) now, for a thread about to wait
+    /// for them: `Ok(true)` if any left. A driver whose transfer is a copy
+    /// writes them without a whole round of progress; the default makes one
+    /// ([`Driver::progress`]).
+    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
+        self.progress(node)
     }
 
     /// Sends the whole small message `out` (not started) at once, in one
@@ -383,6 +394,16 @@ impl<'a> DriverPort<'a> {
     /// See [`navette_core::Engine::awaits_rdv_data`].
     pub fn awaits_rdv_data(&self, peer: Rank) -> bool {
         self.state.engine.awaits_rdv_data(peer)
+    }
+
+    /// See [`navette_core::Engine::has_staged`].
+    pub fn has_staged(&self) -> bool {
+        self.state.engine.has_staged()
+    }
+
+    /// See [`navette_core::Engine::send_open_now`].
+    pub fn send_open_now(&mut self, rail: RailId, write: impl FnMut(&[u8]) -> bool) -> bool {
+        self.state.engine.send_open_now(rail, write)
     }
 
     /// See [`navette_core::Engine::can_send_now`].

@@ -309,6 +309,12 @@ impl State {
         }
     }
 
+    /// Whether futures wait for operations outside the engine (whose
+    /// wakers must be forgotten as those are taken).
+    pub(crate) fn has_outside_wakers(&self) -> bool {
+        !self.outside_wakers.is_empty()
+    }
+
     /// Forgets the waker of `on`, if any: its operation was taken or
     /// dropped.
     #[inline]
@@ -688,6 +694,12 @@ impl Node {
             rpc.dispatch(self);
         }
         Ok(moved)
+    }
+
+    /// Sends the small messages waiting in open packets now (see
+    /// [`Driver::flush_staged`]): whether any left.
+    pub(crate) fn flush_staged(&self) -> Result<bool> {
+        self.core.driver.flush_staged(&self.core)
     }
 
     /// Blocks in the driver for at most the configured `block_for`.

@@ -138,6 +138,9 @@ impl<'n, T: Completion> Request<'n, T> {
                 .node
                 .wait_until(&|| key.to_string(), |state| state.take_irecv(key))?,
             Op::Staged(staged, status) => {
+                // Its open packet leaves now, rather than at a round of the
+                // wait below.
+                self.node.flush_staged()?;
                 let what = || self.op.to_string();
                 let left = self
                     .node
@@ -311,6 +314,14 @@ pub fn wait_all_into<'n, T: Completion>(
     let one_node = requests
         .iter()
         .all(|r| std::sync::Arc::ptr_eq(r.node.core(), node.core()));
+    if one_node && requests.iter().any(|r| matches!(r.op, Op::Staged(..))) {
+        // Sends in open packets leave now, rather than at a round of the
+        // wait below; a driver's failure shows there too.
+        let _ = node.flush_staged();
+        if take_sends_that_left(node, requests, outcomes) {
+            return;
+        }
+    }
     if one_node {
         let count = requests.len();
         // Requests before this one are known complete.
@@ -353,6 +364,35 @@ pub fn wait_all_into<'n, T: Completion>(
     outcomes.extend(requests.drain(..).map(Request::wait));
 }
 
+/// Takes every request of `requests` (sends that left at once or were in
+/// open packets, all of `node`) if all have left, under one lock: the usual
+/// end of a list of small sends once their packets were flushed. Whether it
+/// did (else it took none).
+fn take_sends_that_left<'n, T: Completion>(
+    node: &'n Node,
+    requests: &mut Vec<Request<'n, T>>,
+    outcomes: &mut Vec<Result<T>>,
+) -> bool {
+    let state = node.core().lock();
+    let all = !state.has_outside_wakers()
+        && requests.iter().all(|r| match r.op {
+            Op::Left(_) => true,
+            Op::Staged(staged, _) => state.engine.staged_left(staged),
+            _ => false,
+        });
+    unlock(state);
+    if all {
+        outcomes.extend(requests.drain(..).map(|mut r| {
+            r.taken = true;
+            let (Op::Left(status) | Op::Staged(_, status)) = r.op else {
+                unreachable!("only sends that left are taken here")
+            };
+            Ok(T::from_parts(status, None))
+        }));
+    }
+    all
+}
+
 /// Waits until one of `requests` completes, removes it and returns its
 /// index and outcome.
 ///
@@ -385,16 +425,18 @@ pub fn wait_any<T: Completion>(requests: &mut Vec<Request<'_, T>>) -> Result<(us
 
 impl Node {
     /// Sends `data` to `gate` with `tag`, without blocking. Over shared
-    /// memory, a small message to an idle rail leaves at once (copied into
-    /// the peer's ring): its request is complete from the start. A small
-    /// message that cannot (over tcp, or while its rail is busy) waits for
-    /// the next round of progress — any wait, test or progress call, or the
-    /// progress thread — and, where its channel's strategy aggregates (the
-    /// default), shares one packet with the other small messages sent to the
-    /// same peer meanwhile, whatever their channels and tags: it is copied
-    /// into that packet now, and its request completes when the packet
-    /// leaves. A larger message is sent from `data` itself, which the
-    /// request keeps until it has left.
+    /// memory, a small message above `ShmConfig::stage_max` (256 bytes by
+    /// default) to an idle rail leaves at once (copied into the peer's
+    /// ring): its request is complete from the start. A small message that
+    /// does not (over tcp, over shm one of at most `stage_max` bytes, or
+    /// any while its rail is busy) waits for the next round of progress —
+    /// any wait, test or progress call, or the progress thread; over shm,
+    /// a wait for one of the sends writes it at once — and, where its
+    /// channel's strategy aggregates (the default), shares one packet with
+    /// the other small messages sent to the same peer meanwhile, whatever
+    /// their channels and tags: it is copied into that packet now, and its
+    /// request completes when the packet leaves. A larger message is sent
+    /// from `data` itself, which the request keeps until it has left.
     ///
     /// The reserved channel [`ChannelId::RPC`] is refused
     /// ([`UsageError::ReservedChannel`]), as by every send and receive.
@@ -409,9 +451,9 @@ impl Node {
 
     /// Sends a copy of `data` to `gate` with `tag`, without blocking:
     /// Madeleine's SAFER mode, the caller's buffer is free as soon as this
-    /// returns. A small message goes as by [`Node::isend`] (at once over
-    /// shared memory, else copied into its peer's open packet), with no
-    /// [`Bytes`] to make or share; a larger one is copied into a buffer of
+    /// returns. A small message goes as by [`Node::isend`] (at once, or
+    /// copied into its peer's open packet), with no [`Bytes`] to make or
+    /// share; a larger one is copied into a buffer of
     /// its own first, which `isend` of a [`Bytes`] avoids.
     pub fn isend_safer(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Request<'_, Status>> {
         self.isend_from(gate, tag, SendData::Borrowed(data))
@@ -428,7 +470,7 @@ impl Node {
         // goes on; elsewhere (tcp: a system call per packet) it waits for
         // the next round, to leave with what follows.
         let driver = core.driver();
-        if driver.isend_now() {
+        if driver.isend_now(data.bytes().len()) {
             if let Some(sent) = driver.send_now(core, gate, tag, data.bytes()) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }

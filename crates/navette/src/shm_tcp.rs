@@ -120,8 +120,18 @@ impl Driver for ShmTcpDriver {
 
     /// As shm's: an isend leaves at once on a shared-memory rail (a peer
     /// reached by tcp alone takes the window, as with tcp).
-    fn isend_now(&self) -> bool {
-        self.shm.isend_now()
+    fn isend_now(&self, len: usize) -> bool {
+        self.shm.isend_now(len)
+    }
+
+    /// Open packets go over shm at once where its rails are idle; the rest
+    /// take the usual round (either rail).
+    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
+        let (sent, all) = self.shm.send_staged(node);
+        if all {
+            return Ok(sent);
+        }
+        Ok(self.progress(node)? || sent)
     }
 
     fn now(&self) -> Option<Duration> {

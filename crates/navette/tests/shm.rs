@@ -264,6 +264,14 @@ fn spinning_forever(copy: CopyMode) -> RuntimeConfig {
     config
 }
 
+/// [`spinning_forever`], every small `isend` leaving at once (none waits
+/// in its peer's open packet: [`ShmConfig::stage_max`] off).
+fn unstaged() -> RuntimeConfig {
+    let mut config = spinning_forever(CopyMode::Auto);
+    config.shm.stage_max = None;
+    config
+}
+
 /// A blocking ping-pong: the messages land straight in the waiting
 /// receives, taken from the ring under the node's lock alone, whole and
 /// in order.
@@ -378,22 +386,28 @@ fn small_messages_leave_whole_at_once_and_in_order() {
     assert!((1..=95).contains(&stats[1].sent_at_once), "{stats:?}");
 }
 
-/// A small non-blocking send to an idle rail leaves at once: its request
-/// is complete from its start, before the receiver has done anything.
-/// Mixed with sends too large for it (rendezvous, whose data leaves later),
-/// including small ones that leave at once while such a rendezvous is
-/// pending, every message arrives intact and in order.
+/// The length of the `i`th message of the ordering tests: small ones
+/// below and above [`ShmConfig::stage_max`]'s default, every sixth one by
+/// rendezvous.
+fn mixed_len(i: u64) -> usize {
+    if i % 6 == 5 {
+        100 << 10
+    } else {
+        (i as usize * 13) % 300
+    }
+}
+
+/// A small non-blocking send to an idle rail leaves at once (no send is
+/// staged here): its request is complete from its start, before the
+/// receiver has done anything. Mixed with sends too large for it
+/// (rendezvous, whose data leaves later), including small ones that leave
+/// at once while such a rendezvous is pending, every message arrives
+/// intact and in order.
 #[test]
 fn small_isends_leave_at_once_and_in_order() {
     const SENDS: u64 = 60;
-    let len = |i: u64| {
-        if i % 6 == 5 {
-            100 << 10
-        } else {
-            (i as usize * 13) % 300
-        }
-    };
-    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+    let len = mixed_len;
+    run(2, unstaged(), |node, driver, _| {
         let peer = node.gate(1 - node.rank());
         if node.rank() == 0 {
             // Nothing went to the peer yet: the rail is idle.
@@ -436,11 +450,12 @@ fn small_isends_leave_at_once_and_in_order() {
     });
 }
 
-/// A small `isend_safer` to an idle rail leaves at once, straight from the
-/// caller's slice: complete from its start, the buffer free as it returns.
+/// A small `isend_safer` to an idle rail leaves at once (no send is
+/// staged here), straight from the caller's slice: complete from its
+/// start, the buffer free as it returns.
 #[test]
 fn small_isend_safer_leaves_at_once() {
-    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+    run(2, unstaged(), |node, driver, _| {
         let peer = node.gate(1 - node.rank());
         if node.rank() == 0 {
             let mut buf = pattern(40, 7);
@@ -455,6 +470,90 @@ fn small_isend_safer_leaves_at_once() {
         let got = node.irecv(peer, 5u64, vec![0u8; 64]).wait().expect("recv");
         check(&got.data, 40, 7);
         node.send(peer, 6, &[]).expect("done");
+    });
+}
+
+/// Small non-blocking sends (at most [`ShmConfig::stage_max`] bytes) to
+/// one peer, on several channels and tags, wait in the peer's open packet:
+/// none has left when the last returns, and the wait for them sends them
+/// all in one ring cell. Their buffers are free as each returns (SAFER),
+/// and each lands intact in its receive.
+#[test]
+fn small_isends_wait_in_one_open_packet_until_waited_for() {
+    const SEGMENTS: u16 = 8;
+    let len = |k: u16| usize::from(k) * 36 % 257;
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let other = 1 - node.rank();
+        let gate = |k: u16| navette::Gate::new(navette::ChannelId(k + 1), other);
+        if node.rank() == 1 {
+            let recvs: Vec<_> = (0..SEGMENTS)
+                .map(|k| node.irecv(gate(k), u64::from(k) + 10, vec![0u8; 256]))
+                .collect();
+            node.send(node.gate(other), 1, &[]).expect("ready");
+            for (k, got) in (0..SEGMENTS).zip(navette::wait_all(recvs)) {
+                let got = got.expect("recv");
+                check(&got.data, len(k), u64::from(k));
+            }
+            return;
+        }
+        node.recv(node.gate(other), 1, &mut []).expect("ready");
+        let before = driver.stats();
+        let mut sends = Vec::new();
+        let mut buf = Vec::new();
+        for k in 0..SEGMENTS {
+            buf.clone_from(&pattern(len(k), u64::from(k)));
+            sends.push(
+                node.isend_safer(gate(k), u64::from(k) + 10, &buf)
+                    .expect("isend_safer"),
+            );
+            buf.fill(0xee);
+        }
+        assert_eq!(driver.stats().packets_sent, before.packets_sent, "staged");
+        for (k, sent) in (0..SEGMENTS).zip(navette::wait_all(sends)) {
+            assert_eq!(sent.expect("sent").len, len(k));
+        }
+        let after = driver.stats();
+        assert_eq!(after.packets_sent, before.packets_sent + 1, "one cell");
+        assert_eq!(after.sent_at_once, before.sent_at_once + 1, "{after:?}");
+    });
+}
+
+/// Staged sends, sends at once and rendezvous on one gate and tag, none
+/// waited for in between, arrive intact and in order; a staged send
+/// whose request was dropped unwaited still leaves, with its packet.
+#[test]
+fn staged_sends_keep_their_order_and_leave_unwaited() {
+    const SENDS: u64 = 60;
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            let sends: Vec<_> = (0..SENDS)
+                .map(|i| {
+                    node.isend(peer, 2, pattern(mixed_len(i), i))
+                        .expect("isend")
+                })
+                .collect();
+            let before = driver.stats().packets_sent;
+            drop(node.isend(peer, 2, pattern(7, 99)).expect("isend"));
+            assert_eq!(driver.stats().packets_sent, before, "staged");
+            for (i, sent) in (0..SENDS).zip(navette::wait_all(sends)) {
+                assert_eq!(sent.expect("sent").len, mixed_len(i));
+            }
+            node.recv(peer, 3, &mut []).expect("done");
+            return;
+        }
+        for i in 0..=SENDS {
+            let got = node
+                .irecv(peer, 2u64, vec![0u8; 100 << 10])
+                .wait()
+                .expect("recv");
+            if i < SENDS {
+                check(&got.data, mixed_len(i), i);
+            } else {
+                check(&got.data, 7, 99);
+            }
+        }
+        node.send(peer, 3, &[]).expect("done");
     });
 }
 

@@ -5,9 +5,10 @@
 //! a channel on first use, so one per segment costs nothing, and it is what
 //! MPI's program does with one duplicated communicator per segment
 //! (`bench/mpi/multiseg.c`). A strategy that aggregates across the gates of
-//! one peer may put several segments in one packet while the rail is busy
-//! (over tcp, the window's chunks leave together at the next round); over
-//! shared memory a segment leaves at once when the rail is idle, so the
+//! one peer puts the segments in one packet: over tcp the open packet
+//! leaves at the next round; over shared memory segments of at most
+//! `ShmConfig::stage_max` bytes wait in it until the sender waits for
+//! them, and larger ones leave at once when the rail is idle, so the
 //! receiver starts on the first while the sender writes the next.
 //!
 //! Each segment goes by `Node::isend_safer` from a buffer the rank keeps:

@@ -112,6 +112,10 @@ pub const SHARE_VAR: &str = "NAVETTE_SHM_SHARE";
 /// milliseconds ([`ShmConfig::liveness_interval`]).
 pub const LIVENESS_VAR: &str = "NAVETTE_SHM_LIVENESS_MS";
 
+/// Environment variable: the largest non-blocking send that waits in its
+/// peer's open packet ([`ShmConfig::stage_max`]; a byte count, or `off`).
+pub const STAGE_VAR: &str = "NAVETTE_SHM_STAGE_MAX";
+
 /// Settings of the shm driver. Every field has a default.
 #[derive(Clone, Debug)]
 pub struct ShmConfig {
@@ -178,6 +182,17 @@ pub struct ShmConfig {
     /// of `/proc/<pid>/stat` per peer. `NAVETTE_SHM_LIVENESS_MS` overrides
     /// it.
     pub liveness_interval: Duration,
+    /// Non-blocking sends of at most this many bytes wait in their peer's
+    /// open packet until the sending thread next waits or makes progress
+    /// (or the packet fills), so that a burst of small `isend`s crosses as
+    /// one ring cell; larger ones are copied into the ring at once, where
+    /// the receiver starts on each while the sender writes the next. A
+    /// packet's fixed cost (claiming a cell, publishing it, ringing the
+    /// doorbell, landing it) outweighs the bytes of a small message; above
+    /// a few hundred bytes the copy dominates and the overlap wins. `None`
+    /// sends every small `isend` at once. `NAVETTE_SHM_STAGE_MAX`
+    /// overrides it (a byte count, or `off`).
+    pub stage_max: Option<usize>,
 }
 
 impl Default for ShmConfig {
@@ -191,15 +206,17 @@ impl Default for ShmConfig {
             copy: CopyMode::Auto,
             share_min: Some(64 << 10),
             liveness_interval: Duration::from_millis(100),
+            stage_max: Some(256),
         }
     }
 }
 
 impl ShmConfig {
     /// This configuration with the copy mode from `NAVETTE_SHM_COPY`, the
-    /// sharing of reads from `NAVETTE_SHM_SHARE` (`on`, `off`) and the
+    /// sharing of reads from `NAVETTE_SHM_SHARE` (`on`, `off`), the
     /// liveness interval from `NAVETTE_SHM_LIVENESS_MS` (milliseconds, at
-    /// least 1), where set.
+    /// least 1) and the largest staged send from `NAVETTE_SHM_STAGE_MAX`
+    /// (bytes, or `off`), where set.
     pub fn from_env(mut self) -> Result<Self> {
         if let Ok(value) = std::env::var(LIVENESS_VAR) {
             self.liveness_interval = match value.trim().parse::<u64>() {
@@ -213,6 +230,17 @@ impl ShmConfig {
         }
         if let Ok(value) = std::env::var(COPY_VAR) {
             self.copy = value.parse()?;
+        }
+        match std::env::var(STAGE_VAR).as_deref() {
+            Err(_) => {}
+            Ok("off") => self.stage_max = None,
+            Ok(value) => {
+                self.stage_max = Some(value.trim().parse().map_err(|_| {
+                    Error::Config(format!(
+                        "{STAGE_VAR}={value}: expected a number of bytes, or off"
+                    ))
+                })?);
+            }
         }
         match std::env::var(SHARE_VAR).as_deref() {
             Err(_) | Ok("" | "on") => {}
@@ -250,8 +278,9 @@ pub struct ShmStats {
     /// [`Driver::progress_lean`]).
     pub landed_at_once: u64,
     /// Packets written straight into a peer's ring by the sending thread,
-    /// with no request: small tagged sends and whole small Madeleine
-    /// messages to an idle rail (counted in `packets_sent` too).
+    /// with no request (small tagged sends and whole small Madeleine
+    /// messages to an idle rail), or by a thread about to wait for the
+    /// small messages of an open packet (counted in `packets_sent` too).
     pub sent_at_once: u64,
     /// Whether this rank can read peers' memory (single copy).
     pub can_pull: bool,
@@ -419,6 +448,49 @@ impl ShmDriver {
         count(&self.bytes_now, packet as u64);
         drop(port);
         Some(())
+    }
+
+    /// Copies the open packets of small messages into their peers' rings
+    /// (one cell each), under the node's lock alone: a thread about to wait
+    /// for them needs no whole round of progress. Whether any left, and
+    /// whether none waits any more (a full ring or a busy rail leaves the
+    /// rest to the next round).
+    pub(crate) fn send_staged(&self, node: &NodeCore) -> (bool, bool) {
+        let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) else {
+            return (false, false);
+        };
+        let mut port = node.port();
+        let max = segment.cell_payload();
+        let me = self.rank;
+        let mut sent = 0;
+        for (peer, rail) in rails.iter().enumerate() {
+            if !port.has_staged() {
+                break;
+            }
+            let Some(rail) = *rail else {
+                continue;
+            };
+            let area = segment.area(peer as Rank);
+            port.send_open_now(rail, |packet| {
+                let len = cell::packet_len(packet.len());
+                let pushed = len <= max
+                    && area
+                        .try_push(len, |out| {
+                            cell::write_packet_header(out, me);
+                            out[cell::HEADER_LEN..].copy_from_slice(packet);
+                        })
+                        .is_ok();
+                if pushed {
+                    area.ring_doorbell();
+                    sent += 1;
+                    // Under the node's lock (`port`), as every update.
+                    count(&self.sent_now, 1);
+                    count(&self.bytes_now, packet.len() as u64);
+                }
+                pushed
+            });
+        }
+        (sent > 0, !port.has_staged())
     }
 
     /// The driver's counters.
@@ -644,9 +716,18 @@ impl Driver for ShmDriver {
         }))
     }
 
-    /// A packet is one copy into the peer's ring.
-    fn isend_now(&self) -> bool {
-        true
+    /// A packet is one copy into the peer's ring: all but the smallest
+    /// messages leave at once ([`ShmConfig::stage_max`]).
+    fn isend_now(&self, len: usize) -> bool {
+        self.config.stage_max.is_none_or(|max| len > max)
+    }
+
+    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
+        let (sent, all) = self.send_staged(node);
+        if all {
+            return Ok(sent);
+        }
+        Ok(self.progress(node)? || sent)
     }
 
     fn send_message_now(

@@ -17,6 +17,8 @@ use std::time::Instant;
 
 use navette_core::*;
 
+mod pair;
+
 /// Segments per series.
 const SEGMENTS: usize = 8;
 /// Bytes per segment.
@@ -80,16 +82,7 @@ fn main() {
         rdv_threshold: 32 << 10,
         ..RailCaps::default()
     };
-    let mut a = Engine::new(EngineConfig {
-        rank: 0,
-        ..EngineConfig::default()
-    });
-    let mut b = Engine::new(EngineConfig {
-        rank: 1,
-        ..EngineConfig::default()
-    });
-    let ra = a.add_rail(1, caps);
-    let rb = b.add_rail(0, caps);
+    let (mut a, mut b, ra, rb) = pair::connected(caps);
     let data = [7u8; SIZE];
     let mut wire = Vec::new();
     let mut posted = Vec::with_capacity(SEGMENTS);

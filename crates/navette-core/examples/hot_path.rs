@@ -13,22 +13,16 @@
 use std::time::{Duration, Instant};
 
 use navette_core::*;
+
+mod pair;
+
 fn main() {
     let caps = RailCaps {
         rdv_threshold: 256 * 1024,
         max_fragment: 1 << 20,
         ..RailCaps::default()
     };
-    let mut a = Engine::new(EngineConfig {
-        rank: 0,
-        ..EngineConfig::default()
-    });
-    let mut b = Engine::new(EngineConfig {
-        rank: 1,
-        ..EngineConfig::default()
-    });
-    let ra = a.add_rail(1, caps);
-    let rb = b.add_rail(0, caps);
+    let (mut a, mut b, ra, rb) = pair::connected(caps);
     let mut ma = VecMemory::new();
     let mut mb = VecMemory::new();
     let src = ma.insert(vec![7u8; 8]);

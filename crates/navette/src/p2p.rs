@@ -471,7 +471,7 @@ impl Node {
         // the next round, to leave with what follows.
         let driver = core.driver();
         if driver.isend_now(data.bytes().len()) {
-            if let Some(sent) = driver.send_now(core, gate, tag, data.bytes()) {
+            if let Some(sent) = self.send_at_once(gate, tag, data.bytes()) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
         }
@@ -523,6 +523,28 @@ impl Node {
         Ok(Request::new(self, Op::Engine(id)))
     }
 
+    /// Sends the one-piece message `data` at once if the driver can
+    /// ([`Driver::send_now`]). Small messages waiting in the peer's open
+    /// packet hold it back (it would overtake them): where packets cost a
+    /// copy (the driver sends large enough isends at once, shm), they are
+    /// sent first ([`Driver::flush_staged`]) and it tries again; elsewhere
+    /// (a system call per packet) it leaves with them at the next round.
+    fn send_at_once(&self, gate: Gate, tag: u64, data: &[u8]) -> Option<Result<Status>> {
+        let core = self.core();
+        let driver = core.driver();
+        if let Some(sent) = driver.send_now(core, gate, tag, data) {
+            return Some(sent);
+        }
+        if !driver.isend_now(usize::MAX) {
+            return None;
+        }
+        match driver.flush_staged(core) {
+            Ok(true) => driver.send_now(core, gate, tag, data),
+            Ok(false) => None,
+            Err(err) => Some(Err(err)),
+        }
+    }
+
     /// Receives into `buf` a message from `from` whose tag matches `tag`,
     /// without blocking. The message may be shorter than `buf`, not longer.
     ///
@@ -568,7 +590,7 @@ impl Node {
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
         crate::node::user_channel(gate.channel)?;
         // A small message to an idle rail may leave at once (shm, tcp).
-        if let Some(sent) = self.core().driver().send_now(self.core(), gate, tag, data) {
+        if let Some(sent) = self.send_at_once(gate, tag, data) {
             return sent;
         }
         let (id, lent) = self.with_state(|s| {

@@ -518,6 +518,43 @@ fn small_isends_wait_in_one_open_packet_until_waited_for() {
     });
 }
 
+/// A send that may leave at once (a larger `isend`, a blocking `send`)
+/// sends the small messages staged to its peer before it rather than
+/// waiting behind them: each leaves at once, in order behind them.
+#[test]
+fn a_send_at_once_sends_the_staged_messages_first() {
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            let before = driver.stats().sent_at_once;
+            let header = node.isend_safer(peer, 4, &pattern(8, 1)).expect("isend");
+            let body = node.isend(peer, 4, pattern(1000, 2)).expect("isend");
+            assert!(body.test().expect("test"), "complete from its start");
+            assert_eq!(
+                driver.stats().sent_at_once,
+                before + 2,
+                "the staged one, then it"
+            );
+            node.isend_safer(peer, 4, &pattern(8, 3))
+                .expect("isend")
+                .wait()
+                .expect("sent");
+            node.send(peer, 4, &pattern(1000, 4)).expect("send");
+            assert_eq!(driver.stats().sent_at_once, before + 4);
+            assert_eq!(header.wait().expect("sent").len, 8);
+            body.wait().expect("sent");
+            return;
+        }
+        for (salt, len) in [(1, 8), (2, 1000), (3, 8), (4, 1000)] {
+            let got = node
+                .irecv(peer, 4u64, vec![0u8; 1000])
+                .wait()
+                .expect("recv");
+            check(&got.data, len, salt);
+        }
+    });
+}
+
 /// Staged sends, sends at once and rendezvous on one gate and tag, none
 /// waited for in between, arrive intact and in order; a staged send
 /// whose request was dropped unwaited still leaves, with its packet.

@@ -555,6 +555,30 @@ fn a_send_at_once_sends_the_staged_messages_first() {
     });
 }
 
+/// A `stage_max` above what an open packet takes acts as that bound: a
+/// message too large to stage still leaves at once.
+#[test]
+fn sends_too_large_to_stage_leave_at_once_whatever_the_bound() {
+    let mut config = spinning_forever(CopyMode::Auto);
+    config.shm.stage_max = Some(64 << 10);
+    run(2, config, |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            let len = navette_core::OPEN_MOST_PIECE + 1;
+            let before = driver.stats().sent_at_once;
+            let sent = node.isend(peer, 4, pattern(len, 5)).expect("isend");
+            assert_eq!(driver.stats().sent_at_once, before + 1);
+            assert_eq!(sent.wait().expect("sent").len, len);
+            return;
+        }
+        let got = node
+            .irecv(peer, 4u64, vec![0u8; 1024])
+            .wait()
+            .expect("recv");
+        check(&got.data, navette_core::OPEN_MOST_PIECE + 1, 5);
+    });
+}
+
 /// Staged sends, sends at once and rendezvous on one gate and tag, none
 /// waited for in between, arrive intact and in order; a staged send
 /// whose request was dropped unwaited still leaves, with its packet.

@@ -190,8 +190,10 @@ pub struct ShmConfig {
     /// packet's fixed cost (claiming a cell, publishing it, ringing the
     /// doorbell, landing it) outweighs the bytes of a small message; above
     /// a few hundred bytes the copy dominates and the overlap wins. `None`
-    /// sends every small `isend` at once. `NAVETTE_SHM_STAGE_MAX`
-    /// overrides it (a byte count, or `off`).
+    /// sends every small `isend` at once. Above
+    /// [`navette_core::OPEN_MOST_PIECE`] (512 bytes) a message never stages:
+    /// a larger value acts as that. `NAVETTE_SHM_STAGE_MAX` overrides it (a
+    /// byte count, or `off`).
     pub stage_max: Option<usize>,
 }
 
@@ -231,16 +233,8 @@ impl ShmConfig {
         if let Ok(value) = std::env::var(COPY_VAR) {
             self.copy = value.parse()?;
         }
-        match std::env::var(STAGE_VAR).as_deref() {
-            Err(_) => {}
-            Ok("off") => self.stage_max = None,
-            Ok(value) => {
-                self.stage_max = Some(value.trim().parse().map_err(|_| {
-                    Error::Config(format!(
-                        "{STAGE_VAR}={value}: expected a number of bytes, or off"
-                    ))
-                })?);
-            }
+        if let Ok(value) = std::env::var(STAGE_VAR) {
+            self.stage_max = parse_stage_max(&value)?;
         }
         match std::env::var(SHARE_VAR).as_deref() {
             Err(_) | Ok("" | "on") => {}
@@ -252,6 +246,18 @@ impl ShmConfig {
             }
         }
         Ok(self)
+    }
+}
+
+/// The value of `NAVETTE_SHM_STAGE_MAX`: a number of bytes, or `off`.
+fn parse_stage_max(value: &str) -> Result<Option<usize>> {
+    match value.trim() {
+        "off" => Ok(None),
+        bytes => bytes.parse().map(Some).map_err(|_| {
+            Error::Config(format!(
+                "{STAGE_VAR}={value}: expected a number of bytes, or off"
+            ))
+        }),
     }
 }
 
@@ -719,7 +725,9 @@ impl Driver for ShmDriver {
     /// A packet is one copy into the peer's ring: all but the smallest
     /// messages leave at once ([`ShmConfig::stage_max`]).
     fn isend_now(&self, len: usize) -> bool {
-        self.config.stage_max.is_none_or(|max| len > max)
+        self.config
+            .stage_max
+            .is_none_or(|max| len > max.min(navette_core::OPEN_MOST_PIECE))
     }
 
     fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
@@ -758,5 +766,21 @@ impl Driver for ShmDriver {
 
     fn finalize(&self, node: &NodeCore) -> Result<()> {
         self.shut_down(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_staged_send_reads_bytes_or_off() {
+        assert_eq!(parse_stage_max("256").expect("bytes"), Some(256));
+        assert_eq!(parse_stage_max(" 0 ").expect("bytes"), Some(0));
+        assert_eq!(parse_stage_max("off").expect("off"), None);
+        for bad in ["", "-1", "1K", "on", "256 bytes"] {
+            let err = parse_stage_max(bad).expect_err(bad).to_string();
+            assert!(err.contains(STAGE_VAR) && err.contains("off"), "{err}");
+        }
     }
 }

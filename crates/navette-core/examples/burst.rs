@@ -20,7 +20,7 @@ use navette_core::*;
 mod pair;
 
 /// Segments per series.
-const SEGMENTS: usize = 8;
+const SEGMENTS: usize = 16;
 /// Bytes per segment.
 const SIZE: usize = 4;
 

@@ -638,6 +638,17 @@ impl Engine {
         &mut self.channels[index]
     }
 
+    /// The channel at `index` in `channels` (a gate's `channel_index`).
+    /// `IndexMap`'s own indexing is not inlined on the hot paths, and
+    /// channels are never removed.
+    #[inline]
+    fn channel_at(&self, index: usize) -> &Channel {
+        self.channels
+            .get_index(index)
+            .expect("channels are never removed")
+            .1
+    }
+
     /// The index of `channel` in `channels`, created on first use.
     #[inline]
     fn channel_index(&mut self, channel: ChannelId) -> usize {
@@ -656,7 +667,7 @@ impl Engine {
     fn find_channel(&self, channel: ChannelId) -> Option<&Channel> {
         let slot = usize::from(channel.0) % RECENT_GATES;
         match self.recent_channels[slot] {
-            Some((c, index)) if c == channel => Some(&self.channels[index]),
+            Some((c, index)) if c == channel => Some(self.channel_at(index)),
             _ => self.channels.get(&channel),
         }
     }

@@ -822,7 +822,7 @@ impl Engine {
     pub(super) fn may_land_now(&self, g: &Gate, seq: u32, msg: u32) -> bool {
         g.reorder.is_next(seq)
             && (g.incoming.is_empty() || !g.incoming.contains_key(&msg))
-            && self.channels[g.channel_index].posted.is_empty()
+            && self.channel_at(g.channel_index).posted.is_empty()
     }
 
     /// Lands at once a whole one-piece message from `peer` on `gate` with

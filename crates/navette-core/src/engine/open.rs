@@ -202,7 +202,10 @@ impl Engine {
         if !g.stages || !g.window.is_empty() || data.len() >= g.rdv_threshold {
             return None;
         }
-        let p = &mut self.peers[peer_index];
+        let (_, p) = self
+            .peers
+            .get_index_mut(peer_index)
+            .expect("peers are never removed");
         // Open packets leave before the windows: while anything waits in
         // one of the peer's windows, small messages join the windows too,
         // so that the open packets drain and the windows get their turn.

@@ -125,6 +125,12 @@ impl Landing<'_> {
     };
 }
 
+/// The bit of `gate` in a mask of the gates some chunks are on (by its
+/// number modulo 64: a clear bit says none of them is on it).
+fn gate_bit(gate: GateId) -> u64 {
+    1 << (gate.0 % 64)
+}
+
 /// Receives of the list past this many are never landed at once (a
 /// packet that one of them would take is posted): the ones taken by a
 /// packet are noted in a 64-bit mask. A list kept this short lands all.
@@ -196,7 +202,7 @@ impl Engine {
                 posted,
             );
         };
-        match self.assign(peer, e, posted, 0, &[]) {
+        match self.assign(peer, e, posted, 0, 0, &[]) {
             Some(landing) => {
                 self.land(peer, &landing, posted);
                 PostedNowOutcome::Landed
@@ -227,9 +233,13 @@ impl Engine {
         }
         let mut landings = [Landing::NONE; OPEN_MOST_CHUNKS];
         let mut taken = 0u64;
+        // A bit per gate of the chunks before (by its number modulo 64):
+        // where a chunk's is clear, none of them is on its gate.
+        let mut gates = 0u64;
         for (i, e) in (&mut chunks).enumerate() {
-            let landing = self.assign(peer, &e, posted, taken, &landings[..i])?;
+            let landing = self.assign(peer, &e, posted, taken, gates, &landings[..i])?;
             taken |= 1 << landing.receive;
+            gates |= gate_bit(landing.gate);
             landings[i] = landing;
         }
         if !chunks.is_complete() {
@@ -243,18 +253,20 @@ impl Engine {
 
     /// Where `e`, a chunk of a packet from `peer`, lands in `posted`, if
     /// it does: a whole eager message, in order on its gate (counting the
-    /// chunks of the same gate before it in the packet, `earlier`) with
+    /// chunks of the same gate before it in the packet, `earlier`, whose
+    /// gates `gates` marks by [`gate_bit`]) with
     /// nothing held or under way there and nothing posted or unexpected on
     /// its channel, taken by the first receive of the list that accepts it
     /// (not `taken` by an earlier chunk, a bit per receive) and has room
     /// for it. Changes nothing but creating gates.
-    #[inline]
+    #[inline(always)]
     fn assign<'a, P: PostedNow>(
         &mut self,
         peer: Rank,
         e: &Eager<'a>,
         posted: &[P],
         taken: u64,
+        gates: u64,
         earlier: &[Landing<'_>],
     ) -> Option<Landing<'a>> {
         let h = e.header;
@@ -280,11 +292,15 @@ impl Engine {
             return None;
         }
         let gate = self.gate(channel, peer);
-        let before = earlier.iter().filter(|l| l.gate == gate).count() as u32;
+        let before = if gates & gate_bit(gate) == 0 {
+            0
+        } else {
+            earlier.iter().filter(|l| l.gate == gate).count() as u32
+        };
         let g = &self.gates[gate.0];
         // Nothing unexpected on its channel either, as when the list's
         // receives were made (`can_recv_now`).
-        let unexpected = !self.channels[g.channel_index].unexpected.is_empty();
+        let unexpected = !self.channel_at(g.channel_index).unexpected.is_empty();
         if unexpected || !self.may_land_now(g, h.seq.wrapping_sub(before), h.msg) {
             return None;
         }

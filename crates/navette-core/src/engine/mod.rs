@@ -95,6 +95,13 @@ fn sorted_keys<K: Copy + Ord, V, S>(map: &HashMap<K, V, S>, keep: impl Fn(&V) ->
 /// Entries of the caches of [`Engine::gate`] and [`Engine::channel_index`].
 const RECENT_GATES: usize = 64;
 
+/// `channel` and `peer` as one word, never 0, for `Engine::recent_gates`:
+/// a lookup compares one word rather than two fields and a tag.
+#[inline]
+fn gate_key(channel: ChannelId, peer: Rank) -> u64 {
+    1 << 48 | u64::from(peer) << 16 | u64::from(channel.0)
+}
+
 /// Index of a gate in the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct GateId(usize);
@@ -110,10 +117,11 @@ pub struct Engine {
     rails: Vec<Rail>,
     gates: Vec<Gate>,
     gate_index: HashMap<(ChannelId, Rank), GateId, PeerKeyed>,
-    /// Gates looked up lately, direct-mapped by channel and peer: flows
-    /// on a few channels with a few peers find their gates without
-    /// hashing (gates are never removed, so an entry never goes stale).
-    recent_gates: [Option<(ChannelId, Rank, GateId)>; RECENT_GATES],
+    /// Gates looked up lately, direct-mapped by channel and peer, each
+    /// with its [`gate_key`] (0: none): flows on a few channels with a few
+    /// peers find their gates without hashing (gates are never removed,
+    /// so an entry never goes stale).
+    recent_gates: [(u64, GateId); RECENT_GATES],
     /// Channels looked up lately, direct-mapped by number, with their
     /// index in `channels` (never removed either).
     recent_channels: [Option<(ChannelId, usize)>; RECENT_GATES],
@@ -283,7 +291,7 @@ impl Engine {
             rails: Vec::new(),
             gates: Vec::new(),
             gate_index: HashMap::default(),
-            recent_gates: [None; RECENT_GATES],
+            recent_gates: [(0, GateId(0)); RECENT_GATES],
             recent_channels: [None; RECENT_GATES],
             channels: IndexMap::default(),
             recv_msgs: FxHashMap::default(),
@@ -560,10 +568,8 @@ impl Engine {
     /// it (a gate looked up lately), without making one.
     #[inline]
     fn cached_gate(&self, channel: ChannelId, peer: Rank) -> Option<GateId> {
-        match self.recent_gates[Self::gate_slot(channel, peer)] {
-            Some((c, p, id)) if c == channel && p == peer => Some(id),
-            _ => None,
-        }
+        let (key, id) = self.recent_gates[Self::gate_slot(channel, peer)];
+        (key == gate_key(channel, peer)).then_some(id)
     }
 
     /// The entry of `channel` and `peer` in [`Self::gate`]'s cache.
@@ -576,7 +582,7 @@ impl Engine {
     #[cold]
     fn gate_slow(&mut self, channel: ChannelId, peer: Rank, slot: usize) -> GateId {
         if let Some(&id) = self.gate_index.get(&(channel, peer)) {
-            self.recent_gates[slot] = Some((channel, peer, id));
+            self.recent_gates[slot] = (gate_key(channel, peer), id);
             return id;
         }
         let id = GateId(self.gates.len());

@@ -391,3 +391,41 @@ fn open_packets_wait_for_a_busy_or_closed_rail() {
         Some(Err(RequestError::PeerUnreachable { peer: 1 }))
     );
 }
+
+#[test]
+fn a_packet_refused_by_the_writer_goes_on_taking_messages() {
+    let mut net = net(StrategyKind::Aggregate);
+    let rail = net.rails_from(0, 1)[0];
+    let first = stage(&mut net, 1, 1, b"first").expect("staged");
+    assert!(!net.engines[0].send_open_now(rail, |_| false));
+    let second = stage(&mut net, 2, 1, b"second").expect("staged");
+    assert_eq!(second.packet, first.packet, "still open");
+    let mut chunks = Vec::new();
+    assert!(net.engines[0].send_open_now(rail, |packet| {
+        let decoded = Packet::decode(packet, &Default::default()).expect("a valid packet");
+        chunks.push(decoded.header().chunk_count);
+        true
+    }));
+    assert_eq!(chunks, [2]);
+    // The next message opens the next packet, in the same buffer.
+    let third = stage(&mut net, 1, 2, b"third").expect("staged");
+    assert_eq!(third.packet, first.packet + 1);
+    assert!(third.opened);
+}
+
+#[test]
+fn staged_messages_nobody_waits_for_are_not_lost_once_written_at_once() {
+    let mut net = net(StrategyKind::Aggregate);
+    let rail = net.rails_from(0, 1)[0];
+    let sent = stage(&mut net, 0, 1, b"sent").expect("staged");
+    net.engines[0].detach_staged(sent);
+    assert!(net.engines[0].send_open_now(rail, |_| true));
+    let lost = stage(&mut net, 0, 1, b"lost").expect("staged");
+    net.engines[0].detach_staged(lost);
+    net.engines[0].close_rail(rail);
+    assert_eq!(
+        net.engines[0].lost_detached_staged(),
+        1,
+        "only the unsent one"
+    );
+}

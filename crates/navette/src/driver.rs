@@ -78,10 +78,11 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// Sends the small messages waiting in open packets (see
     /// `navette_core::Engine::stage_tagged`) now, for a thread about to wait
     /// for them or (where [`Driver::isend_now`] takes large messages) to
-    /// send one at once that must not overtake them: `Ok(true)` if any
-    /// left. A driver whose transfer is a copy
-    /// writes them without a whole round of progress; the default makes one
-    /// ([`Driver::progress`]).
+    /// send one at once that must not overtake them. A driver whose
+    /// transfer is a copy writes them without a whole round of progress
+    /// and returns `Ok(true)` if any left; the default makes a round
+    /// ([`Driver::progress`]), which sends them with the rest, and returns
+    /// whether it moved anything.
     fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
         self.progress(node)
     }

@@ -82,7 +82,8 @@ enum Op {
     /// [`crate::lean_irecv`]), or what became of it.
     Lean(LeanKey),
     /// A small send put in its peer's open packet ([`Node::isend`]):
-    /// complete once the packet leaves, at the next round of progress.
+    /// complete once the packet leaves, at the next round of progress or,
+    /// over shm, when a thread waits for it.
     Staged(StagedSend, Status),
     /// A receive refused as it was made ([`Node::irecv`] on a reserved
     /// channel): fails from its start, unknown to the engine.
@@ -139,8 +140,8 @@ impl<'n, T: Completion> Request<'n, T> {
                 .wait_until(&|| key.to_string(), |state| state.take_irecv(key))?,
             Op::Staged(staged, status) => {
                 // Its open packet leaves now, rather than at a round of the
-                // wait below.
-                self.node.flush_staged()?;
+                // wait below; a driver's failure shows there too.
+                let _ = self.node.flush_staged();
                 let what = || self.op.to_string();
                 let left = self
                     .node
@@ -431,7 +432,8 @@ impl Node {
     /// does not (over tcp, over shm one of at most `stage_max` bytes, or
     /// any while its rail is busy) waits for the next round of progress —
     /// any wait, test or progress call, or the progress thread; over shm,
-    /// a wait for one of the sends writes it at once — and, where its
+    /// `wait` or `wait_all` of one of the sends, or a send to the same peer
+    /// that may leave at once, writes it at once — and, where its
     /// channel's strategy aggregates (the default), shares one packet with
     /// the other small messages sent to the same peer meanwhile, whatever
     /// their channels and tags: it is copied into that packet now, and its
@@ -470,7 +472,8 @@ impl Node {
         // goes on; elsewhere (tcp: a system call per packet) it waits for
         // the next round, to leave with what follows.
         let driver = core.driver();
-        if driver.isend_now(data.bytes().len()) {
+        let tried_at_once = driver.isend_now(data.bytes().len());
+        if tried_at_once {
             if let Some(sent) = self.send_at_once(gate, tag, data.bytes()) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
@@ -515,6 +518,16 @@ impl Node {
             };
             return Ok(Request::new(self, Op::Staged(staged, status)));
         }
+        if !tried_at_once && driver.isend_now(usize::MAX) {
+            // A small message the open packet did not take (its channel's
+            // strategy does not stage, or a window of its peer holds
+            // something) leaves at once where it can, as a larger one would.
+            unlock(state);
+            if let Some(sent) = self.send_at_once(gate, tag, bytes) {
+                return Ok(Request::new(self, Op::Left(sent?)));
+            }
+            state = core.lock();
+        }
         let out = state.engine.send_begin(gate.channel, gate.peer, tag)?;
         let range = state.mem.insert_shared(data.into_owned());
         let id = state.engine.send_tagged(out, range);
@@ -538,10 +551,11 @@ impl Node {
         if !driver.isend_now(usize::MAX) {
             return None;
         }
+        // A failure of the flush (another peer's) is not this message's:
+        // it goes the usual way, and the next round reports it.
         match driver.flush_staged(core) {
             Ok(true) => driver.send_now(core, gate, tag, data),
-            Ok(false) => None,
-            Err(err) => Some(Err(err)),
+            Ok(false) | Err(_) => None,
         }
     }
 

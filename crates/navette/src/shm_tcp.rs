@@ -118,20 +118,18 @@ impl Driver for ShmTcpDriver {
         self.shm.send_parts_now(node, gate, tag, parts, arm)
     }
 
-    /// As shm's: an isend leaves at once on a shared-memory rail (a peer
-    /// reached by tcp alone takes the window, as with tcp).
+    /// As shm's: an isend above `ShmConfig::stage_max` leaves at once on a
+    /// shared-memory rail (a peer reached by tcp alone takes its open
+    /// packet or the window, as with tcp).
     fn isend_now(&self, len: usize) -> bool {
         self.shm.isend_now(len)
     }
 
     /// Open packets go over shm at once where its rails are idle; the rest
-    /// take the usual round (either rail).
+    /// (to peers reached by tcp alone, or behind a busy rail) leave with
+    /// the next round of progress, on either rail.
     fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
-        let (sent, all) = self.shm.send_staged(node);
-        if all {
-            return Ok(sent);
-        }
-        Ok(self.progress(node)? || sent)
+        Ok(self.shm.send_staged(node))
     }
 
     fn now(&self) -> Option<Duration> {

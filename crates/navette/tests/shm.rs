@@ -555,6 +555,26 @@ fn a_send_at_once_sends_the_staged_messages_first() {
     });
 }
 
+/// A small `isend` on a channel whose strategy does not stage (`default`)
+/// leaves at once where it can, as a larger one does.
+#[test]
+fn small_isends_a_strategy_does_not_stage_leave_at_once() {
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let channel = navette::ChannelId(3);
+        node.set_strategy(channel, navette_core::StrategyKind::Default);
+        let peer = navette::Gate::new(channel, 1 - node.rank());
+        if node.rank() == 0 {
+            let before = driver.stats().sent_at_once;
+            let sent = node.isend_safer(peer, 4, &pattern(16, 6)).expect("isend");
+            assert_eq!(driver.stats().sent_at_once, before + 1);
+            assert_eq!(sent.wait().expect("sent").len, 16);
+            return;
+        }
+        let got = node.irecv(peer, 4u64, vec![0u8; 64]).wait().expect("recv");
+        check(&got.data, 16, 6);
+    });
+}
+
 /// A `stage_max` above what an open packet takes acts as that bound: a
 /// message too large to stage still leaves at once.
 #[test]

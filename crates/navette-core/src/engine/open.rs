@@ -20,11 +20,13 @@
 //!
 //! An open packet closes when it holds [`OPEN_MOST_CHUNKS`] chunks or
 //! [`OPEN_MOST_BODY`] bytes (within the peer's smallest packet); closed
-//! ones wait, in order, for the next rails. A staged message has left
-//! once its packet was sent, its rail's send completed
-//! ([`Engine::staged_outcome`]); the caller knows it by its packet number
-//! ([`StagedSend`]). Its data was copied: the caller's memory is free as
-//! soon as it is staged.
+//! ones wait, in order, for the next rails. A driver whose transfer is
+//! done once written (a copy into shared memory) may also write them at
+//! once, oldest first, for a thread about to wait for them
+//! ([`Engine::send_open_now`]). A staged message has left once its packet
+//! was sent, its rail's send completed ([`Engine::staged_outcome`]); the
+//! caller knows it by its packet number ([`StagedSend`]). Its data was
+//! copied: the caller's memory is free as soon as it is staged.
 
 use std::collections::VecDeque;
 
@@ -153,6 +155,14 @@ impl OpenPackets {
             self.bytes = buffer;
         } else if self.spare.capacity() == 0 {
             self.spare = buffer;
+        }
+    }
+
+    /// Packet `packet` has left: the messages of it whose requests were
+    /// dropped can no longer be lost.
+    fn forget_detached(&mut self, packet: u64) {
+        if !self.detached.is_empty() {
+            self.detached.retain(|n| *n != packet);
         }
     }
 
@@ -349,18 +359,32 @@ impl Engine {
         };
         let open = &mut p.open;
         while open.is_waiting() {
-            if open.closed.is_empty() {
-                open.close();
-            }
-            let (bytes, used, chunks) = open.closed.front_mut().expect("closed above if empty");
-            let packet = &mut bytes[..*used];
-            seal(packet, *chunks);
-            if !write(packet) {
+            // The oldest closed packet, else the one taking messages, sealed
+            // where it lies: one the writer refuses stays as it was (the
+            // open one goes on taking messages).
+            let written = match open.closed.front_mut() {
+                Some((bytes, used, chunks)) => {
+                    let packet = &mut bytes[..*used];
+                    seal(packet, *chunks);
+                    write(packet)
+                }
+                None => {
+                    let packet = &mut open.bytes[..open.used];
+                    seal(packet, open.chunks);
+                    write(packet)
+                }
+            };
+            if !written {
                 return false;
             }
-            let (bytes, ..) = open.closed.pop_front().expect("looked at above");
+            match open.closed.pop_front() {
+                Some((bytes, ..)) => open.keep(bytes),
+                // Its buffer, room and all, takes the next messages.
+                None => open.chunks = 0,
+            }
+            let packet = open.left;
             open.left += 1;
-            open.keep(bytes);
+            open.forget_detached(packet);
             if !open.is_waiting() {
                 self.open_peers -= 1;
             }
@@ -372,9 +396,7 @@ impl Engine {
     pub(super) fn open_packet_sent(&mut self, peer_index: usize, packet: u64) {
         if let Some((_, p)) = self.peers.get_index_mut(peer_index) {
             p.open.in_flight.retain(|n| *n != packet);
-            if !p.open.detached.is_empty() {
-                p.open.detached.retain(|n| *n != packet);
-            }
+            p.open.forget_detached(packet);
         }
     }
 

@@ -183,9 +183,10 @@ pub struct ShmConfig {
     /// it.
     pub liveness_interval: Duration,
     /// Non-blocking sends of at most this many bytes wait in their peer's
-    /// open packet until the sending thread next waits or makes progress
-    /// (or the packet fills), so that a burst of small `isend`s crosses as
-    /// one ring cell; larger ones are copied into the ring at once, where
+    /// open packet until a thread waits for one of them or makes progress,
+    /// or a send that may leave at once goes to the same peer (or the
+    /// packet fills), so that a burst of small `isend`s crosses as one ring
+    /// cell; larger ones are copied into the ring at once, where
     /// the receiver starts on each while the sender writes the next. A
     /// packet's fixed cost (claiming a cell, publishing it, ringing the
     /// doorbell, landing it) outweighs the bytes of a small message; above
@@ -458,12 +459,12 @@ impl ShmDriver {
 
     /// Copies the open packets of small messages into their peers' rings
     /// (one cell each), under the node's lock alone: a thread about to wait
-    /// for them needs no whole round of progress. Whether any left, and
-    /// whether none waits any more (a full ring or a busy rail leaves the
-    /// rest to the next round).
-    pub(crate) fn send_staged(&self, node: &NodeCore) -> (bool, bool) {
+    /// for them needs no whole round of progress. Whether any left (a full
+    /// ring or a busy rail leaves the rest to the next round). Each peer's
+    /// rail is looked at until none has a packet waiting.
+    pub(crate) fn send_staged(&self, node: &NodeCore) -> bool {
         let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) else {
-            return (false, false);
+            return false;
         };
         let mut port = node.port();
         let max = segment.cell_payload();
@@ -496,7 +497,7 @@ impl ShmDriver {
                 pushed
             });
         }
-        (sent > 0, !port.has_staged())
+        sent > 0
     }
 
     /// The driver's counters.
@@ -730,12 +731,11 @@ impl Driver for ShmDriver {
             .is_none_or(|max| len > max.min(navette_core::OPEN_MOST_PIECE))
     }
 
+    /// Writes the open packets into the rings under the node's lock: no
+    /// round of progress (the wait that follows makes those; a full ring
+    /// or a busy rail leaves the rest to it).
     fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
-        let (sent, all) = self.send_staged(node);
-        if all {
-            return Ok(sent);
-        }
-        Ok(self.progress(node)? || sent)
+        Ok(self.send_staged(node))
     }
 
     fn send_message_now(

@@ -259,17 +259,28 @@ fn a_lost_peer_fails_its_staged_messages_and_sends_at_once_wait_for_them() {
 
 #[test]
 fn staged_messages_nobody_waits_for_count_when_lost_not_when_sent() {
-    let mut net = net(StrategyKind::Aggregate);
-    let rail = net.rails_from(1, 0)[0];
-    let sent = stage(&mut net, 0, 1, b"sent").expect("staged");
-    net.engines[0].detach_staged(sent);
-    net.capture(0, 1);
-    let lost = stage(&mut net, 0, 1, b"lost").expect("staged");
-    net.engines[0].detach_staged(lost);
-    // Detached once it left: nothing to count.
-    net.engines[0].detach_staged(sent);
-    net.engines[0].close_rail(rail);
-    assert_eq!(net.engines[0].lost_detached_staged(), 1);
+    // Their packet sent the usual way (a rail's round), or written at once.
+    for at_once in [false, true] {
+        let mut net = net(StrategyKind::Aggregate);
+        let rail = net.rails_from(1, 0)[0];
+        let sent = stage(&mut net, 0, 1, b"sent").expect("staged");
+        net.engines[0].detach_staged(sent);
+        if at_once {
+            assert!(net.engines[0].send_open_now(rail, |_| true));
+        } else {
+            net.capture(0, 1);
+        }
+        let lost = stage(&mut net, 0, 1, b"lost").expect("staged");
+        net.engines[0].detach_staged(lost);
+        // Detached once it left: nothing to count.
+        net.engines[0].detach_staged(sent);
+        net.engines[0].close_rail(rail);
+        assert_eq!(
+            net.engines[0].lost_detached_staged(),
+            1,
+            "at once: {at_once}"
+        );
+    }
 }
 
 #[test]
@@ -411,21 +422,4 @@ fn a_packet_refused_by_the_writer_goes_on_taking_messages() {
     let third = stage(&mut net, 1, 2, b"third").expect("staged");
     assert_eq!(third.packet, first.packet + 1);
     assert!(third.opened);
-}
-
-#[test]
-fn staged_messages_nobody_waits_for_are_not_lost_once_written_at_once() {
-    let mut net = net(StrategyKind::Aggregate);
-    let rail = net.rails_from(0, 1)[0];
-    let sent = stage(&mut net, 0, 1, b"sent").expect("staged");
-    net.engines[0].detach_staged(sent);
-    assert!(net.engines[0].send_open_now(rail, |_| true));
-    let lost = stage(&mut net, 0, 1, b"lost").expect("staged");
-    net.engines[0].detach_staged(lost);
-    net.engines[0].close_rail(rail);
-    assert_eq!(
-        net.engines[0].lost_detached_staged(),
-        1,
-        "only the unsent one"
-    );
 }

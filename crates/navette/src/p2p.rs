@@ -277,6 +277,12 @@ impl SendData<'_> {
     }
 }
 
+/// Whether `driver` sends non-blocking sends at once where it can (a
+/// packet is a copy: shm), as it does every one too large to stage.
+fn sends_at_once(driver: &dyn crate::driver::Driver) -> bool {
+    driver.isend_now(usize::MAX)
+}
+
 /// The error of a request refused as it was made.
 fn refused(channel: ChannelId) -> Error {
     UsageError::ReservedChannel(channel).into()
@@ -518,7 +524,7 @@ impl Node {
             };
             return Ok(Request::new(self, Op::Staged(staged, status)));
         }
-        if !tried_at_once && driver.isend_now(usize::MAX) {
+        if !tried_at_once && sends_at_once(driver.as_ref()) {
             // A small message the open packet did not take (its channel's
             // strategy does not stage, or a window of its peer holds
             // something) leaves at once where it can, as a larger one would.
@@ -539,8 +545,7 @@ impl Node {
     /// Sends the one-piece message `data` at once if the driver can
     /// ([`Driver::send_now`]). Small messages waiting in the peer's open
     /// packet hold it back (it would overtake them): where packets cost a
-    /// copy (the driver sends large enough isends at once, shm), they are
-    /// sent first ([`Driver::flush_staged`]) and it tries again; elsewhere
+    /// copy ([`sends_at_once`]), they are sent first ([`Driver::flush_staged`]) and it tries again; elsewhere
     /// (a system call per packet) it leaves with them at the next round.
     fn send_at_once(&self, gate: Gate, tag: u64, data: &[u8]) -> Option<Result<Status>> {
         let core = self.core();
@@ -548,7 +553,7 @@ impl Node {
         if let Some(sent) = driver.send_now(core, gate, tag, data) {
             return Some(sent);
         }
-        if !driver.isend_now(usize::MAX) {
+        if !sends_at_once(driver.as_ref()) {
             return None;
         }
         // A failure of the flush (another peer's) is not this message's:

@@ -190,9 +190,9 @@ struct Gate {
     incoming: HashMap<u32, Incoming, PeerKeyed>,
     stats: GateStats,
     /// Where the peer's state is in `Engine::peers` (peers are never
-    /// removed); `None` for a gate made before its peer had a rail (gates
-    /// are made for peers that sent a packet or can be sent to, so none
-    /// is, but it would never stage).
+    /// removed), kept for staging. `None` would be a gate made before its
+    /// peer had a rail, which never stages; gates are made only for peers
+    /// that sent a packet or can be sent to.
     peer_index: Option<usize>,
     /// Whether the channel's strategy stages small messages
     /// ([`Strategy::stages_small`], kept here for [`Engine::stage_tagged`]).

@@ -362,19 +362,13 @@ impl Engine {
             // The oldest closed packet, else the one taking messages, sealed
             // where it lies: one the writer refuses stays as it was (the
             // open one goes on taking messages).
-            let written = match open.closed.front_mut() {
-                Some((bytes, used, chunks)) => {
-                    let packet = &mut bytes[..*used];
-                    seal(packet, *chunks);
-                    write(packet)
-                }
-                None => {
-                    let packet = &mut open.bytes[..open.used];
-                    seal(packet, open.chunks);
-                    write(packet)
-                }
+            let (bytes, used, chunks) = match open.closed.front_mut() {
+                Some((bytes, used, chunks)) => (bytes, *used, *chunks),
+                None => (&mut open.bytes, open.used, open.chunks),
             };
-            if !written {
+            let packet = &mut bytes[..used];
+            seal(packet, chunks);
+            if !write(packet) {
                 return false;
             }
             match open.closed.pop_front() {

@@ -170,7 +170,10 @@ impl Engine {
         // The usual packet, a message sent at once, is read into room for
         // one chunk: room for more costs as much as the rest of the work.
         let eager = Packet::with_eager_chunks::<1, _>(bytes, &limits, |eager| {
-            self.land_eager(peer, eager, posted)
+            let [e] = eager else {
+                unreachable!("a packet read into room for one chunk has one")
+            };
+            self.land_eager(peer, e, posted)
         })
         .or_else(|| self.land_many(peer, bytes, posted));
         if let Some(outcome) = eager {
@@ -187,21 +190,14 @@ impl Engine {
         self.unlanded(peer, sequenced, posted)
     }
 
-    /// Lands `eager`, the chunk of a packet of one from `peer`, in
-    /// `posted` if it lands, else says what to do with the packet.
+    /// Lands `e`, the chunk of a packet of one from `peer`, in `posted` if
+    /// it lands, else says what to do with the packet.
     fn land_eager<P: PostedNow>(
         &mut self,
         peer: Rank,
-        eager: &[Eager<'_>],
+        e: &Eager<'_>,
         posted: &mut [P],
     ) -> PostedNowOutcome {
-        let [e] = eager else {
-            return self.unlanded(
-                peer,
-                eager.iter().map(|e| (e.header.channel, e.header.flags)),
-                posted,
-            );
-        };
         match self.assign(peer, e, posted, 0, 0, &[]) {
             Some(landing) => {
                 self.land(peer, &landing, posted);

@@ -423,3 +423,35 @@ fn a_packet_refused_by_the_writer_goes_on_taking_messages() {
     assert_eq!(third.packet, first.packet + 1);
     assert!(third.opened);
 }
+
+#[test]
+fn only_peers_with_open_packets_are_listed_until_their_packets_leave_or_are_lost() {
+    let mut net = Net::with_config(4, 1, caps(1024, 600), |_| EngineConfig::default());
+    let staged = |net: &Net| -> Vec<u32> {
+        let mut peers: Vec<u32> = (0..)
+            .map_while(|nth| net.engines[0].staged_peer(nth))
+            .collect();
+        peers.sort_unstable();
+        peers
+    };
+    assert_eq!(staged(&net), [] as [u32; 0]);
+    for (peer, tag) in [(3, 1), (1, 2), (3, 3)] {
+        net.engines[0]
+            .stage_tagged(CH, peer, tag, b"small")
+            .expect("staged");
+    }
+    assert_eq!(staged(&net), [1, 3], "each peer once, the others not");
+    let to_3 = net.rails_from(3, 0)[0];
+    assert!(net.engines[0].send_open_now(to_3, |_| true));
+    assert_eq!(staged(&net), [1], "peer 3's packet left");
+    let to_1 = net.rails_from(1, 0)[0];
+    net.engines[0].close_rail(to_1);
+    assert_eq!(staged(&net), [] as [u32; 0], "peer 1's packet was lost");
+    assert!(!net.engines[0].has_staged());
+    net.engines[0]
+        .stage_tagged(CH, 2, 4, b"again")
+        .expect("staged");
+    assert_eq!(staged(&net), [2]);
+    net.capture(0, 2);
+    assert_eq!(staged(&net), [] as [u32; 0], "taken by the rail's round");
+}

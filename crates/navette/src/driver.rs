@@ -404,6 +404,11 @@ impl<'a> DriverPort<'a> {
         self.state.engine.has_staged()
     }
 
+    /// See [`navette_core::Engine::staged_peer`].
+    pub fn staged_peer(&self, nth: usize) -> Option<Rank> {
+        self.state.engine.staged_peer(nth)
+    }
+
     /// See [`navette_core::Engine::send_open_now`].
     pub fn send_open_now(&mut self, rail: RailId, write: impl FnMut(&[u8]) -> bool) -> bool {
         self.state.engine.send_open_now(rail, write)

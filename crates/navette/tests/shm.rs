@@ -518,6 +518,56 @@ fn small_isends_wait_in_one_open_packet_until_waited_for() {
     });
 }
 
+/// Small isends staged to several peers of a larger job all leave with
+/// the wait for them: the flush visits each peer that has an open packet
+/// (and those alone), one cell each.
+#[test]
+fn one_wait_sends_the_open_packets_of_every_staged_peer() {
+    const RANKS: u32 = 4;
+    run(
+        RANKS,
+        spinning_forever(CopyMode::Auto),
+        |node, driver, _| {
+            let me = node.rank();
+            // Rank 0 stages to ranks 3 and 1, rank 2 hears nothing.
+            let targets = [3, 1];
+            if me == 0 {
+                for &peer in &targets {
+                    node.recv(node.gate(peer), 1, &mut []).expect("ready");
+                }
+                let before = driver.stats();
+                let sends: Vec<_> = targets
+                    .iter()
+                    .flat_map(|&peer| (0..3u64).map(move |tag| (peer, tag)))
+                    .map(|(peer, tag)| {
+                        node.isend_safer(node.gate(peer), tag, &pattern(16, u64::from(peer) + tag))
+                            .expect("isend_safer")
+                    })
+                    .collect();
+                assert_eq!(driver.stats().packets_sent, before.packets_sent, "staged");
+                for sent in navette::wait_all(sends) {
+                    assert_eq!(sent.expect("sent").len, 16);
+                }
+                let after = driver.stats();
+                assert_eq!(
+                    after.packets_sent,
+                    before.packets_sent + 2,
+                    "a cell per peer"
+                );
+                assert_eq!(after.sent_at_once, before.sent_at_once + 2, "{after:?}");
+            } else if targets.contains(&me) {
+                let recvs: Vec<_> = (0..3u64)
+                    .map(|tag| node.irecv(node.gate(0), tag, vec![0u8; 64]))
+                    .collect();
+                node.send(node.gate(0), 1, &[]).expect("ready");
+                for (tag, got) in (0..3u64).zip(navette::wait_all(recvs)) {
+                    check(&got.expect("recv").data, 16, u64::from(me) + tag);
+                }
+            }
+        },
+    );
+}
+
 /// A send that may leave at once (a larger `isend`, a blocking `send`)
 /// sends the small messages staged to its peer before it rather than
 /// waiting behind them: each leaves at once, in order behind them.

@@ -16,7 +16,7 @@ impl Engine {
     /// Later sends to it are refused.
     pub fn fail_peer(&mut self, peer: Rank) {
         let err = RequestError::PeerUnreachable { peer };
-        let Some(p) = self.peers.get_mut(&peer) else {
+        let Some((peer_index, _, p)) = self.peers.get_full_mut(&peer) else {
             return;
         };
         let (rails, gates) = (p.rails.clone(), p.gates.clone());
@@ -24,7 +24,7 @@ impl Engine {
         // reports it.
         let (waited, lost) = p.open.drop_all();
         if waited {
-            self.open_peers -= 1;
+            super::open::unstage_peer(&mut self.staged_peers, peer_index);
         }
         if lost > 0 {
             self.lost_detached += lost as u64;

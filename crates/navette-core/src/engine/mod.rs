@@ -142,9 +142,11 @@ pub struct Engine {
     queued: bool,
     /// What strategies see of a peer's rails, kept between packets.
     rail_views: Vec<RailInfo>,
-    /// Peers with staged messages waiting in open packets (see [`open`]):
-    /// while none has any, sending at once looks no further.
-    open_peers: usize,
+    /// The peers (their indices in `peers`) with staged messages waiting
+    /// in open packets (see [`open`]), in no order: while none has any,
+    /// sending at once looks no further, and a driver writing them at once
+    /// visits these peers alone ([`Engine::staged_peer`]).
+    staged_peers: Vec<usize>,
     /// Rails closed so far: while none is, no peer is lost.
     rails_closed: usize,
     /// See [`Engine::lost_detached_staged`].
@@ -306,7 +308,7 @@ impl Engine {
             events: VecDeque::new(),
             queued: false,
             rail_views: Vec::new(),
-            open_peers: 0,
+            staged_peers: Vec::new(),
             rails_closed: 0,
             lost_detached: 0,
         }

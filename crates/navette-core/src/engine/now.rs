@@ -176,7 +176,7 @@ impl Engine {
     /// Whether small messages to `peer` wait in an open packet.
     #[inline]
     fn has_open_packet(&self, peer: Rank) -> bool {
-        self.open_peers > 0 && self.peers.get(&peer).is_some_and(|p| p.open.is_waiting())
+        !self.staged_peers.is_empty() && self.peers.get(&peer).is_some_and(|p| p.open.is_waiting())
     }
 
     /// Writes the packet of a one-piece tagged message into `out` (exactly

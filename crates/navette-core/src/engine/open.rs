@@ -82,6 +82,14 @@ fn open_max_body(rails: &[RailId], all: &[super::Rail]) -> Option<usize> {
         .map(|max| max.min(OPEN_MOST_BODY))
 }
 
+/// Takes the peer at `peer_index` out of `staged_peers` (the peers with
+/// open packets waiting, [`Engine::staged_peer`]): it has none any more.
+pub(super) fn unstage_peer(staged_peers: &mut Vec<usize>, peer_index: usize) {
+    if let Some(nth) = staged_peers.iter().position(|&p| p == peer_index) {
+        staged_peers.swap_remove(nth);
+    }
+}
+
 /// Writes the packet header of an open packet of `chunks` chunks, all of
 /// `bytes`, into the room left for it at the start.
 fn seal(bytes: &mut [u8], chunks: u16) {
@@ -249,7 +257,7 @@ impl Engine {
         }
         let opened = open.chunks == 0 && open.closed.is_empty();
         if opened {
-            self.open_peers += 1;
+            self.staged_peers.push(peer_index);
         }
         let packet = open.current();
         let g = &mut self.gates[gate.0];
@@ -307,7 +315,7 @@ impl Engine {
         open.left += 1;
         open.in_flight.push(packet);
         if !open.is_waiting() {
-            self.open_peers -= 1;
+            unstage_peer(&mut self.staged_peers, peer_index);
         }
         seal(&mut bytes, chunks);
         let mut plan = self.pool.take_plan();
@@ -336,7 +344,18 @@ impl Engine {
     /// Whether small messages wait in an open packet, to any peer.
     #[inline]
     pub fn has_staged(&self) -> bool {
-        self.open_peers > 0
+        !self.staged_peers.is_empty()
+    }
+
+    /// The `nth` of the peers whose small messages wait in open packets,
+    /// in no particular order, if there are more than `nth`: a driver that
+    /// writes open packets at once ([`Self::send_open_now`]) visits these
+    /// alone, however many peers the job has. Writing all of a peer's
+    /// packets takes it out of the list (the last one takes its place).
+    #[inline]
+    pub fn staged_peer(&self, nth: usize) -> Option<Rank> {
+        let index = *self.staged_peers.get(nth)?;
+        self.peers.get_index(index).map(|(&peer, _)| peer)
     }
 
     /// Sends the open packets of `rail`'s peer at once, oldest first, for
@@ -354,7 +373,7 @@ impl Engine {
         if r.closed || r.in_flight.is_some() {
             return false;
         }
-        let Some(p) = self.peers.get_mut(&r.peer) else {
+        let Some((peer_index, _, p)) = self.peers.get_full_mut(&r.peer) else {
             return false;
         };
         let open = &mut p.open;
@@ -380,7 +399,7 @@ impl Engine {
             open.left += 1;
             open.forget_detached(packet);
             if !open.is_waiting() {
-                self.open_peers -= 1;
+                unstage_peer(&mut self.staged_peers, peer_index);
             }
         }
         true

@@ -460,8 +460,8 @@ impl ShmDriver {
     /// Copies the open packets of small messages into their peers' rings
     /// (one cell each), under the node's lock alone: a thread about to wait
     /// for them needs no whole round of progress. Whether any left (a full
-    /// ring or a busy rail leaves the rest to the next round). Each peer's
-    /// rail is looked at until none has a packet waiting.
+    /// ring or a busy rail leaves the rest to the next round). Only the
+    /// peers with packets waiting are visited, however many the job has.
     pub(crate) fn send_staged(&self, node: &NodeCore) -> bool {
         let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) else {
             return false;
@@ -470,15 +470,18 @@ impl ShmDriver {
         let max = segment.cell_payload();
         let me = self.rank;
         let mut sent = 0;
-        for (peer, rail) in rails.iter().enumerate() {
-            if !port.has_staged() {
-                break;
-            }
-            let Some(rail) = *rail else {
+        // A peer whose packets all leave goes out of the list, the last one
+        // taking its place: the same `nth` is asked again.
+        let mut nth = 0;
+        while let Some(peer) = port.staged_peer(nth) {
+            // A peer reached by another driver alone (shm+tcp) waits for
+            // that driver's round.
+            let Some(&Some(rail)) = rails.get(peer as usize) else {
+                nth += 1;
                 continue;
             };
-            let area = segment.area(peer as Rank);
-            port.send_open_now(rail, |packet| {
+            let area = segment.area(peer);
+            let all_left = port.send_open_now(rail, |packet| {
                 let len = cell::packet_len(packet.len());
                 let pushed = len <= max
                     && area
@@ -496,6 +499,11 @@ impl ShmDriver {
                 }
                 pushed
             });
+            // (Checked, not assumed: a peer left in the list would be
+            // asked again forever.)
+            if !all_left || port.staged_peer(nth) == Some(peer) {
+                nth += 1;
+            }
         }
         sent > 0
     }

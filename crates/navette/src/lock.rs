@@ -39,13 +39,14 @@
 //! memory barrier (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, one
 //! system call), which makes the two sides see each other as a full fence
 //! on both would (Dekker's mutual exclusion): either the owner sees the
-//! revocation and backs out, or the revoker sees the owner in, and waits
-//! for it to leave. From then on every thread, the owner too, takes
-//! `locked` by compare-exchange as before. A node used from several
-//! threads (a progress thread, a handler pool, many client threads) pays
-//! one system call at its first contention and nothing more; where the
-//! kernel has no `membarrier` (before Linux 4.14, or refused by a
-//! sandbox), the lock is never biased.
+//! revocation and backs out, or the revoker sees the owner in, and the
+//! bias ends once it leaves (any thread that looks then may end it; a
+//! `try_lock` never waits for it). From then on every thread, the owner
+//! too, takes `locked` by compare-exchange as before. A node used from
+//! several threads (a progress thread, a handler pool, many client
+//! threads) pays one system call at its first contention and nothing
+//! more; where the kernel has no `membarrier` (before Linux 4.14, or
+//! refused by a sandbox), the lock is never biased.
 //!
 //! Written here rather than taken from a crate: `parking_lot`'s and std's
 //! mutexes take and release with read-modify-writes by design (they park
@@ -54,7 +55,8 @@
 //! `rustix`'s.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, compiler_fence};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, compiler_fence, fence};
 use std::time::Duration;
 
 use crossbeam_utils::Backoff;
@@ -75,10 +77,13 @@ const YIELDS_BEFORE_SLEEP: u32 = 256;
 
 /// The lock's bias: its owner may enter with plain stores.
 const BIASED: u8 = 0;
-/// A thread is revoking the bias: the owner may still be inside.
+/// A thread runs the process-wide barrier that ends the bias.
 const REVOKING: u8 = 1;
+/// The barrier ran: no biased section begins any more, but the owner may
+/// still be inside the last one (`owner_in`).
+const BARRIERED: u8 = 2;
 /// No bias: every thread takes `locked`, and no biased section is left.
-const REVOKED: u8 = 2;
+const REVOKED: u8 = 3;
 
 /// A lock released by a plain store, biased to the first thread that
 /// takes it (see the module's docs).
@@ -86,7 +91,8 @@ const REVOKED: u8 = 2;
 pub(crate) struct NodeLock {
     /// The lock of every thread once the bias is revoked.
     locked: AtomicBool,
-    /// [`BIASED`], [`REVOKING`] or [`REVOKED`]; only ever grows.
+    /// [`BIASED`], [`REVOKING`], [`BARRIERED`] or [`REVOKED`]; only ever
+    /// grows.
     bias: AtomicU8,
     /// The [`thread_token`] of the thread the lock is biased to; 0 until
     /// the first lock.
@@ -115,41 +121,67 @@ fn thread_token() -> u64 {
 }
 
 /// Whether this process may make every one of its threads run a memory
-/// barrier (`membarrier`'s private expedited command, registered here
-/// once): without it, no lock is biased.
+/// barrier (`membarrier`'s private expedited command, registered here):
+/// without it, no lock is biased. Found out once, the same answer for
+/// every thread.
 fn process_barrier_works() -> bool {
     use rustix::thread::{MembarrierCommand, membarrier, membarrier_query};
-    const UNKNOWN: u8 = 0;
-    const WORKS: u8 = 1;
-    const MISSING: u8 = 2;
-    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
-    match STATE.load(Ordering::Acquire) {
-        WORKS => return true,
-        MISSING => return false,
-        _ => {}
-    }
-    let query = membarrier_query();
-    let works = query.contains_command(MembarrierCommand::PrivateExpedited)
-        && query.contains_command(MembarrierCommand::RegisterPrivateExpedited)
-        && membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
-        && membarrier(MembarrierCommand::PrivateExpedited).is_ok();
-    // Threads that race here all find the same answer.
-    STATE.store(if works { WORKS } else { MISSING }, Ordering::Release);
-    works
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        let query = membarrier_query();
+        query.contains_command(MembarrierCommand::PrivateExpedited)
+            && query.contains_command(MembarrierCommand::RegisterPrivateExpedited)
+            && membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
+            && membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+    })
 }
 
 /// Makes every running thread of this process run a full memory barrier
 /// (the revoker's side of the bias, see the module's docs).
 fn process_barrier() {
     use rustix::thread::{MembarrierCommand, membarrier};
-    if let Err(err) = membarrier(MembarrierCommand::PrivateExpedited) {
-        // Registered and tried once before any lock was biased
-        // (`process_barrier_works`): the kernel cannot refuse it now. Going
-        // on would let two threads into the node's state.
-        eprintln!(
-            "navette: membarrier failed after it worked ({err}): cannot revoke a lock's bias"
-        );
-        std::process::abort();
+    // It worked when the bias was taken (`process_barrier_works`); a
+    // refusal now is a kernel short of memory for a moment, or a sandbox
+    // installed since. Tried again a while, then the process stops: going
+    // on would let two threads into the node's state.
+    let mut err = None;
+    for attempt in 0..100 {
+        match membarrier(MembarrierCommand::PrivateExpedited) {
+            Ok(()) => return,
+            Err(e) => err = Some(e),
+        }
+        std::thread::sleep(LONG_HOLD_STEP * attempt);
+    }
+    eprintln!(
+        "navette: membarrier keeps failing ({err:?}) after it worked: a lock's bias cannot be revoked safely"
+    );
+    std::process::abort();
+}
+
+/// A waiter's pause between looks: spinning, then yielding its core, then
+/// sleeping in short steps (the holder may keep the lock long).
+struct Pause {
+    backoff: Backoff,
+    yields: u32,
+}
+
+impl Pause {
+    fn new() -> Self {
+        Self {
+            backoff: Backoff::new(),
+            yields: 0,
+        }
+    }
+
+    fn step(&mut self) {
+        if !self.backoff.is_completed() {
+            self.backoff.snooze();
+        } else if self.yields < YIELDS_BEFORE_SLEEP {
+            self.yields += 1;
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(LONG_HOLD_STEP);
+        }
     }
 }
 
@@ -175,7 +207,7 @@ impl NodeLock {
         self.owner_in.store(true, Ordering::Relaxed);
         // The revoker's process-wide barrier stands for a full fence here:
         // either the load below sees the revocation, or the revoker sees
-        // `owner_in` (see `revoke`). The compiler must keep the order.
+        // `owner_in` (see `try_revoke`). The compiler must keep the order.
         compiler_fence(Ordering::SeqCst);
         if self.bias.load(Ordering::Relaxed) != BIASED {
             self.owner_in.store(false, Ordering::Release);
@@ -189,6 +221,8 @@ impl NodeLock {
     #[cold]
     fn claim(&self, me: u64) -> bool {
         if !process_barrier_works() {
+            // Every thread finds the same answer: nobody ever entered
+            // biased, there is nothing to wait for.
             self.bias.store(REVOKED, Ordering::Release);
             return false;
         }
@@ -197,42 +231,68 @@ impl NodeLock {
             .is_ok()
     }
 
-    /// Ends the bias for good (or waits for the thread ending it): once
-    /// this returns, no biased section is under way or can begin, and the
-    /// last one happens before the caller's next steps.
+    /// Ends the bias, waiting for the owner's last biased section or
+    /// another thread's barrier: once this returns, no biased section is
+    /// under way or can begin, and the last one happens before the
+    /// caller's next steps.
     #[inline]
     fn revoke(&self) {
         // After the first contention, the usual case: a load, no
         // read-modify-write.
         if self.bias.load(Ordering::Acquire) != REVOKED {
-            self.revoke_bias();
+            self.revoke_waiting();
         }
     }
 
-    /// [`Self::revoke`] while the bias may hold.
     #[cold]
-    fn revoke_bias(&self) {
-        match self
-            .bias
-            .compare_exchange(BIASED, REVOKING, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {
-                // A full barrier in every thread: the owner's `owner_in`
-                // store before it, or its read of `bias` after it (which
-                // then sees REVOKING).
-                process_barrier();
-                let backoff = Backoff::new();
-                while self.owner_in.load(Ordering::Acquire) {
-                    backoff.snooze();
+    fn revoke_waiting(&self) {
+        let mut pause = Pause::new();
+        while !self.try_revoke() {
+            pause.step();
+        }
+    }
+
+    /// Moves the bias towards REVOKED as far as it can without waiting:
+    /// whether it is REVOKED (see [`Self::revoke`]). Any thread may finish
+    /// a revocation another began, so none waits on a particular one.
+    #[cold]
+    fn try_revoke(&self) -> bool {
+        loop {
+            match self.bias.load(Ordering::Acquire) {
+                REVOKED => return true,
+                BIASED => {
+                    if self
+                        .bias
+                        .compare_exchange(BIASED, REVOKING, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        // A full barrier in every thread: the owner's
+                        // `owner_in` store before it shows from now on, or
+                        // its read of `bias` after it sees REVOKING.
+                        process_barrier();
+                        self.bias.store(BARRIERED, Ordering::Release);
+                    }
                 }
-                self.bias.store(REVOKED, Ordering::Release);
-                tracing::debug!("the node's lock is no longer biased: a second thread took it");
-            }
-            Err(REVOKED) => {}
-            Err(_) => {
-                let backoff = Backoff::new();
-                while self.bias.load(Ordering::Acquire) != REVOKED {
-                    backoff.snooze();
+                // Another thread's barrier is under way.
+                REVOKING => return false,
+                _ => {
+                    // BARRIERED: the barrier happened before this load, and
+                    // this fence comes after both in their single order, so
+                    // an `owner_in` stored before the barrier shows below.
+                    fence(Ordering::SeqCst);
+                    if self.owner_in.load(Ordering::Acquire) {
+                        return false;
+                    }
+                    if self
+                        .bias
+                        .compare_exchange(BARRIERED, REVOKED, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        tracing::debug!(
+                            "the node's lock is no longer biased: a second thread took it"
+                        );
+                    }
+                    return true;
                 }
             }
         }
@@ -253,46 +313,37 @@ impl NodeLock {
         }
     }
 
-    /// The lock was held: waits for it, spinning, then yielding, then
-    /// sleeping between looks.
+    /// The lock was held: waits for it.
     #[cold]
     fn lock_contended(&self) {
-        let backoff = Backoff::new();
-        let mut yields = 0u32;
+        let mut pause = Pause::new();
         loop {
             // Read before trying: a failed compare-exchange would take the
             // line from the holder.
             if !self.locked.load(Ordering::Relaxed) && self.try_acquire() {
                 return;
             }
-            if !backoff.is_completed() {
-                backoff.snooze();
-            } else if yields < YIELDS_BEFORE_SLEEP {
-                yields += 1;
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(LONG_HOLD_STEP);
-            }
+            pause.step();
         }
     }
 }
 
-// SAFETY: one section at a time. While the bias holds (BIASED, or REVOKING
-// before the revoker saw `owner_in` false), only the owner thread enters,
-// by `try_biased`, and only when `owner_in` was false: it sets it, and the
-// one guard there is clears it. A thread that is not the owner (or the
-// owner inside already) goes to `revoke`, and takes `locked` only after
-// the bias is REVOKED, which the revoker stores once its process-wide
-// barrier has run and it saw `owner_in` false: the barrier orders the
-// owner's `owner_in` store before the revoker's load of it, or the
-// revoker's REVOKING store before the owner's load of `bias` (then the
-// owner backs out). After REVOKED no biased section begins, and every
-// thread takes `locked` by compare-exchange: false to true, at most one
-// holder. Acquire on that compare-exchange and on the loads of `owner_in`
-// and `bias` pair with the Release stores that end sections (`unlock`) and
-// the bias (`revoke`): a section's writes happen before the next one.
-// The guard state is `GuardSend`: nothing is tied to the thread that took
-// it (`unlock` tells the kinds apart by `bias`, not by thread).
+// SAFETY: one section at a time. While the bias holds (BIASED, REVOKING,
+// or BARRIERED with the owner inside), only the owner thread enters, by
+// `try_biased`, and only when `owner_in` was false: it sets it, and the one
+// guard there is clears it. Any other thread (or the owner inside already)
+// goes to `try_revoke`, and takes `locked` only once the bias is REVOKED,
+// which a thread stores only after the process-wide barrier ran (BARRIERED)
+// and it then saw `owner_in` false. The barrier orders the owner's
+// `owner_in` store before that load, or the REVOKING store before the
+// owner's load of `bias` (the owner then backs out); a biased section
+// cannot begin after it. After REVOKED every thread takes `locked` by
+// compare-exchange: false to true, at most one holder. Acquire on that
+// compare-exchange and on the loads of `owner_in` and `bias` pair with the
+// Release stores that end sections (`unlock`) and the bias: a section's
+// writes happen before the next one. The guard state is `GuardSend`:
+// nothing is tied to the thread that took it (`unlock` tells the kinds
+// apart by `bias`, not by thread).
 unsafe impl lock_api::RawMutex for NodeLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self {
@@ -312,19 +363,20 @@ unsafe impl lock_api::RawMutex for NodeLock {
         lock_api::GuardSend::new()
     }
 
-    /// Takes the lock if no section holds it. A thread that is not the
-    /// owner revokes the bias first, which may wait for the owner's
-    /// section under way, if it began meanwhile.
+    /// Takes the lock if no section holds it, without waiting. A thread
+    /// that is not the owner revokes the bias on the way (one system
+    /// call); while the owner's last biased section lasts, it fails.
     #[inline]
     fn try_lock(&self) -> Option<Self::Guard> {
         if self.try_biased() {
             return Some(lock_api::GuardSend::new());
         }
-        if self.bias.load(Ordering::Acquire) != REVOKED {
-            if self.owner_in.load(Ordering::Acquire) {
-                return None;
-            }
-            self.revoke();
+        // Held by a biased section (the owner's, or being entered): no
+        // need to revoke the bias to find that out.
+        if self.bias.load(Ordering::Acquire) != REVOKED
+            && (self.owner_in.load(Ordering::Acquire) || !self.try_revoke())
+        {
+            return None;
         }
         (!self.locked.load(Ordering::Relaxed) && self.try_acquire()).then(lock_api::GuardSend::new)
     }
@@ -333,9 +385,8 @@ unsafe impl lock_api::RawMutex for NodeLock {
     // from a successful `lock` or `try_lock`). A holder found `bias`
     // REVOKED before it took `locked` (and `bias` never goes back), or it
     // is the biased section, during which `bias` cannot become REVOKED
-    // (the revoker waits for `owner_in` false first): so `bias` tells which
-    // it holds. Release publishes the section's writes to the next
-    // holder's Acquire.
+    // (that needs `owner_in` seen false): so `bias` tells which it holds.
+    // Release publishes the section's writes to the next holder's Acquire.
     #[inline]
     unsafe fn unlock(&self, _guard: Self::Guard) {
         if self.bias.load(Ordering::Relaxed) == REVOKED {
@@ -444,6 +495,51 @@ mod tests {
             REVOKED,
             "the owner took the shared way"
         );
+    }
+
+    /// A thread holding lock X that only tries lock Y (held by Y's owner,
+    /// which then waits for X) is told no at once instead of waiting for
+    /// the owner's section: a `try_lock` never waits, revoking or not.
+    #[test]
+    fn try_lock_of_a_biased_lock_never_waits_for_its_owner() {
+        let (done, finished) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            for _ in 0..200 {
+                let x = Mutex::new(0u64);
+                let y = Mutex::new(0u64);
+                let stop = AtomicBool::new(false);
+                let started = AtomicBool::new(false);
+                std::thread::scope(|s| {
+                    // Y's owner: Y, then X.
+                    s.spawn(|| {
+                        while !stop.load(Ordering::Relaxed) {
+                            let mut in_y = y.lock();
+                            started.store(true, Ordering::Release);
+                            *x.lock() += 1;
+                            *in_y += 1;
+                        }
+                    });
+                    while !started.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    // X, then only a try of Y.
+                    for _ in 0..50 {
+                        let _in_x = x.lock();
+                        if let Some(mut in_y) = y.try_lock() {
+                            *in_y += 1;
+                        }
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                });
+            }
+            done.send(()).expect("the test listens");
+        });
+        // A hang detector, not a speed bound: the rounds take well under a
+        // second when nothing deadlocks.
+        finished
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a thread waited in try_lock: deadlock");
+        worker.join().expect("the worker did not panic");
     }
 
     #[test]

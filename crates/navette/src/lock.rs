@@ -55,6 +55,7 @@
 //! `rustix`'s.
 
 use std::cell::Cell;
+use std::io::Write;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, compiler_fence, fence};
 use std::time::Duration;
@@ -152,7 +153,10 @@ fn process_barrier() {
         }
         std::thread::sleep(LONG_HOLD_STEP * attempt);
     }
-    eprintln!(
+    // Not `eprintln!`, which panics if standard error fails: this must
+    // not unwind with the bias half revoked.
+    let _ = writeln!(
+        std::io::stderr(),
         "navette: membarrier keeps failing ({err:?}) after it worked: a lock's bias cannot be revoked safely"
     );
     std::process::abort();
@@ -365,7 +369,9 @@ unsafe impl lock_api::RawMutex for NodeLock {
 
     /// Takes the lock if no section holds it, without waiting. A thread
     /// that is not the owner revokes the bias on the way (one system
-    /// call); while the owner's last biased section lasts, it fails.
+    /// call). While the bias ends it may also fail with the lock free: the
+    /// owner backing out of a section it was entering, or another thread's
+    /// barrier under way.
     #[inline]
     fn try_lock(&self) -> Option<Self::Guard> {
         if self.try_biased() {

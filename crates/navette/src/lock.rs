@@ -412,6 +412,17 @@ unsafe impl lock_api::RawMutex for NodeLock {
 mod tests {
     use super::*;
 
+    /// One section over `shared`: checks that no other thread is inside,
+    /// and counts itself by a plain read-modify-write (a lost update would
+    /// show in the total).
+    fn one_section(shared: &Mutex<(u64, bool)>) {
+        let mut guard = shared.lock();
+        assert!(!guard.1, "two threads inside the section");
+        guard.1 = true;
+        guard.0 += 1;
+        guard.1 = false;
+    }
+
     #[test]
     fn threads_beyond_the_cores_never_share_the_section() {
         // More threads than this machine's cores: waiters must yield for
@@ -423,13 +434,7 @@ mod tests {
             for _ in 0..threads {
                 s.spawn(|| {
                     for _ in 0..rounds {
-                        let mut guard = shared.lock();
-                        assert!(!guard.1, "two threads inside the section");
-                        guard.1 = true;
-                        // A plain read-modify-write: a lost update would
-                        // show in the total.
-                        guard.0 += 1;
-                        guard.1 = false;
+                        one_section(&shared);
                     }
                 });
             }
@@ -453,22 +458,14 @@ mod tests {
                         if i == round * 100 {
                             owner_started.wait();
                         }
-                        let mut guard = shared.lock();
-                        assert!(!guard.1, "two threads inside the section");
-                        guard.1 = true;
-                        guard.0 += 1;
-                        guard.1 = false;
+                        one_section(&shared);
                     }
                 });
                 for _ in 0..joiners {
                     s.spawn(|| {
                         owner_started.wait();
                         for _ in 0..rounds {
-                            let mut guard = shared.lock();
-                            assert!(!guard.1, "two threads inside the section");
-                            guard.1 = true;
-                            guard.0 += 1;
-                            guard.1 = false;
+                            one_section(&shared);
                         }
                     });
                 }

@@ -1,4 +1,4 @@
-//! The node's lock: released by a plain store.
+//! The node's lock: released by a plain store, and biased to one thread.
 //!
 //! Every call into a node takes its state's lock once (a send at once, a
 //! landing, a receive posted ahead, a wait's check). A `parking_lot` mutex
@@ -24,7 +24,7 @@
 //! `isend` and `irecv` of a series waited there for the stores of the one
 //! before (its copy into the open packet, the landing's into the
 //! receives) and paid the instruction's own cycles; without it a series of
-//! 8 or 16 small segments took about 6 % less time. A runtime that calls
+//! 8 or 16 small segments takes 6–10 % less time (docs/profiling.md). A runtime that calls
 //! a node from one thread (MPI's `MPI_THREAD_SINGLE` or `FUNNELED`, where
 //! MPI libraries take no lock at all) should not pay for threads it does
 //! not have.
@@ -51,7 +51,7 @@
 //! Written here rather than taken from a crate: `parking_lot`'s and std's
 //! mutexes take and release with read-modify-writes by design (they park
 //! waiters), `spin`'s never stops spinning or yielding, and no crate found
-//! offers a biased lock. The backoff is `crossbeam-utils'`, the barrier
+//! offers a biased lock. The backoff is `crossbeam-utils`', the barrier
 //! `rustix`'s.
 
 use std::cell::Cell;

@@ -245,22 +245,18 @@ impl<'a> Packet<'a> {
         if bytes.first() == Some(&LONE) {
             return Eager::read_lone(bytes, limits).map(|lone| f(&[lone]));
         }
-        let (count, body) = Self::fixed_header(bytes, limits)?;
-        let count = usize::from(count);
+        let mut reader = Self::fixed_eagers(bytes, limits)?;
+        let count = usize::from(reader.left());
         if !(1..=N).contains(&count) {
             return None;
         }
-        let (first, len) = Eager::read_fixed(body, limits)?;
-        let mut body = &body[len..];
         // The slots past `count` keep this copy of the first and are never
         // shown.
-        let mut chunks = [first; N];
+        let mut chunks = [reader.next()?; N];
         for slot in &mut chunks[1..count] {
-            let (eager, len) = Eager::read_fixed(body, limits)?;
-            *slot = eager;
-            body = &body[len..];
+            *slot = reader.next()?;
         }
-        body.is_empty().then(|| f(&chunks[..count]))
+        reader.is_complete().then(|| f(&chunks[..count]))
     }
 
     /// The chunk count and body of a packet whose header [`PacketHeader::decode`]

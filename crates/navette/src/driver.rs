@@ -399,11 +399,6 @@ impl<'a> DriverPort<'a> {
         self.state.engine.awaits_rdv_data(peer)
     }
 
-    /// See [`navette_core::Engine::has_staged`].
-    pub fn has_staged(&self) -> bool {
-        self.state.engine.has_staged()
-    }
-
     /// See [`navette_core::Engine::staged_peer`].
     pub fn staged_peer(&self, nth: usize) -> Option<Rank> {
         self.state.engine.staged_peer(nth)

@@ -545,8 +545,9 @@ impl Node {
     /// Sends the one-piece message `data` at once if the driver can
     /// ([`Driver::send_now`]). Small messages waiting in the peer's open
     /// packet hold it back (it would overtake them): where packets cost a
-    /// copy ([`sends_at_once`]), they are sent first ([`Driver::flush_staged`]) and it tries again; elsewhere
-    /// (a system call per packet) it leaves with them at the next round.
+    /// copy ([`sends_at_once`]), they are sent first
+    /// ([`Driver::flush_staged`]) and it tries again; elsewhere (a system
+    /// call per packet) it leaves with them at the next round.
     fn send_at_once(&self, gate: Gate, tag: u64, data: &[u8]) -> Option<Result<Status>> {
         let core = self.core();
         let driver = core.driver();

@@ -90,6 +90,18 @@ pub(super) fn unstage_peer(staged_peers: &mut Vec<usize>, peer_index: usize) {
     }
 }
 
+/// The oldest waiting open packet of the peer at `peer_index` (`open`) has
+/// been handed to a rail or written: its number, counted as left; the peer
+/// leaves `staged_peers` once nothing of it waits.
+fn packet_left(open: &mut OpenPackets, staged_peers: &mut Vec<usize>, peer_index: usize) -> u64 {
+    let packet = open.left;
+    open.left += 1;
+    if !open.is_waiting() {
+        unstage_peer(staged_peers, peer_index);
+    }
+    packet
+}
+
 /// Writes the packet header of an open packet of `chunks` chunks, all of
 /// `bytes`, into the room left for it at the start.
 fn seal(bytes: &mut [u8], chunks: u16) {
@@ -311,12 +323,8 @@ impl Engine {
         }
         let (mut bytes, used, chunks) = open.closed.pop_front()?;
         bytes.truncate(used);
-        let packet = open.left;
-        open.left += 1;
+        let packet = packet_left(open, &mut self.staged_peers, peer_index);
         open.in_flight.push(packet);
-        if !open.is_waiting() {
-            unstage_peer(&mut self.staged_peers, peer_index);
-        }
         seal(&mut bytes, chunks);
         let mut plan = self.pool.take_plan();
         let old = std::mem::replace(&mut plan.bytes, bytes);
@@ -395,12 +403,8 @@ impl Engine {
                 // Its buffer, room and all, takes the next messages.
                 None => open.chunks = 0,
             }
-            let packet = open.left;
-            open.left += 1;
+            let packet = packet_left(open, &mut self.staged_peers, peer_index);
             open.forget_detached(packet);
-            if !open.is_waiting() {
-                unstage_peer(&mut self.staged_peers, peer_index);
-            }
         }
         true
     }

@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use navette_core::{RailCaps, RailId, Rank};
 use navette_session::Bootstrap;
-use navette_shm::{Segment, SegmentConfig};
+use navette_shm::{RankArea, Segment, SegmentConfig};
 use navette_wire::{EagerHeader, PacketHeader, RdvDataHeader};
 use parking_lot::Mutex;
 
@@ -439,22 +439,39 @@ impl ShmDriver {
         if !can(&mut port, rail, message) {
             return None;
         }
-        let area = segment.area(peer);
-        let me = self.rank;
         // A full ring: the usual way waits for room.
-        area.try_push(len, |out| {
-            cell::write_packet_header(out, me);
-            write(&mut port, message, &mut out[cell::HEADER_LEN..]);
-        })
-        .ok()?;
-        area.ring_doorbell();
-        // Counted under the node's lock (`port`), which every send at once
-        // holds: a load and a store, not a locked read-modify-write (which
-        // would wait for the cell's stores to leave the store buffer).
-        count(&self.sent_now, 1);
-        count(&self.bytes_now, packet as u64);
+        let pushed = self.push_packet(&segment.area(peer), packet, |out| {
+            write(&mut port, message, out);
+        });
         drop(port);
-        Some(())
+        pushed.then_some(())
+    }
+
+    /// Pushes a packet cell of `packet` bytes, which `fill` writes, into
+    /// `area`'s ring, rings its doorbell and counts it sent at once:
+    /// whether the ring took it. The caller checked that it fits a cell,
+    /// and holds the node's lock, under which the counts are kept: a load
+    /// and a store, not a locked read-modify-write (which would wait for
+    /// the cell's stores to leave the store buffer).
+    fn push_packet(
+        &self,
+        area: &RankArea<'_>,
+        packet: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let me = self.rank;
+        let pushed = area
+            .try_push(cell::packet_len(packet), |out| {
+                cell::write_packet_header(out, me);
+                fill(&mut out[cell::HEADER_LEN..]);
+            })
+            .is_ok();
+        if pushed {
+            area.ring_doorbell();
+            count(&self.sent_now, 1);
+            count(&self.bytes_now, packet as u64);
+        }
+        pushed
     }
 
     /// Copies the open packets of small messages into their peers' rings
@@ -468,7 +485,6 @@ impl ShmDriver {
         };
         let mut port = node.port();
         let max = segment.cell_payload();
-        let me = self.rank;
         let mut sent = 0;
         // A peer whose packets all leave goes out of the list, the last one
         // taking its place: the same `nth` is asked again.
@@ -482,21 +498,9 @@ impl ShmDriver {
             };
             let area = segment.area(peer);
             let all_left = port.send_open_now(rail, |packet| {
-                let len = cell::packet_len(packet.len());
-                let pushed = len <= max
-                    && area
-                        .try_push(len, |out| {
-                            cell::write_packet_header(out, me);
-                            out[cell::HEADER_LEN..].copy_from_slice(packet);
-                        })
-                        .is_ok();
-                if pushed {
-                    area.ring_doorbell();
-                    sent += 1;
-                    // Under the node's lock (`port`), as every update.
-                    count(&self.sent_now, 1);
-                    count(&self.bytes_now, packet.len() as u64);
-                }
+                let pushed = cell::packet_len(packet.len()) <= max
+                    && self.push_packet(&area, packet.len(), |out| out.copy_from_slice(packet));
+                sent += usize::from(pushed);
                 pushed
             });
             // (Checked, not assumed: a peer left in the list would be

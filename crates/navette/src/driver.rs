@@ -69,10 +69,18 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// (a socket write), or where the message is so small that its packet's
     /// fixed cost outweighs its bytes, non-blocking sends wait for the next
     /// round (in their peer's open packet, or the window), which sends them
-    /// in one packet. The default is false.
+    /// in one packet. It is false up to [`Driver::stages_up_to`], true
+    /// past it.
     fn isend_now(&self, len: usize) -> bool {
-        let _ = len;
-        false
+        self.stages_up_to().is_none_or(|most| len > most)
+    }
+
+    /// The longest non-blocking send that goes to its peer's open packet
+    /// (or the window) without trying [`Driver::send_now`] first; `None`
+    /// where every one tries it first (see [`Driver::isend_now`]). Read
+    /// once, as the node is made. The default is every length.
+    fn stages_up_to(&self) -> Option<usize> {
+        Some(usize::MAX)
     }
 
     /// Sends the small messages waiting in open packets (see

@@ -454,6 +454,9 @@ pub struct NodeCore {
     spin_rounds: u32,
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
+    /// The driver's [`Driver::stages_up_to`], read once: the fast path of
+    /// a small `isend` makes no call to the driver.
+    pub(crate) stages_up_to: Option<usize>,
     dirty: AtomicBool,
     /// Messages that came unexpected on the RPC channel (calls, late
     /// replies), kept on nodes with RPC: the dispatcher looks for calls
@@ -572,6 +575,7 @@ impl Node {
         } else {
             config.spin_rounds
         };
+        let stages_up_to = driver.stages_up_to();
         Self {
             core: Arc::new_cyclic(|this| NodeCore {
                 this: this.clone(),
@@ -592,6 +596,7 @@ impl Node {
                     unwaited_failures: 0,
                 }),
                 driver,
+                stages_up_to,
                 dirty: AtomicBool::new(false),
                 arrivals: AtomicU64::new(0),
                 lean_slot: crate::lean::LeanSlot::default(),

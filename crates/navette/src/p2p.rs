@@ -473,6 +473,68 @@ impl Node {
     fn isend_from(&self, gate: Gate, tag: u64, data: SendData<'_>) -> Result<Request<'_, Status>> {
         crate::node::user_channel(gate.channel)?;
         let core = self.core();
+        let bytes = data.bytes();
+        // The usual small send: into its peer's open packet, with no call
+        // to the driver and none of the rest of the paths in the frame.
+        let stages = core.stages_up_to.is_some_and(|most| bytes.len() <= most);
+        if stages {
+            let mut state = core.lock();
+            if let Some(staged) = state
+                .engine
+                .stage_tagged(gate.channel, gate.peer, tag, bytes)
+            {
+                unlock(state);
+                return Ok(self.staged(gate, tag, bytes.len(), staged));
+            }
+            unlock(state);
+        }
+        self.isend_usual(gate, tag, data, stages)
+    }
+
+    /// A send put in its peer's open packet: tells the driver, and makes
+    /// its request.
+    #[inline(always)]
+    fn staged(&self, gate: Gate, tag: u64, len: usize, staged: StagedSend) -> Request<'_, Status> {
+        let core = self.core();
+        core.mark_dirty();
+        if staged.closed {
+            self.send_closed_packet();
+        }
+        if staged.opened {
+            // A thread sleeping in the driver (a progress thread) sends it;
+            // later messages of the same packet need not tell.
+            self.wake_driver();
+        }
+        let status = Status {
+            peer: gate.peer,
+            tag,
+            len,
+        };
+        Request::new(self, Op::Staged(staged, status))
+    }
+
+    /// Sends a full open packet now: the receiver starts on it while this
+    /// thread fills the next. The message is accepted either way: a
+    /// driver's failure shows at the next wait.
+    #[cold]
+    fn send_closed_packet(&self) {
+        let core = self.core();
+        if let Err(err) = core.driver().progress(core) {
+            tracing::debug!(%err, "progress after a full open packet");
+        }
+    }
+
+    /// [`Self::isend_from`] past its fast path (`staging_tried`: the open
+    /// packet refused the message already).
+    #[inline(never)]
+    fn isend_usual(
+        &self,
+        gate: Gate,
+        tag: u64,
+        data: SendData<'_>,
+        staging_tried: bool,
+    ) -> Result<Request<'_, Status>> {
+        let core = self.core();
         // Where packets cost little (shm), a small send to an idle rail
         // leaves at once, and the receiver starts on it while this thread
         // goes on; elsewhere (tcp: a system call per packet) it waits for
@@ -498,31 +560,14 @@ impl Node {
         // their channel's strategy aggregates (the default): encoded now,
         // copied, they leave together at the next round, before anything
         // of the windows.
-        if let Some(staged) = state
-            .engine
-            .stage_tagged(gate.channel, gate.peer, tag, bytes)
-        {
-            unlock(state);
-            core.mark_dirty();
-            if staged.closed {
-                // A full packet leaves now: the receiver starts on it while
-                // this thread fills the next. The message is accepted
-                // either way: a driver's failure shows at the next wait.
-                if let Err(err) = driver.progress(core) {
-                    tracing::debug!(%err, "progress after a full open packet");
-                }
+        if !staging_tried {
+            if let Some(staged) = state
+                .engine
+                .stage_tagged(gate.channel, gate.peer, tag, bytes)
+            {
+                unlock(state);
+                return Ok(self.staged(gate, tag, bytes.len(), staged));
             }
-            if staged.opened {
-                // A thread sleeping in the driver (a progress thread) sends
-                // it; later messages of the same packet need not tell.
-                self.wake_driver();
-            }
-            let status = Status {
-                peer: gate.peer,
-                tag,
-                len: bytes.len(),
-            };
-            return Ok(Request::new(self, Op::Staged(staged, status)));
         }
         if !tried_at_once && sends_at_once(driver.as_ref()) {
             // A small message the open packet did not take (its channel's

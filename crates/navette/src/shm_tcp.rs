@@ -121,8 +121,8 @@ impl Driver for ShmTcpDriver {
     /// As shm's: an isend above `ShmConfig::stage_max` leaves at once on a
     /// shared-memory rail (a peer reached by tcp alone takes its open
     /// packet or the window, as with tcp).
-    fn isend_now(&self, len: usize) -> bool {
-        self.shm.isend_now(len)
+    fn stages_up_to(&self) -> Option<usize> {
+        self.shm.stages_up_to()
     }
 
     /// Open packets go over shm at once where its rails are idle; the rest

@@ -208,6 +208,7 @@ impl Engine {
     /// message then takes its gate's numbers, its data is copied, and it
     /// leaves with the packet (see [`StagedSend`]). `None` sends it the
     /// usual way.
+    #[inline(always)]
     pub fn stage_tagged(
         &mut self,
         channel: ChannelId,

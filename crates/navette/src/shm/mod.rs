@@ -737,10 +737,10 @@ impl Driver for ShmDriver {
 
     /// A packet is one copy into the peer's ring: all but the smallest
     /// messages leave at once ([`ShmConfig::stage_max`]).
-    fn isend_now(&self, len: usize) -> bool {
+    fn stages_up_to(&self) -> Option<usize> {
         self.config
             .stage_max
-            .is_none_or(|max| len > max.min(navette_core::OPEN_MOST_PIECE))
+            .map(|max| max.min(navette_core::OPEN_MOST_PIECE))
     }
 
     /// Writes the open packets into the rings under the node's lock: no

@@ -358,6 +358,28 @@ fn payloads_of_zero_and_full_size() {
 }
 
 #[test]
+fn asking_for_the_tail_line_changes_nothing_in_the_ring() {
+    let (seg, _c) = ring_segment(4, 128);
+    let area = seg.area(0);
+    // Empty, part full, full (the consumer may still read the tail's cell:
+    // nothing is asked then), and after a wrap: a hint, never a write.
+    area.prefetch_tail_line();
+    for v in 0..4 {
+        push_u64(&seg, v).unwrap();
+        area.prefetch_tail_line();
+    }
+    assert_eq!(push_u64(&seg, 4), Err(Full));
+    for v in 0..4 {
+        assert_eq!(pop_u64(&seg), Some(v));
+        area.prefetch_tail_line();
+    }
+    push_u64(&seg, 9).unwrap();
+    area.prefetch_tail_line();
+    assert_eq!(pop_u64(&seg), Some(9));
+    assert!(area.is_empty());
+}
+
+#[test]
 #[should_panic(expected = "exceeds the cell payload")]
 fn oversized_push_panics() {
     let (seg, _c) = ring_segment(4, 64);

@@ -83,6 +83,14 @@ pub trait Driver: Send + Sync + fmt::Debug {
         Some(usize::MAX)
     }
 
+    /// A hint that a packet to `peer` is about to be written: a thread is
+    /// about to flush the open packets it waits for. A driver whose
+    /// transfer is a copy may ask for the memory it will write, so that it
+    /// is on its way to this core by then. The default does nothing.
+    fn ready_to_push(&self, peer: Rank) {
+        let _ = peer;
+    }
+
     /// Sends the small messages waiting in open packets (see
     /// `navette_core::Engine::stage_tagged`) now, for a thread about to wait
     /// for them or (where [`Driver::isend_now`] takes large messages) to

@@ -125,6 +125,10 @@ impl Driver for ShmTcpDriver {
         self.shm.stages_up_to()
     }
 
+    fn ready_to_push(&self, peer: navette_core::Rank) {
+        self.shm.ready_to_push(peer);
+    }
+
     /// Open packets go over shm at once where its rails are idle; the rest
     /// (to peers reached by tcp alone, or behind a busy rail) leave with
     /// the next round of progress, on either rail.

@@ -568,6 +568,35 @@ fn one_wait_sends_the_open_packets_of_every_staged_peer() {
     );
 }
 
+/// The hint before a flush asks for memory and nothing else: any peer,
+/// even one the job does not have, and the messages still go through.
+#[test]
+fn the_hint_before_a_push_is_harmless_for_any_peer() {
+    use navette::driver::Driver;
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let me = node.rank();
+        let peer = 1 - me;
+        for rank in [0, 1, 2, 77, u32::MAX] {
+            driver.ready_to_push(rank);
+        }
+        let sends: Vec<_> = (0..4u64)
+            .map(|tag| {
+                node.isend_safer(node.gate(peer), tag, &pattern(8, tag + u64::from(me)))
+                    .expect("isend_safer")
+            })
+            .collect();
+        let recvs: Vec<_> = (0..4u64)
+            .map(|tag| node.irecv(node.gate(peer), tag, vec![0u8; 8]))
+            .collect();
+        for sent in navette::wait_all(sends) {
+            assert_eq!(sent.expect("sent").len, 8);
+        }
+        for (tag, got) in (0..4u64).zip(navette::wait_all(recvs)) {
+            check(&got.expect("recv").data, 8, tag + u64::from(peer));
+        }
+    });
+}
+
 /// A send that may leave at once (a larger `isend`, a blocking `send`)
 /// sends the small messages staged to its peer before it rather than
 /// waiting behind them: each leaves at once, in order behind them.

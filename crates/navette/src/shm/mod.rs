@@ -737,6 +737,17 @@ impl Driver for ShmDriver {
 
     /// A packet is one copy into the peer's ring: all but the smallest
     /// messages leave at once ([`ShmConfig::stage_max`]).
+    /// Asks for the first line of the next cell of `peer`'s ring, the one
+    /// its consumer polls (and so holds): the flush's first write to it
+    /// then finds it on its way back (multiseg, stop 38).
+    fn ready_to_push(&self, peer: Rank) {
+        if let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get())
+            && matches!(rails.get(peer as usize), Some(Some(_)))
+        {
+            segment.area(peer).prefetch_tail_line();
+        }
+    }
+
     fn stages_up_to(&self) -> Option<usize> {
         self.config
             .stage_max

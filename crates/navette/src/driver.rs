@@ -84,9 +84,10 @@ pub trait Driver: Send + Sync + fmt::Debug {
     }
 
     /// A hint that a packet to `peer` is about to be written: a thread is
-    /// about to flush the open packets it waits for. A driver whose
-    /// transfer is a copy may ask for the memory it will write, so that it
-    /// is on its way to this core by then. The default does nothing.
+    /// about to send a message at once, to pack a message or an RPC, or to
+    /// flush the open packets it waits for. A driver whose transfer is a
+    /// copy may ask for the memory it will write, so that it is on its way
+    /// to this core by then. The default does nothing.
     fn ready_to_push(&self, peer: Rank) {
         let _ = peer;
     }

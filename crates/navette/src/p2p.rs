@@ -603,6 +603,9 @@ impl Node {
     fn send_at_once(&self, gate: Gate, tag: u64, data: &[u8]) -> Option<Result<Status>> {
         let core = self.core();
         let driver = core.driver();
+        // What follows writes into the peer's ring if it can: its first
+        // line is asked for first (see `Driver::ready_to_push`).
+        driver.ready_to_push(gate.peer);
         if let Some(sent) = driver.send_now(core, gate, tag, data) {
             return Some(sent);
         }

@@ -738,8 +738,8 @@ impl Driver for ShmDriver {
     /// A packet is one copy into the peer's ring: all but the smallest
     /// messages leave at once ([`ShmConfig::stage_max`]).
     /// Asks for the first line of the next cell of `peer`'s ring, the one
-    /// its consumer polls (and so holds): the flush's first write to it
-    /// then finds it on its way back (multiseg, stop 38).
+    /// its consumer polls (and so holds): the push's first write to it
+    /// then finds it on its way back (docs/profiling.md, stop 38).
     fn ready_to_push(&self, peer: Rank) {
         if let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get())
             && matches!(rails.get(peer as usize), Some(Some(_)))

@@ -358,6 +358,28 @@ fn payloads_of_zero_and_full_size() {
 }
 
 #[test]
+fn a_push_handing_its_lines_over_delivers_the_same_bytes() {
+    // Cells of 4 KiB: a payload of one line, of a few, and past the most
+    // demoted; handed over or not, the consumer reads what was written.
+    let (seg, _c) = ring_segment(4, 4096);
+    let area = seg.area(0);
+    let max = area.cell_payload();
+    for (i, len) in [0, 8, 52, 53, 300, 2100, max].into_iter().enumerate() {
+        for demote in [true, false] {
+            let byte = (i * 2 + usize::from(demote)) as u8;
+            area.try_push_handing_over(len, demote, |b| b.fill(byte))
+                .expect("room");
+            assert_eq!(
+                area.pop(<[u8]>::to_vec),
+                Some(vec![byte; len]),
+                "{len} {demote}"
+            );
+        }
+    }
+    assert!(area.is_empty());
+}
+
+#[test]
 fn asking_for_the_tail_line_changes_nothing_in_the_ring() {
     let (seg, _c) = ring_segment(4, 128);
     let area = seg.area(0);

@@ -15,6 +15,20 @@ use crate::Result;
 use crate::lock::MutexGuard;
 use crate::node::{NodeCore, State};
 
+/// What a thread does once its packet has left at once: a hint for where
+/// a driver leaves the packet's memory (see [`Driver::send_now`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// It waits (a blocking send, an RPC, the end of a list of sends): the
+    /// packet's memory is the receiver's to read next, and a driver whose
+    /// transfer is a copy may hand it over (shm: out of the sender's own
+    /// caches).
+    Waits,
+    /// It sends more at once (non-blocking sends in a row): its own time
+    /// comes first.
+    SendsMore,
+}
+
 /// A network technology's transfer layer.
 pub trait Driver: Send + Sync + fmt::Debug {
     /// The driver's name (`sim`, `tcp`, `shm`).
@@ -49,15 +63,17 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// driver can put it on its rail to `gate`'s peer right now (see
     /// [`navette_core::Engine::can_send_now`]): `Some(result)` when the
     /// message has left the caller's memory, `None` to go the usual way.
-    /// The default never does.
+    /// `then` says what the sending thread does next, a hint for where
+    /// the driver leaves the packet's memory. The default never sends.
     fn send_now(
         &self,
         node: &NodeCore,
         gate: crate::Gate,
         tag: u64,
         data: &[u8],
+        then: Then,
     ) -> Option<Result<navette_core::Status>> {
-        let _ = (node, gate, tag, data);
+        let _ = (node, gate, tag, data, then);
         None
     }
 

@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use navette_core::{ChannelId, RecvNow, ReqId, StagedSend, Status, TagMatch, UsageError};
 
+use crate::driver::Then;
 use crate::lean_irecv::LeanKey;
 use crate::node::{Outside, State, WakeOn, unlock};
 use crate::{Error, Gate, Node, RecvFrom, Result};
@@ -549,7 +550,7 @@ impl Node {
         let driver = core.driver();
         let tried_at_once = driver.isend_now(data.bytes().len());
         if tried_at_once {
-            if let Some(sent) = self.send_at_once(gate, tag, data.bytes()) {
+            if let Some(sent) = self.send_at_once(gate, tag, data.bytes(), Then::SendsMore) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
         }
@@ -581,7 +582,7 @@ impl Node {
             // strategy does not stage, or a window of its peer holds
             // something) leaves at once where it can, as a larger one would.
             unlock(state);
-            if let Some(sent) = self.send_at_once(gate, tag, bytes) {
+            if let Some(sent) = self.send_at_once(gate, tag, bytes, Then::SendsMore) {
                 return Ok(Request::new(self, Op::Left(sent?)));
             }
             state = core.lock();
@@ -599,14 +600,21 @@ impl Node {
     /// packet hold it back (it would overtake them): where packets cost a
     /// copy ([`sends_at_once`]), they are sent first
     /// ([`Driver::flush_staged`]) and it tries again; elsewhere (a system
-    /// call per packet) it leaves with them at the next round.
-    fn send_at_once(&self, gate: Gate, tag: u64, data: &[u8]) -> Option<Result<Status>> {
+    /// call per packet) it leaves with them at the next round. `then`:
+    /// what this thread does next (see [`Then`]).
+    fn send_at_once(
+        &self,
+        gate: Gate,
+        tag: u64,
+        data: &[u8],
+        then: Then,
+    ) -> Option<Result<Status>> {
         let core = self.core();
         let driver = core.driver();
         // What follows writes into the peer's ring if it can: its first
         // line is asked for first (see `Driver::ready_to_push`).
         driver.ready_to_push(gate.peer);
-        if let Some(sent) = driver.send_now(core, gate, tag, data) {
+        if let Some(sent) = driver.send_now(core, gate, tag, data, then) {
             return Some(sent);
         }
         if !sends_at_once(driver.as_ref()) {
@@ -615,7 +623,7 @@ impl Node {
         // A failure of the flush (another peer's) is not this message's:
         // it goes the usual way, and the next round reports it.
         match driver.flush_staged(core) {
-            Ok(true) => driver.send_now(core, gate, tag, data),
+            Ok(true) => driver.send_now(core, gate, tag, data, then),
             Ok(false) | Err(_) => None,
         }
     }
@@ -665,7 +673,7 @@ impl Node {
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
         crate::node::user_channel(gate.channel)?;
         // A small message to an idle rail may leave at once (shm, tcp).
-        if let Some(sent) = self.send_at_once(gate, tag, data) {
+        if let Some(sent) = self.send_at_once(gate, tag, data, Then::Waits) {
             return sent;
         }
         let (id, lent) = self.with_state(|s| {

@@ -103,8 +103,9 @@ impl Driver for ShmTcpDriver {
         gate: crate::Gate,
         tag: u64,
         data: &[u8],
+        then: crate::driver::Then,
     ) -> Option<Result<navette_core::Status>> {
-        self.shm.send_now(node, gate, tag, data)
+        self.shm.send_now(node, gate, tag, data, then)
     }
 
     fn send_parts_now(

@@ -65,7 +65,7 @@ use navette_wire::{EagerHeader, PacketHeader, RdvDataHeader};
 use parking_lot::Mutex;
 
 use crate::clock::Clock;
-use crate::driver::Driver;
+use crate::driver::{Driver, Then};
 use crate::node::NodeCore;
 use crate::{Error, Result};
 use inner::Inner;
@@ -420,11 +420,13 @@ impl ShmDriver {
     /// lock) and the ring has room: `write` fills the packet. Both see the
     /// sender's `message`. `None` when it cannot: the caller goes the
     /// usual way.
+    #[allow(clippy::too_many_arguments)]
     fn write_at_once<M: ?Sized>(
         &self,
         node: &NodeCore,
         peer: Rank,
         packet: usize,
+        then: Then,
         message: &mut M,
         can: impl FnOnce(&mut crate::driver::DriverPort<'_>, RailId, &M) -> bool,
         write: impl FnOnce(&mut crate::driver::DriverPort<'_>, &mut M, &mut [u8]),
@@ -440,7 +442,7 @@ impl ShmDriver {
             return None;
         }
         // A full ring: the usual way waits for room.
-        let pushed = self.push_packet(&segment.area(peer), packet, |out| {
+        let pushed = self.push_packet(&segment.area(peer), packet, then, |out| {
             write(&mut port, message, out);
         });
         drop(port);
@@ -457,11 +459,15 @@ impl ShmDriver {
         &self,
         area: &RankArea<'_>,
         packet: usize,
+        then: Then,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
         let me = self.rank;
+        // A sender that waits next hands the cell's lines over to the
+        // shared cache, where the receiver reads them sooner; one that
+        // sends more keeps its time for that.
         let pushed = area
-            .try_push(cell::packet_len(packet), |out| {
+            .try_push_handing_over(cell::packet_len(packet), then == Then::Waits, |out| {
                 cell::write_packet_header(out, me);
                 fill(&mut out[cell::HEADER_LEN..]);
             })
@@ -472,6 +478,47 @@ impl ShmDriver {
             count(&self.bytes_now, packet as u64);
         }
         pushed
+    }
+
+    /// Writes the lone packet of the message `parts` (whose receive or
+    /// reply `arm` arms, under the lock, before the cell is claimed) into
+    /// `gate`'s peer's ring at once, if it can (see [`Self::write_at_once`]);
+    /// `then` says what the sending thread does next.
+    fn send_lone_now(
+        &self,
+        node: &NodeCore,
+        gate: crate::Gate,
+        tag: u64,
+        parts: &[&[u8]],
+        then: Then,
+        arm: &mut dyn FnMut(&mut crate::driver::DriverPort<'_>),
+    ) -> Option<Result<navette_core::Status>> {
+        let len = parts.iter().map(|part| part.len()).sum();
+        // The lone form: a ring cell frames its packet.
+        let packet = navette_core::Engine::lone_packet_len(len);
+        self.write_at_once(
+            node,
+            gate.peer,
+            packet,
+            then,
+            &mut (),
+            // Armed before the cell is claimed: the receiver polls the
+            // cell's first line, so the time from the first write to it to
+            // publication is kept to the copy alone.
+            |port, rail, ()| {
+                let can = port.can_send_now(gate, rail, len);
+                if can {
+                    arm(port);
+                }
+                can
+            },
+            |port, (), out| port.send_lone_now(gate, tag, parts, out),
+        )?;
+        Some(Ok(navette_core::Status {
+            peer: gate.peer,
+            tag,
+            len,
+        }))
     }
 
     /// Copies the open packets of small messages into their peers' rings
@@ -499,7 +546,9 @@ impl ShmDriver {
             let area = segment.area(peer);
             let all_left = port.send_open_now(rail, |packet| {
                 let pushed = cell::packet_len(packet.len()) <= max
-                    && self.push_packet(&area, packet.len(), |out| out.copy_from_slice(packet));
+                    && self.push_packet(&area, packet.len(), Then::Waits, |out| {
+                        out.copy_from_slice(packet);
+                    });
                 sent += usize::from(pushed);
                 pushed
             });
@@ -696,8 +745,9 @@ impl Driver for ShmDriver {
         gate: crate::Gate,
         tag: u64,
         data: &[u8],
+        then: Then,
     ) -> Option<Result<navette_core::Status>> {
-        self.send_parts_now(node, gate, tag, &[data], &mut |_| ())
+        self.send_lone_now(node, gate, tag, &[data], then, &mut |_| ())
     }
 
     fn send_parts_now(
@@ -708,31 +758,8 @@ impl Driver for ShmDriver {
         parts: &[&[u8]],
         arm: &mut dyn FnMut(&mut crate::driver::DriverPort<'_>),
     ) -> Option<Result<navette_core::Status>> {
-        let len = parts.iter().map(|part| part.len()).sum();
-        // The lone form: a ring cell frames its packet.
-        let packet = navette_core::Engine::lone_packet_len(len);
-        self.write_at_once(
-            node,
-            gate.peer,
-            packet,
-            &mut (),
-            // Armed before the cell is claimed: the receiver polls the
-            // cell's first line, so the time from the first write to it to
-            // publication is kept to the copy alone.
-            |port, rail, ()| {
-                let can = port.can_send_now(gate, rail, len);
-                if can {
-                    arm(port);
-                }
-                can
-            },
-            |port, (), out| port.send_lone_now(gate, tag, parts, out),
-        )?;
-        Some(Ok(navette_core::Status {
-            peer: gate.peer,
-            tag,
-            len,
-        }))
+        // A message's thread waits for it, or for the call it carries.
+        self.send_lone_now(node, gate, tag, parts, Then::Waits, arm)
     }
 
     /// A packet is one copy into the peer's ring: all but the smallest
@@ -768,10 +795,12 @@ impl Driver for ShmDriver {
         pieces: &[navette_core::NowPiece<'_>],
     ) -> Option<Result<()>> {
         let packet = navette_core::Engine::message_packet_len(pieces);
+        // A message's thread waits for it, or for the call it carries.
         self.write_at_once(
             node,
             out.peer(),
             packet,
+            Then::Waits,
             out,
             |port, rail, out| port.can_send_message_now(out, rail, pieces),
             |port, out, cell| port.send_message_now(out, pieces, cell),

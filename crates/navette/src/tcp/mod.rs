@@ -502,6 +502,7 @@ impl Driver for TcpDriver {
         gate: crate::Gate,
         tag: u64,
         data: &[u8],
+        _then: crate::driver::Then,
     ) -> Option<Result<navette_core::Status>> {
         self.inner.try_lock()?.send_now(node, gate, tag, data)
     }

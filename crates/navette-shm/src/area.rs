@@ -216,7 +216,7 @@ impl<'a> RankArea<'a> {
     }
 
     /// [`try_push`](Self::try_push), then, if `demote`, moves the cell's
-    /// lines (its header and up to [`DEMOTE_MOST`] bytes in all) out of
+    /// lines (its header and up to 2 KiB in all, `DEMOTE_MOST`) out of
     /// this core's own caches into the shared one (`CLDEMOTE`, a hint,
     /// where the processor has it): the consumer, polling the first line
     /// and reading the rest once it is published, then finds them there
@@ -250,6 +250,26 @@ impl<'a> RankArea<'a> {
         Ok(())
     }
 
+    /// Producer side, a hint given just before a push: asks for the first
+    /// line of the cell at the tail, for writing. [`Self::try_push`] leaves
+    /// that line alone after a push (see `prefetch_next_cell`), since the
+    /// consumer polls it while it waits; asked for here instead, a few
+    /// hundred cycles before the push writes it, the line is on its way
+    /// back by then. Series of 8 and 16 small messages over shm, whose
+    /// flush comes right after: see docs/profiling.md, stop 38. Nothing
+    /// while the ring is full (the consumer may still read that cell).
+    #[inline]
+    pub fn prefetch_tail_line(&self) {
+        let tail = self.control.tail.load(Ordering::Relaxed);
+        let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
+        if used >= u64::from(self.cells_count) {
+            return;
+        }
+        // Below `cells_count`, a u32.
+        let next = (tail & u64::from(self.cells_count - 1)) as usize;
+        prefetch_for_write(self.cell_ptr(next, 0));
+    }
+
     /// Asks for the lines of the next cell to be claimed that the message
     /// just pushed (`len` bytes) took, for writing, up to
     /// [`PREFETCH_MOST`] bytes: the consumer read them a lap ago, and a
@@ -272,26 +292,6 @@ impl<'a> RankArea<'a> {
     /// shm faster in 12 of 12 pairs (median ratio 0.92), of 16 KiB in 7
     /// of 8 (0.85); a ping-pong of 4 KiB 8 of 8 (0.84); a series of 8 × 1
     /// KiB 7 of 8 (0.89).
-    /// Producer side, a hint given just before a push: asks for the first
-    /// line of the cell at the tail, for writing. [`Self::push`] leaves
-    /// that line alone after a push (see `prefetch_next_cell`), since the
-    /// consumer polls it while it waits; asked for here instead, a few
-    /// hundred cycles before the push writes it, the line is on its way
-    /// back by then. Series of 8 and 16 small messages over shm, whose
-    /// flush comes right after: see docs/profiling.md, stop 38. Nothing
-    /// while the ring is full (the consumer may still read that cell).
-    #[inline]
-    pub fn prefetch_tail_line(&self) {
-        let tail = self.control.tail.load(Ordering::Relaxed);
-        let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
-        if used >= u64::from(self.cells_count) {
-            return;
-        }
-        // Below `cells_count`, a u32.
-        let next = (tail & u64::from(self.cells_count - 1)) as usize;
-        prefetch_for_write(self.cell_ptr(next, 0));
-    }
-
     #[inline]
     fn prefetch_next_cell(&self, len: usize) {
         let tail = self.control.tail.load(Ordering::Relaxed);
@@ -541,7 +541,7 @@ unsafe impl RingMemory for RankArea<'_> {
 /// more would evict lines asked for before the next message is written.
 const PREFETCH_MOST: usize = 32 << 10;
 
-/// Most bytes of a cell demoted after a push ([`RankArea::try_push_demoting`]):
+/// Most bytes of a cell demoted after a push ([`RankArea::try_push_handing_over`]):
 /// each line costs the producer some time, and past a few kilobytes the
 /// consumer's own prefetches (and the hardware's) keep up anyway. A ping-pong
 /// of 16 KiB demoting all its lines ran 2 % slower, one of 32 KiB 5 %.

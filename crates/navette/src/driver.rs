@@ -16,8 +16,12 @@ use crate::lock::MutexGuard;
 use crate::node::{NodeCore, State};
 
 /// What a thread does once its packet has left at once: a hint for where
-/// a driver leaves the packet's memory (see [`Driver::send_now`]).
+/// a driver leaves the packet's memory (see [`Driver::send_now`] and
+/// [`Driver::flush_staged`]; messages and RPCs sent at once,
+/// [`Driver::send_parts_now`] and [`Driver::send_message_now`], count as
+/// [`Then::Waits`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Then {
     /// It waits (a blocking send, an RPC, the end of a list of sends): the
     /// packet's memory is the receiver's to read next, and a driver whose
@@ -77,24 +81,18 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Whether a non-blocking send (`Node::isend`) of `len` bytes tries
-    /// [`Driver::send_now`] first, as a blocking one does. Where a packet
-    /// costs little more than its bytes (a copy into shared memory),
-    /// leaving at once lets the receiver start on a message while its
-    /// sender goes on to the next; where each packet costs a system call
-    /// (a socket write), or where the message is so small that its packet's
-    /// fixed cost outweighs its bytes, non-blocking sends wait for the next
-    /// round (in their peer's open packet, or the window), which sends them
-    /// in one packet. It is false up to [`Driver::stages_up_to`], true
-    /// past it.
-    fn isend_now(&self, len: usize) -> bool {
-        self.stages_up_to().is_none_or(|most| len > most)
-    }
-
-    /// The longest non-blocking send that goes to its peer's open packet
-    /// (or the window) without trying [`Driver::send_now`] first; `None`
-    /// where every one tries it first (see [`Driver::isend_now`]). Read
-    /// once, as the node is made. The default is every length.
+    /// The longest non-blocking send (`Node::isend`) that goes to its
+    /// peer's open packet (or the window) without trying
+    /// [`Driver::send_now`] first, as a blocking send does; `None` where
+    /// every one tries it first. Where a packet costs little more than its
+    /// bytes (a copy into shared memory), leaving at once lets the receiver
+    /// start on a message while its sender goes on to the next; where each
+    /// packet costs a system call (a socket write), or where the message is
+    /// so small that its packet's fixed cost outweighs its bytes,
+    /// non-blocking sends wait for the next round (in their peer's open
+    /// packet, or the window), which sends them in one packet. Read once,
+    /// as the node is made. The default, `Some(usize::MAX)`, is every
+    /// length: non-blocking sends never try to leave at once.
     fn stages_up_to(&self) -> Option<usize> {
         Some(usize::MAX)
     }
@@ -110,13 +108,15 @@ pub trait Driver: Send + Sync + fmt::Debug {
 
     /// Sends the small messages waiting in open packets (see
     /// `navette_core::Engine::stage_tagged`) now, for a thread about to wait
-    /// for them or (where [`Driver::isend_now`] takes large messages) to
-    /// send one at once that must not overtake them. A driver whose
-    /// transfer is a copy writes them without a whole round of progress
-    /// and returns `Ok(true)` if any left; the default makes a round
+    /// for them or (where [`Driver::stages_up_to`] lets larger messages
+    /// leave at once) to send one at once that must not overtake them:
+    /// `then` says which (see [`Then`]). A driver whose transfer is a copy
+    /// writes them without a whole round of progress and returns
+    /// `Ok(true)` if any left; the default makes a round
     /// ([`Driver::progress`]), which sends them with the rest, and returns
     /// whether it moved anything.
-    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
+    fn flush_staged(&self, node: &NodeCore, then: Then) -> Result<bool> {
+        let _ = then;
         self.progress(node)
     }
 

@@ -18,7 +18,7 @@ use navette_core::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::driver::Driver;
+use crate::driver::{Driver, Then};
 use crate::memtable::MemTable;
 use crate::{Error, Result};
 
@@ -454,9 +454,10 @@ pub struct NodeCore {
     spin_rounds: u32,
     state: Mutex<State>,
     driver: Arc<dyn Driver>,
-    /// The driver's [`Driver::stages_up_to`], read once: the fast path of
-    /// a small `isend` makes no call to the driver.
-    pub(crate) stages_up_to: Option<usize>,
+    /// The driver's [`Driver::stages_up_to`], read once: a non-blocking
+    /// send asks the driver nothing to know its way (see
+    /// [`NodeCore::isend_tries_at_once`]).
+    stages_up_to: Option<usize>,
     dirty: AtomicBool,
     /// Messages that came unexpected on the RPC channel (calls, late
     /// replies), kept on nodes with RPC: the dispatcher looks for calls
@@ -527,6 +528,29 @@ impl NodeCore {
     /// The driver that serves this node.
     pub(crate) fn driver(&self) -> &Arc<dyn Driver> {
         &self.driver
+    }
+
+    /// Whether a non-blocking send of `len` bytes tries to leave at once
+    /// first (past the driver's [`Driver::stages_up_to`]).
+    #[inline]
+    pub(crate) fn isend_tries_at_once(&self, len: usize) -> bool {
+        self.stages_up_to.is_none_or(|most| len > most)
+    }
+
+    /// Whether a non-blocking send of `len` bytes goes to its peer's open
+    /// packet first: within the driver's [`Driver::stages_up_to`] and what
+    /// an open packet takes.
+    #[inline]
+    pub(crate) fn isend_stages_first(&self, len: usize) -> bool {
+        len <= navette_core::OPEN_MOST_PIECE && !self.isend_tries_at_once(len)
+    }
+
+    /// Whether the driver sends non-blocking sends at once where it can
+    /// (a packet is a copy: shm), as it does every one past its
+    /// [`Driver::stages_up_to`].
+    #[inline]
+    pub(crate) fn sends_at_once(&self) -> bool {
+        self.isend_tries_at_once(usize::MAX)
     }
 
     pub(crate) fn mark_dirty(&self) {
@@ -704,7 +728,7 @@ impl Node {
     /// Sends the small messages waiting in open packets now (see
     /// [`Driver::flush_staged`]): whether any left.
     pub(crate) fn flush_staged(&self) -> Result<bool> {
-        self.core.driver.flush_staged(&self.core)
+        self.core.driver.flush_staged(&self.core, Then::Waits)
     }
 
     /// Blocks in the driver for at most the configured `block_for`.

@@ -279,12 +279,6 @@ impl SendData<'_> {
     }
 }
 
-/// Whether `driver` sends non-blocking sends at once where it can (a
-/// packet is a copy: shm), as it does every one too large to stage.
-fn sends_at_once(driver: &dyn crate::driver::Driver) -> bool {
-    driver.isend_now(usize::MAX)
-}
-
 /// The error of a request refused as it was made.
 fn refused(channel: ChannelId) -> Error {
     UsageError::ReservedChannel(channel).into()
@@ -484,7 +478,7 @@ impl Node {
         let bytes = data.bytes();
         // The usual small send: into its peer's open packet, with no call
         // to the driver and none of the rest of the paths in the frame.
-        let stages = core.stages_up_to.is_some_and(|most| bytes.len() <= most);
+        let stages = core.isend_stages_first(bytes.len());
         if stages {
             let mut state = core.lock();
             if let Some(staged) = state
@@ -547,8 +541,7 @@ impl Node {
         // leaves at once, and the receiver starts on it while this thread
         // goes on; elsewhere (tcp: a system call per packet) it waits for
         // the next round, to leave with what follows.
-        let driver = core.driver();
-        let tried_at_once = driver.isend_now(data.bytes().len());
+        let tried_at_once = core.isend_tries_at_once(data.bytes().len());
         if tried_at_once {
             if let Some(sent) = self.send_at_once(gate, tag, data.bytes(), Then::SendsMore) {
                 return Ok(Request::new(self, Op::Left(sent?)));
@@ -577,7 +570,7 @@ impl Node {
                 return Ok(self.staged(gate, tag, bytes.len(), staged));
             }
         }
-        if !tried_at_once && sends_at_once(driver.as_ref()) {
+        if !tried_at_once && core.sends_at_once() {
             // A small message the open packet did not take (its channel's
             // strategy does not stage, or a window of its peer holds
             // something) leaves at once where it can, as a larger one would.
@@ -598,7 +591,7 @@ impl Node {
     /// Sends the one-piece message `data` at once if the driver can
     /// ([`Driver::send_now`]). Small messages waiting in the peer's open
     /// packet hold it back (it would overtake them): where packets cost a
-    /// copy ([`sends_at_once`]), they are sent first
+    /// copy (`NodeCore::sends_at_once`), they are sent first
     /// ([`Driver::flush_staged`]) and it tries again; elsewhere (a system
     /// call per packet) it leaves with them at the next round. `then`:
     /// what this thread does next (see [`Then`]).
@@ -617,12 +610,12 @@ impl Node {
         if let Some(sent) = driver.send_now(core, gate, tag, data, then) {
             return Some(sent);
         }
-        if !sends_at_once(driver.as_ref()) {
+        if !core.sends_at_once() {
             return None;
         }
         // A failure of the flush (another peer's) is not this message's:
         // it goes the usual way, and the next round reports it.
-        match driver.flush_staged(core) {
+        match driver.flush_staged(core, then) {
             Ok(true) => driver.send_now(core, gate, tag, data, then),
             Ok(false) | Err(_) => None,
         }

@@ -133,8 +133,8 @@ impl Driver for ShmTcpDriver {
     /// Open packets go over shm at once where its rails are idle; the rest
     /// (to peers reached by tcp alone, or behind a busy rail) leave with
     /// the next round of progress, on either rail.
-    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
-        Ok(self.shm.send_staged(node))
+    fn flush_staged(&self, node: &NodeCore, then: crate::driver::Then) -> Result<bool> {
+        Ok(self.shm.send_staged(node, then))
     }
 
     fn now(&self) -> Option<Duration> {

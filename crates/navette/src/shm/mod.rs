@@ -526,7 +526,8 @@ impl ShmDriver {
     /// for them needs no whole round of progress. Whether any left (a full
     /// ring or a busy rail leaves the rest to the next round). Only the
     /// peers with packets waiting are visited, however many the job has.
-    pub(crate) fn send_staged(&self, node: &NodeCore) -> bool {
+    /// `then`: what the thread does next (see [`Then`]).
+    pub(crate) fn send_staged(&self, node: &NodeCore, then: Then) -> bool {
         let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) else {
             return false;
         };
@@ -546,7 +547,7 @@ impl ShmDriver {
             let area = segment.area(peer);
             let all_left = port.send_open_now(rail, |packet| {
                 let pushed = cell::packet_len(packet.len()) <= max
-                    && self.push_packet(&area, packet.len(), Then::Waits, |out| {
+                    && self.push_packet(&area, packet.len(), then, |out| {
                         out.copy_from_slice(packet);
                     });
                 sent += usize::from(pushed);
@@ -762,8 +763,6 @@ impl Driver for ShmDriver {
         self.send_lone_now(node, gate, tag, parts, Then::Waits, arm)
     }
 
-    /// A packet is one copy into the peer's ring: all but the smallest
-    /// messages leave at once ([`ShmConfig::stage_max`]).
     /// Asks for the first line of the next cell of `peer`'s ring, the one
     /// its consumer polls (and so holds): the push's first write to it
     /// then finds it on its way back (docs/profiling.md, stop 38).
@@ -775,6 +774,8 @@ impl Driver for ShmDriver {
         }
     }
 
+    /// A packet is one copy into the peer's ring: all but the smallest
+    /// messages leave at once ([`ShmConfig::stage_max`]).
     fn stages_up_to(&self) -> Option<usize> {
         self.config
             .stage_max
@@ -784,8 +785,8 @@ impl Driver for ShmDriver {
     /// Writes the open packets into the rings under the node's lock: no
     /// round of progress (the wait that follows makes those; a full ring
     /// or a busy rail leaves the rest to it).
-    fn flush_staged(&self, node: &NodeCore) -> Result<bool> {
-        Ok(self.send_staged(node))
+    fn flush_staged(&self, node: &NodeCore, then: Then) -> Result<bool> {
+        Ok(self.send_staged(node, then))
     }
 
     fn send_message_now(

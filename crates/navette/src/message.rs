@@ -203,7 +203,7 @@ impl Node {
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
         crate::node::user_channel(gate.channel)?;
         // As for an RPC (`with_rpc_packing`).
-        self.core().driver().ready_to_push(gate.peer);
+        self.ready_to_push(gate.peer);
         let (out, copy_below) = number(self, gate, tag, &mut None)?;
         Ok(Packing::new(self, gate, Out::Begun(out), copy_below, None))
     }
@@ -230,7 +230,7 @@ impl Node {
         // The call or reply is written into `to`'s ring at the end, most
         // often at once: its first line is asked for now (see
         // `Driver::ready_to_push`).
-        self.core().driver().ready_to_push(to);
+        self.ready_to_push(to);
         let gate = Gate::new(ChannelId::RPC, to);
         let out = Out::Deferred(gate, tag);
         let reply = reply.map(ReplyArm::Pending);

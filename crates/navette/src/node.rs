@@ -354,11 +354,6 @@ impl State {
         self.wakers.len() + self.outside_wakers.len()
     }
 
-    /// The wakers to wake once the lock is released, if any.
-    fn take_woken(&mut self) -> Option<Vec<Waker>> {
-        (!self.woken.is_empty()).then(|| std::mem::take(&mut self.woken))
-    }
-
     /// A completed request's outcome, left in place.
     pub(crate) fn outcome(&self, req: ReqId) -> Option<&Result<Status, RequestError>> {
         self.slots.get(&req).and_then(|s| s.outcome.as_ref())
@@ -738,6 +733,13 @@ impl Node {
             .wait(&self.core, self.core.config.block_for)
     }
 
+    /// Tells the driver a packet to `peer` is about to be written (see
+    /// [`Driver::ready_to_push`]).
+    #[inline]
+    pub(crate) fn ready_to_push(&self, peer: navette_core::Rank) {
+        self.core.driver.ready_to_push(peer);
+    }
+
     /// Wakes threads blocked in the driver.
     pub(crate) fn wake_driver(&self) {
         self.core.driver.wake();
@@ -1065,9 +1067,9 @@ pub(crate) fn unlock(state: MutexGuard<'_, State>) {
 #[cold]
 #[inline(never)]
 fn unlock_waking(mut state: MutexGuard<'_, State>) {
-    let woken = state.take_woken();
+    let woken = std::mem::take(&mut state.woken);
     drop(state);
-    woken.into_iter().flatten().for_each(Waker::wake);
+    woken.into_iter().for_each(Waker::wake);
 }
 
 /// The cores of this host: the online CPUs (`/sys/devices/system/cpu/online`,

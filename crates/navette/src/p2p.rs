@@ -142,7 +142,7 @@ impl<'n, T: Completion> Request<'n, T> {
             Op::Staged(staged, status) => {
                 // Its open packet leaves now, rather than at a round of the
                 // wait below; a driver's failure shows there too.
-                self.node.core().driver().ready_to_push(staged.peer);
+                self.node.ready_to_push(staged.peer);
                 let _ = self.node.flush_staged();
                 let what = || self.op.to_string();
                 let left = self
@@ -313,7 +313,7 @@ pub fn wait_all_into<'n, T: Completion>(
     if let Op::Staged(staged, _) = first.op {
         // A list of sends in open packets (the usual one) is flushed
         // below: the driver may ask for the memory it writes first.
-        node.core().driver().ready_to_push(staged.peer);
+        node.ready_to_push(staged.peer);
     }
     // Sends that all left at once: nothing to lock for.
     if requests.iter().all(|r| matches!(r.op, Op::Left(_))) {

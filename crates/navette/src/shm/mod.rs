@@ -415,6 +415,14 @@ impl ShmDriver {
         let _ = self.rails.set(rails);
     }
 
+    /// The shared-memory rail to `peer`, once attached: `None` for a rank
+    /// out of the job, this rank, or a peer reached by another driver
+    /// alone (shm+tcp).
+    #[inline]
+    fn shm_rail(&self, peer: Rank) -> Option<RailId> {
+        *self.rails.get()?.get(peer as usize)?
+    }
+
     /// Writes a packet of `packet` bytes straight into a cell of `peer`'s
     /// ring, if it fits a cell, the engine agrees (`can`, under the node's
     /// lock) and the ring has room: `write` fills the packet. Both see the
@@ -432,7 +440,7 @@ impl ShmDriver {
         write: impl FnOnce(&mut crate::driver::DriverPort<'_>, &mut M, &mut [u8]),
     ) -> Option<()> {
         let segment = self.segment.as_ref()?;
-        let rail = (*self.rails.get()?.get(peer as usize)?)?;
+        let rail = self.shm_rail(peer)?;
         let len = cell::packet_len(packet);
         if len > segment.cell_payload() {
             return None;
@@ -528,7 +536,7 @@ impl ShmDriver {
     /// peers with packets waiting are visited, however many the job has.
     /// `then`: what the thread does next (see [`Then`]).
     pub(crate) fn send_staged(&self, node: &NodeCore, then: Then) -> bool {
-        let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) else {
+        let Some(segment) = self.segment.as_ref() else {
             return false;
         };
         let mut port = node.port();
@@ -540,7 +548,7 @@ impl ShmDriver {
         while let Some(peer) = port.staged_peer(nth) {
             // A peer reached by another driver alone (shm+tcp) waits for
             // that driver's round.
-            let Some(&Some(rail)) = rails.get(peer as usize) else {
+            let Some(rail) = self.shm_rail(peer) else {
                 nth += 1;
                 continue;
             };
@@ -671,13 +679,13 @@ impl Driver for ShmDriver {
     /// takes the cell meanwhile (and the ring's own consumer lock would
     /// refuse it anyway).
     fn progress_lean(&self, node: &NodeCore) -> Result<bool> {
-        if let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get()) {
+        if let Some(segment) = self.segment.as_ref() {
             let own = segment.area(self.rank);
             if !own.is_empty() {
                 let mut port = node.port();
                 let landed = own.pop_if(|bytes| match cell::Cell::parse(bytes) {
                     Ok(cell::Cell::Packet { from, packet }) => {
-                        let rail = (*rails.get(from as usize)?)?;
+                        let rail = self.shm_rail(from)?;
                         port.land_now(rail, packet).then_some(())
                     }
                     _ => None,
@@ -767,8 +775,8 @@ impl Driver for ShmDriver {
     /// its consumer polls (and so holds): the push's first write to it
     /// then finds it on its way back (docs/profiling.md, stop 38).
     fn ready_to_push(&self, peer: Rank) {
-        if let (Some(segment), Some(rails)) = (self.segment.as_ref(), self.rails.get())
-            && matches!(rails.get(peer as usize), Some(Some(_)))
+        if let Some(segment) = self.segment.as_ref()
+            && self.shm_rail(peer).is_some()
         {
             segment.area(peer).prefetch_tail_line();
         }

@@ -214,14 +214,16 @@ fn migrate_ships_a_task_back_and_forth() {
         figures.iter().map(|f| f.size).collect::<Vec<_>>(),
         [650, 5000]
     );
-    let too_small = BenchConfig {
-        sizes: vec![8],
-        ..config
-    };
-    assert!(matches!(
-        bench::cases(&too_small),
-        Err(bench::BenchError::Setup(_))
-    ));
+    for bad in [8, (64 << 10) + 1] {
+        let refused = BenchConfig {
+            sizes: vec![650, bad],
+            ..config.clone()
+        };
+        assert!(
+            matches!(bench::cases(&refused), Err(bench::BenchError::Setup(ref why)) if why.contains(&bad.to_string())),
+            "a state of {bad} bytes"
+        );
+    }
 }
 
 #[test]

@@ -66,7 +66,7 @@ pub struct BenchArgs {
     /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
     /// multiseg: bytes per segment; indexed: the large block (the message
     /// has a 64-byte block more); rpc, rpc_rate: the call's body; migrate:
-    /// the task's state [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
+    /// the task's state, 25 B to 64K [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
     /// multiseg 4,64,1K; indexed 256K; rpc 0,64,1K,16K,256K,1M; migrate
     /// 650; rpc_rate 0].
     #[arg(long)]

@@ -307,13 +307,17 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                 })
                 .collect())
         }
-        Pattern::Migrate => match config.sizes.iter().find(|&&s| s < rpc::TASK_MIN) {
-            Some(bad) => Err(BenchError::Setup(format!(
-                "migrate: a task state of {bad} bytes is below the {} its header takes",
-                rpc::TASK_MIN
-            ))),
-            None => Ok(config.sizes.iter().copied().map(plain).collect()),
-        },
+        Pattern::Migrate => {
+            let bad = |&&s: &&usize| !(rpc::TASK_MIN..=rpc::TASK_MAX).contains(&s);
+            match config.sizes.iter().find(bad) {
+                Some(bad) => Err(BenchError::Setup(format!(
+                    "migrate: a task state of {bad} bytes: from {} (its header) to {} bytes",
+                    rpc::TASK_MIN,
+                    rpc::TASK_MAX
+                ))),
+                None => Ok(config.sizes.iter().copied().map(plain).collect()),
+            }
+        }
         Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => {
             Ok(config.sizes.iter().copied().map(plain).collect())
         }

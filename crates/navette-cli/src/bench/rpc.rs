@@ -262,6 +262,10 @@ fn share(count: u32, threads: usize, t: usize) -> u32 {
 /// marker byte.
 pub(super) const TASK_MIN: usize = 25;
 
+/// The largest task state, as MPI's program's slots (`MAX_STATE`): the
+/// handler refuses a longer one before it takes memory for it.
+pub(super) const TASK_MAX: usize = 64 << 10;
+
 /// Round trips of a task by default (two migrations each).
 pub(super) const MIGRATIONS: u32 = 1000;
 
@@ -305,8 +309,14 @@ fn arrive(services: &Services, call: Call<'_>) -> HandlerResult {
     let (mut args, _) = call.split();
     let mut len = [0u8; 8];
     args.unpack_express(&mut len, SendMode::Safer)?;
+    let len = usize::try_from(u64::from_le_bytes(len))?;
+    if len > TASK_MAX {
+        return Err(HandlerError::new(format!(
+            "a task state of {len} bytes: at most {TASK_MAX}"
+        )));
+    }
     let mut state = FREE_STATES.with_borrow_mut(Vec::pop).unwrap_or_default();
-    state.resize(usize::try_from(u64::from_le_bytes(len))?, 0);
+    state.resize(len, 0);
     args.unpack_cheaper(&mut state, SendMode::Cheaper)?;
     args.end_unpacking()?;
     if services.arrived.push(state).is_err() {

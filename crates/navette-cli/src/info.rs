@@ -462,7 +462,7 @@ fn sim_builder() -> Vec<Tunable> {
 fn bytes(n: u64) -> String {
     let short = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")]
         .into_iter()
-        .find(|&(shift, _)| n != 0 && n % (1u64 << shift) == 0)
+        .find(|&(shift, _)| n != 0 && n.is_multiple_of(1u64 << shift))
         .map(|(shift, unit)| format!(" ({} {unit})", n >> shift));
     format!("{n}{}", short.unwrap_or_default())
 }

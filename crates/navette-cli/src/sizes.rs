@@ -107,7 +107,7 @@ impl fmt::Display for ShortSize {
         let n = self.0;
         let (value, suffix) = [(30, "G"), (20, "M"), (10, "K")]
             .into_iter()
-            .find(|&(shift, _)| n != 0 && n % (1usize << shift) == 0)
+            .find(|&(shift, _)| n != 0 && n.is_multiple_of(1usize << shift))
             .map_or((n, ""), |(shift, suffix)| (n >> shift, suffix));
         let text = format!("{value}{suffix}");
         f.pad(&text)

@@ -239,14 +239,14 @@ pub fn render(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> String {
         }
         text.push('\n');
     }
-    if let Some(line) = view.series(imp::CACHELINE).first() {
-        if let Some(latency) = line.latency_us {
-            let _ = writeln!(
-                text,
-                "floor: a {}-byte cache line crosses between cores 0 and 1 in {latency:.3} µs one-way",
-                line.size
-            );
-        }
+    if let Some(line) = view.series(imp::CACHELINE).first()
+        && let Some(latency) = line.latency_us
+    {
+        let _ = writeln!(
+            text,
+            "floor: a {}-byte cache line crosses between cores 0 and 1 in {latency:.3} µs one-way",
+            line.size
+        );
     }
     skips_and_notes(&mut text, view, skipped, notes);
     text

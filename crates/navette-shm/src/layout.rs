@@ -125,7 +125,7 @@ const _: () = {
     assert!(offset_of!(AreaControl, tail) == 256);
     assert!(offset_of!(AreaControl, offer_state) == 384);
     assert!(CONTROL_BYTES == 512);
-    assert!(HEADER_BYTES % 128 == 0);
+    assert!(HEADER_BYTES.is_multiple_of(128));
     assert!(CELL_HEADER_BYTES + 52 == size_of::<Line>());
 };
 
@@ -151,7 +151,10 @@ impl Geometry {
         if !cells.is_power_of_two() || !(2..=MAX_CELLS).contains(&cells) {
             return Err("ring_cells must be a power of two in 2..=65536");
         }
-        if cell_size < CELL_ALIGN || cell_size % CELL_ALIGN != 0 || cell_size > MAX_CELL_SIZE {
+        if cell_size < CELL_ALIGN
+            || !cell_size.is_multiple_of(CELL_ALIGN)
+            || cell_size > MAX_CELL_SIZE
+        {
             return Err("cell_size must be a multiple of 64 in 64..=2^30");
         }
         let too_big = "segment size overflows";

@@ -332,10 +332,10 @@ impl Node {
                 rpc.dispatch(self);
             }
             let spun = spin.idle >= self.spin_rounds();
-            if self.lean_whole_settled(slot) || spun {
-                if let Some(settled) = self.settle_whole(slot, spun) {
-                    return Ok(Some(settled));
-                }
+            if (self.lean_whole_settled(slot) || spun)
+                && let Some(settled) = self.settle_whole(slot, spun)
+            {
+                return Ok(Some(settled));
             }
             if give_up() {
                 return Ok(None);

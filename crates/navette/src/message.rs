@@ -410,10 +410,10 @@ impl<'n, 'a> Packing<'n, 'a> {
         }
         // A small RPC message goes as one tagged piece where the driver
         // sends one at once (`Driver::send_parts_now`: shm, tcp).
-        if self.core.table {
-            if let Some(sent) = Self::try_send_table(&mut self.core, &pieces[..count]) {
-                return Some(sent);
-            }
+        if self.core.table
+            && let Some(sent) = Self::try_send_table(&mut self.core, &pieces[..count])
+        {
+            return Some(sent);
         }
         let core = &mut self.core;
         let node = core.node.core();

@@ -79,7 +79,7 @@ impl StallClock {
     /// [`Self::EVERY`] rounds, and every round once the count saturated
     /// (a wait spinning for ever).
     pub(crate) fn due(idle: u32) -> bool {
-        idle % Self::EVERY == 0 || idle == u32::MAX
+        idle.is_multiple_of(Self::EVERY) || idle == u32::MAX
     }
 
     /// A clock for a wait that has just seen progress.

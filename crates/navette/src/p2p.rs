@@ -542,10 +542,10 @@ impl Node {
         // goes on; elsewhere (tcp: a system call per packet) it waits for
         // the next round, to leave with what follows.
         let tried_at_once = core.isend_tries_at_once(data.bytes().len());
-        if tried_at_once {
-            if let Some(sent) = self.send_at_once(gate, tag, data.bytes(), Then::SendsMore) {
-                return Ok(Request::new(self, Op::Left(sent?)));
-            }
+        if tried_at_once
+            && let Some(sent) = self.send_at_once(gate, tag, data.bytes(), Then::SendsMore)
+        {
+            return Ok(Request::new(self, Op::Left(sent?)));
         }
         // Too large for an open packet, a borrowed message is copied before
         // the lock is taken: a large copy under it would hold up the node's
@@ -561,14 +561,13 @@ impl Node {
         // their channel's strategy aggregates (the default): encoded now,
         // copied, they leave together at the next round, before anything
         // of the windows.
-        if !staging_tried {
-            if let Some(staged) = state
+        if !staging_tried
+            && let Some(staged) = state
                 .engine
                 .stage_tagged(gate.channel, gate.peer, tag, bytes)
-            {
-                unlock(state);
-                return Ok(self.staged(gate, tag, bytes.len(), staged));
-            }
+        {
+            unlock(state);
+            return Ok(self.staged(gate, tag, bytes.len(), staged));
         }
         if !tried_at_once && core.sends_at_once() {
             // A small message the open packet did not take (its channel's

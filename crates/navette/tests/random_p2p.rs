@@ -466,10 +466,10 @@ mod shm {
             if pick & 0x80 != 0 {
                 node.progress().expect("progress");
             }
-            if pick & 0x40 != 0 {
-                if let Some((k, len)) = calls.next() {
-                    call(node, k, len);
-                }
+            if pick & 0x40 != 0
+                && let Some((k, len)) = calls.next()
+            {
+                call(node, k, len);
             }
             if (pick & 1 == 0 && next_out < out.len()) || next_in == tagged_in.len() {
                 let i = out[next_out];

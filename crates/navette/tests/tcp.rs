@@ -336,12 +336,12 @@ fn intruder(addr: SocketAddr, job_id: u64, key: &[u8; JOB_KEY_LEN]) {
     mine.encode(&mut out);
     stream.write_all(&out).unwrap();
     let mut theirs = [0u8; Hello::LEN];
-    if stream.read_exact(&mut theirs).is_ok() {
-        if let Ok(theirs) = Hello::decode(&theirs) {
-            let mut proof = Vec::new();
-            Proof::compute(key, &mine, &theirs).encode(&mut proof);
-            let _ = stream.write_all(&proof);
-        }
+    if stream.read_exact(&mut theirs).is_ok()
+        && let Ok(theirs) = Hello::decode(&theirs)
+    {
+        let mut proof = Vec::new();
+        Proof::compute(key, &mine, &theirs).encode(&mut proof);
+        let _ = stream.write_all(&proof);
     }
     // Whatever the server sent (its proof, if it got that far), then the end.
     let mut rest = Vec::new();

@@ -264,10 +264,9 @@ impl Namespaces {
         if let Some(uid) = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|status| effective_uid(&status))
+            && uid != 0
         {
-            if uid != 0 {
-                return Err(SetupError::NotRoot(uid));
-            }
+            return Err(SetupError::NotRoot(uid));
         }
         let path = std::env::var_os("PATH").unwrap_or_default();
         for program in ["ip", "tc"] {

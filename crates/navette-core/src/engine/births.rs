@@ -43,10 +43,10 @@ impl Births {
     /// Notes that `req`, an id above all noted before, was made at `now`.
     /// Call [`Self::make_room`] first when [`Self::is_full`].
     pub(super) fn note(&mut self, req: ReqId, now: Duration) {
-        if let Some(&(_, last)) = self.marks.back() {
-            if now < last.saturating_add(self.resolution) {
-                return;
-            }
+        if let Some(&(_, last)) = self.marks.back()
+            && now < last.saturating_add(self.resolution)
+        {
+            return;
         }
         self.marks.push_back((req, now));
         if self.marks.len() > Self::MOST_MARKS {

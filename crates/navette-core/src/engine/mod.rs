@@ -378,10 +378,10 @@ impl Engine {
     /// error). Packets may have been lost on it and rails do not
     /// retransmit, so the whole peer is failed: see [`Self::fail_peer`].
     pub fn close_rail(&mut self, rail: RailId) {
-        if let Some(r) = self.rails.get(rail.0 as usize) {
-            if !r.closed {
-                self.fail_peer(r.peer);
-            }
+        if let Some(r) = self.rails.get(rail.0 as usize)
+            && !r.closed
+        {
+            self.fail_peer(r.peer);
         }
     }
 
@@ -661,10 +661,10 @@ impl Engine {
     #[inline]
     fn channel_index(&mut self, channel: ChannelId) -> usize {
         let slot = usize::from(channel.0) % RECENT_GATES;
-        if let Some((c, index)) = self.recent_channels[slot] {
-            if c == channel {
-                return index;
-            }
+        if let Some((c, index)) = self.recent_channels[slot]
+            && c == channel
+        {
+            return index;
         }
         self.channel_index_slow(channel, slot)
     }

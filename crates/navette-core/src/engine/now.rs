@@ -509,10 +509,10 @@ impl Engine {
                 }
             }
         }
-        if let Some((gather, _)) = gather {
-            if run < at {
-                gather.push(NowPart::Buffer(run..at));
-            }
+        if let Some((gather, _)) = gather
+            && run < at
+        {
+            gather.push(NowPart::Buffer(run..at));
         }
         g.stats.packets_sent += 1;
         g.stats.chunks_sent += count as u64;

@@ -422,10 +422,10 @@ impl<'n> Future for CallRequest<'n, '_> {
                 Some(Err(other)) => return Poll::Ready(Err(other)),
             }
         }
-        if this.lean {
-            if let Some(not_done) = this.poll_lean(cx) {
-                return not_done;
-            }
+        if this.lean
+            && let Some(not_done) = this.poll_lean(cx)
+        {
+            return not_done;
         }
         if let Some(req) = this.match_request() {
             match this.node.poll_id(req, cx.waker()) {

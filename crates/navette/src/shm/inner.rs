@@ -291,11 +291,10 @@ impl Inner {
             .memory_mut()
             .get_mut(dest.handle)
             .and_then(|r| r.get_mut(at))
+            && let Err(e) = self.read_pulled(segment, from, pid, addr, target)
         {
-            if let Err(e) = self.read_pulled(segment, from, pid, addr, target) {
-                self.fail(port, from, &format!("single-copy read failed: {e}"));
-                return false;
-            }
+            self.fail(port, from, &format!("single-copy read failed: {e}"));
+            return false;
         }
         if let Err(e) = port.handle_rdv_landed(self.start.now(), rail, &header) {
             self.fail(port, from, &e);
@@ -362,7 +361,7 @@ impl Inner {
                 return true;
             }
             std::thread::yield_now();
-            looks % LIVENESS_EVERY != 0 || navette_shm::is_alive(pid)
+            !looks.is_multiple_of(LIVENESS_EVERY) || navette_shm::is_alive(pid)
         });
         ours?;
         self.stats.bytes_pulled += half as u64;

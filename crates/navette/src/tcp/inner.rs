@@ -589,10 +589,10 @@ impl Inner {
         let Some(after) = self.keepalive else {
             return;
         };
-        if let Err(e) = super::keepalive::apply(stream, after) {
-            if !std::mem::replace(&mut self.keepalive_refused, true) {
-                tracing::warn!(rank = self.rank, %e, "tcp: keepalive refused, connections keep the system's");
-            }
+        if let Err(e) = super::keepalive::apply(stream, after)
+            && !std::mem::replace(&mut self.keepalive_refused, true)
+        {
+            tracing::warn!(rank = self.rank, %e, "tcp: keepalive refused, connections keep the system's");
         }
     }
 
@@ -626,16 +626,16 @@ impl Inner {
             .map_err(|e| e.to_string())?;
         let addrs = parse_peer_links(peer, &raw, self.links).map_err(|e| e.to_string())?;
         for (link, (addr, source)) in addrs.iter().zip(&self.sources).enumerate() {
-            if let Some(source) = *source {
-                if source.is_ipv4() != addr.is_ipv4() {
-                    let err = LinkError::FamilyMismatch {
-                        link,
-                        rank: peer,
-                        ours: source,
-                        theirs: *addr,
-                    };
-                    return Err(err.to_string());
-                }
+            if let Some(source) = *source
+                && source.is_ipv4() != addr.is_ipv4()
+            {
+                let err = LinkError::FamilyMismatch {
+                    link,
+                    rank: peer,
+                    ours: source,
+                    theirs: *addr,
+                };
+                return Err(err.to_string());
             }
         }
         self.peer_addrs.insert(peer, addrs.clone());
@@ -1059,10 +1059,11 @@ impl Inner {
                     port.handle_send_complete(start.now(), rail);
                     (wrote, completed) = (true, true);
                     // Put in epoll for a blocked write (below): out again.
-                    if direct && !self.parked {
-                        if let Err(e) = conn.deregister(self.poll.registry()) {
-                            tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");
-                        }
+                    if direct
+                        && !self.parked
+                        && let Err(e) = conn.deregister(self.poll.registry())
+                    {
+                        tracing::debug!(rank = self.rank, %e, "tcp: epoll registration");
                     }
                 }
                 Ok(Written::Blocked) => {

@@ -561,10 +561,10 @@ impl Driver for TcpDriver {
         // Pairs with the fence in `wait`: either the sleeper sees the dirty
         // mark, or we see the sleeper.
         fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::Relaxed) > 0 {
-            if let Err(e) = self.waker.wake() {
-                tracing::warn!(%e, "tcp: cannot wake the poller");
-            }
+        if self.sleepers.load(Ordering::Relaxed) > 0
+            && let Err(e) = self.waker.wake()
+        {
+            tracing::warn!(%e, "tcp: cannot wake the poller");
         }
     }
 

@@ -2,6 +2,7 @@
  * The physical floor of shared memory, for bench/compare.
  *
  *   floor [-c CORE_A,CORE_B] SIZE...
+ *   floor [-c CORE_A,CORE_B] series -s SEGMENTS[,SEGMENTS...] SIZE...
  *
  * cacheline: two threads pinned to CORE_A and CORE_B pass one 64-byte cache
  * line back and forth (each waits for the other's value, then writes the
@@ -12,14 +13,34 @@
  * repeatedly; bandwidth = bytes copied per second (10^6 B/s). Best of 3
  * series, after a warm-up.
  *
+ * series: the floor of multiseg, what any implementation of its pattern
+ * must do and nothing else, written plainly. Two threads on CORE_A and
+ * CORE_B; each ping and each pong is SEGMENTS segments of SIZE bytes. The
+ * receiver posts its receives (tag, buffer, room); the sender appends each
+ * segment (an 8-byte header, tag and length, then its bytes) to a staging
+ * packet then copies the packet into the peer's next ring cell, or writes
+ * the segments into the cell, writes the cell's stamp last (release) and
+ * demotes the cell's lines (CLDEMOTE, where CPUID has it) for the reader;
+ * or it writes each segment into a cell of its own and publishes it at
+ * once (the fastest of the three is printed). The receiver spins on a
+ * cell's stamp,
+ * matches each segment to the first posted receive of its tag not yet
+ * done, copies it there, and checks that all are done. Cells are whole
+ * pages, 64 to a ring. One-way time = round trip / 2, best of 3 series
+ * after a warm-up. A series too large for a cell of 64 MiB is left out.
+ *
  * Output, one line per figure:
  *   cacheline size=64 iterations=<round trips> latency_us=<one-way µs>
  *   memcpy size=<bytes> iterations=<copies> latency_us=<µs per copy> bandwidth_mbps=<MB/s>
+ *   segments=<S> size=<bytes per segment> iterations=<round trips> latency_us=<one-way µs> bandwidth_mbps=<MB/s>
+ * (the last as bench/mpi/multiseg.c prints it).
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +152,327 @@ static void memcpy_bandwidth(size_t size)
     free(dst);
 }
 
+/* ---- series: the floor of multiseg ---- */
+
+#define RING_CELLS 64
+#define MOST_CELL (64L << 20)
+
+struct posted {
+    uint32_t tag, room, len, done;
+    unsigned char *buf;
+};
+
+/* One side of the series: what it sends, where it receives, its ring.
+ * Aligned apart (two lines, as the hardware prefetches them in pairs): each
+ * side writes its counters at every series, and the other must not pull
+ * them in with what it reads. */
+struct side {
+    _Alignas(128) int core;
+    unsigned char *ring; /* RING_CELLS cells this side writes */
+    long sent, got;      /* cells written, cells read */
+    int first;           /* the first posted receive not done */
+    unsigned char *data, *bufs, *stage;
+    struct posted *posted;
+};
+
+static struct {
+    _Alignas(128) int segments;
+    size_t size, cell;
+    long round_trips;
+    int demote;
+    enum { STAGED, DIRECT, PER_SEGMENT } variant;
+    struct side sides[2];
+} series_run;
+
+static size_t padded(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static void post(struct side *s)
+{
+    for (int k = 0; k < series_run.segments; k++)
+        s->posted[k] = (struct posted){
+            .tag = (uint32_t)k,
+            .room = (uint32_t)series_run.size,
+            .buf = s->bufs + (size_t)k * series_run.size,
+        };
+}
+
+/* Writes segments [from, to) as a packet at `packet` (from byte 16 on);
+ * returns the packet's end. */
+static size_t put_segments(const struct side *s, unsigned char *packet, int from, int to)
+{
+    size_t z = series_run.size, at = 16;
+    for (int k = from; k < to; k++) {
+        uint32_t header[2] = {(uint32_t)k, (uint32_t)z};
+        memcpy(packet + at, header, sizeof header);
+        memcpy(packet + at + 8, s->data + (size_t)k * z, z);
+        at += 8 + padded(z);
+    }
+    uint32_t count = (uint32_t)(to - from);
+    memcpy(packet + 8, &count, sizeof count);
+    return at;
+}
+
+/* Publishes `cell` (its stamp, last) as this side's next cell. */
+static void publish(struct side *s, unsigned char *cell)
+{
+    atomic_store_explicit((_Atomic uint64_t *)cell, (uint64_t)++s->sent, memory_order_release);
+}
+
+static unsigned char *next_cell(const struct side *s)
+{
+    return s->ring + (size_t)(s->sent % RING_CELLS) * series_run.cell;
+}
+
+/* Staged: the packet is put together aside, then copied into one cell at
+ * once (the reader's polls do not meet each store); direct: the segments
+ * are written into the cell (one copy fewer); per segment: each segment
+ * is a cell of its own, published as it is written (the reader starts on
+ * the first while the writer writes the next). */
+static void send_series(struct side *s)
+{
+    int n = series_run.segments;
+    if (series_run.variant == PER_SEGMENT) {
+        for (int k = 0; k < n; k++) {
+            unsigned char *cell = next_cell(s);
+            put_segments(s, cell, k, k + 1);
+            publish(s, cell);
+        }
+        return;
+    }
+    unsigned char *cell = next_cell(s);
+    __builtin_prefetch(cell, 1, 3);
+    size_t at;
+    if (series_run.variant == STAGED) {
+        at = put_segments(s, s->stage, 0, n);
+        memcpy(cell + 8, s->stage + 8, at - 8);
+    } else {
+        at = put_segments(s, cell, 0, n);
+    }
+    publish(s, cell);
+    if (series_run.demote)
+        for (size_t line = 0; line < at; line += LINE)
+            __asm__ volatile("cldemote (%0)" : : "r"(cell + line) : "memory");
+}
+
+/* Lands the segments of the peer's next cell in `s`'s posted receives,
+ * once it is published: how many. */
+static int land_cell(struct side *s, const struct side *peer)
+{
+    int n = series_run.segments;
+    unsigned char *cell = peer->ring + (size_t)(s->got % RING_CELLS) * series_run.cell;
+    while (atomic_load_explicit((_Atomic uint64_t *)cell, memory_order_acquire) !=
+           (uint64_t)s->got + 1)
+        __builtin_ia32_pause();
+    uint32_t count;
+    memcpy(&count, cell + 8, sizeof count);
+    size_t at = 16;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t header[2];
+        memcpy(header, cell + at, sizeof header);
+        int j = s->first;
+        while (j < n && (s->posted[j].done || s->posted[j].tag != header[0]))
+            j++;
+        if (j == n || header[1] > s->posted[j].room) {
+            fprintf(stderr, "floor: a segment matched no receive\n");
+            exit(1);
+        }
+        memcpy(s->posted[j].buf, cell + at + 8, header[1]);
+        s->posted[j].len = header[1];
+        s->posted[j].done = 1;
+        while (s->first < n && s->posted[s->first].done)
+            s->first++;
+        at += 8 + padded(header[1]);
+    }
+    s->got++;
+    return (int)count;
+}
+
+static void recv_series(struct side *s, const struct side *peer)
+{
+    int n = series_run.segments;
+    s->first = 0;
+    for (int landed = 0; landed < n;)
+        landed += land_cell(s, peer);
+    for (int k = 0; k < n; k++)
+        if (!s->posted[k].done || s->posted[k].len != series_run.size) {
+            fprintf(stderr, "floor: a receive of the series was not done\n");
+            exit(1);
+        }
+}
+
+static void *series_pong(void *arg)
+{
+    (void)arg;
+    struct side *me = &series_run.sides[1], *peer = &series_run.sides[0];
+    pin(me->core);
+    for (long i = 0; i < 4 * series_run.round_trips; i++) {
+        post(me);
+        recv_series(me, peer);
+        send_series(me);
+    }
+    return NULL;
+}
+
+static int has_cldemote(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 25)) != 0;
+}
+
+/* `bytes` on whole pages of their own, zeroed (NULL on failure). */
+static void *pages(size_t bytes)
+{
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    void *p = aligned_alloc(4096, rounded ? rounded : 4096);
+    if (p != NULL)
+        memset(p, 0, rounded ? rounded : 4096);
+    return p;
+}
+
+static int series_setup(int segments, size_t size)
+{
+    /* Whole pages, so that no line of one cell is a neighbour the
+     * hardware prefetches with the line another cell is polled on. */
+    size_t cell = (16 + (size_t)segments * (8 + padded(size)) + 4095) / 4096 * 4096;
+    if (cell > (size_t)MOST_CELL)
+        return 0;
+    series_run.segments = segments;
+    series_run.size = size;
+    series_run.cell = cell;
+    series_run.round_trips = clamp(400000L / segments, 1000, 25000);
+    for (int i = 0; i < 2; i++) {
+        struct side *s = &series_run.sides[i];
+        s->core = cores[i];
+        s->sent = s->got = 0;
+        size_t bytes = (size_t)segments * (size ? size : 1);
+        /* Each buffer on pages of its own: small ones side by side would
+         * share lines between the two threads. */
+        s->ring = pages(RING_CELLS * cell);
+        s->data = pages(bytes);
+        s->bufs = pages(bytes);
+        s->stage = pages(cell);
+        s->posted = pages((size_t)segments * sizeof *s->posted);
+        if (!s->ring || !s->data || !s->bufs || !s->stage || !s->posted) {
+            perror("floor: series memory");
+            exit(1);
+        }
+        for (size_t b = 0; b < bytes; b++)
+            s->data[b] = (unsigned char)(b * 31 + (size_t)i);
+    }
+    return 1;
+}
+
+static void series_free(void)
+{
+    for (int i = 0; i < 2; i++) {
+        struct side *s = &series_run.sides[i];
+        free(s->ring);
+        free(s->data);
+        free(s->bufs);
+        free(s->stage);
+        free(s->posted);
+    }
+}
+
+/* The best one-way time of a series written as `variant` (best of 3
+ * after a warm-up). */
+static double series_variant(int variant)
+{
+    series_run.variant = variant;
+    for (int i = 0; i < 2; i++) {
+        series_run.sides[i].sent = series_run.sides[i].got = 0;
+        memset(series_run.sides[i].ring, 0, RING_CELLS * series_run.cell);
+    }
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, series_pong, NULL) != 0) {
+        perror("floor: pthread_create");
+        exit(1);
+    }
+    struct side *me = &series_run.sides[0], *peer = &series_run.sides[1];
+    pin(me->core);
+    double best = 1e30;
+    for (int round = 0; round < 4; round++) {
+        double start = now();
+        for (long i = 0; i < series_run.round_trips; i++) {
+            post(me);
+            send_series(me);
+            recv_series(me, peer);
+        }
+        double one_way = (now() - start) / (2.0 * (double)series_run.round_trips);
+        if (round > 0 && one_way < best) /* the first is a warm-up */
+            best = one_way;
+    }
+    pthread_join(thread, NULL);
+    return best;
+}
+
+static void series(int segments, size_t size)
+{
+    if (!series_setup(segments, size))
+        return;
+    double best = series_variant(STAGED);
+    double direct = series_variant(DIRECT);
+    if (direct < best)
+        best = direct;
+    /* A series of cells fits the ring: a side writes a series only once
+     * the peer has read the one before. */
+    if (segments <= RING_CELLS) {
+        double per_segment = series_variant(PER_SEGMENT);
+        if (per_segment < best)
+            best = per_segment;
+    }
+    printf("segments=%d size=%zu iterations=%ld latency_us=%.4f bandwidth_mbps=%.2f\n", segments,
+           size, series_run.round_trips, best * 1e6, (double)segments * (double)size / best / 1e6);
+    fflush(stdout);
+    series_free();
+}
+
+/* "8,16" into counts (1 to 1024 each); the number of counts, or -1. */
+static int parse_counts(const char *list, int *counts, int most)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1024 || n == most)
+            return -1;
+        counts[n++] = (int)v;
+        if (*end == ',')
+            end++;
+        else if (*end != '\0')
+            return -1;
+        p = end;
+    }
+    return n;
+}
+
+static int series_main(int argc, char **argv, int first)
+{
+    int counts[16];
+    int ncounts = -1;
+    if (first + 1 < argc && strcmp(argv[first], "-s") == 0) {
+        ncounts = parse_counts(argv[first + 1], counts, 16);
+        first += 2;
+    }
+    if (ncounts < 1 || first >= argc) {
+        fprintf(stderr, "usage: floor [-c CORE_A,CORE_B] series -s SEGMENTS[,SEGMENTS...] SIZE...\n");
+        return 2;
+    }
+    series_run.demote = has_cldemote();
+    for (int c = 0; c < ncounts; c++)
+        for (int a = first; a < argc; a++) {
+            char *end;
+            long size = strtol(argv[a], &end, 10);
+            if (end == argv[a] || *end != '\0' || size < 0 || size > (1L << 30)) {
+                fprintf(stderr, "floor: bad size %s\n", argv[a]);
+                return 2;
+            }
+            series(counts[c], (size_t)size);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int first = 1;
@@ -141,6 +483,8 @@ int main(int argc, char **argv)
         }
         first = 3;
     }
+    if (first < argc && strcmp(argv[first], "series") == 0)
+        return series_main(argc, argv, first + 1);
     double one_way = cacheline();
     printf("cacheline size=%d iterations=%ld latency_us=%.4f\n", LINE, ROUND_TRIPS, one_way * 1e6);
     fflush(stdout);

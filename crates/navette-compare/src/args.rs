@@ -134,6 +134,13 @@ multiseg and indexed, navette beside both MPIs:
              shm: UCX_TLS=sm,self; tcp: MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self
              UCX_NET_DEVICES=lo. UCX_LOG_LEVEL=info logs the transports
              really used; they are printed and kept under \"notes\".
+  floor      (multiseg over shm) bench/floor/floor.c series: the same
+             series written plainly between two threads on cores 0 and 1
+             (the segments written into ring cells whose stamps go last,
+             each matched to its posted receive and copied out): about the
+             least the pattern needs on this host. A note gives the faster
+             MPI's µs / floor's µs: about the most any implementation could
+             reach.
 
 The table gives each one-way time and how many times faster navette is than
 each MPI and than the faster of the two (MPI µs / navette µs: above 1

@@ -343,6 +343,25 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
             floor.join(", ")
         );
     }
+    let series_floor: Vec<String> = view
+        .sizes
+        .iter()
+        .filter_map(|&size| {
+            let (x, _) = view.faster_mpi_over(imp::SERIES_FLOOR, size)?;
+            Some(format!("{} {x:.2}", ShortSize(size)))
+        })
+        .collect();
+    if !series_floor.is_empty() {
+        let _ = writeln!(
+            text,
+            "floor: the same series written plainly between two threads (bench/floor/floor.c \
+             series: the segments written into ring cells whose stamps go last, each matched \
+             to its posted receive and copied out), in turns with the others: about the least \
+             the pattern needs on this host; the faster MPI's µs / floor's µs, about the most \
+             any implementation could reach: {}",
+            series_floor.join(", ")
+        );
+    }
     skips_and_notes(&mut text, view, skipped, notes);
     text
 }
@@ -812,6 +831,40 @@ mod tests {
         );
         assert!(text.contains("1.50 mpich"), "{text}");
         assert!(!text.contains("raw-tcp"), "{text}");
+    }
+
+    #[test]
+    fn multiseg_over_shm_shows_the_floor_of_a_series() {
+        let series = |imp: &str, lat| Record {
+            segments: Some(8),
+            ..Record::new("multiseg", "shm", imp, 4, Some(lat), None)
+        };
+        let records = vec![
+            series(imp::NAVETTE, 0.8),
+            series(imp::OPENMPI, 1.2),
+            series(imp::MPICH, 1.5),
+            series(imp::SERIES_FLOOR, 0.3),
+        ];
+        let view = View::of_series("multiseg", "shm", Some(8), &records);
+        let text = render_vs_mpi(&view, &[], &[]);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("4 "))
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        // The floor is a column after the MPIs; the ratios stay navette's.
+        assert_eq!(
+            cells,
+            [
+                "4", "0.800", "1.200", "1.500", "0.300", "1.50", "1.88", "1.50", "openmpi"
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("about the most any implementation could reach: 4 4.00"),
+            "{text}"
+        );
+        assert!(!text.contains("raw-tcp:"), "{text}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! - multiseg: each ping and each pong is a series of segments (8, then 16,
 //!   by default) of 4, 64 and 1024 bytes, each its own non-blocking send on
 //!   its own channel (navette) or duplicated communicator (MPI); the figure
-//!   is the one-way time of a whole series;
+//!   is the one-way time of a whole series; over shm, the floor of a series
+//!   (`bench/floor/floor.c series`: what any implementation must do,
+//!   written plainly) runs after the MPIs in each round;
 //! - indexed: one message made of a 64-byte block and a large block
 //!   (256 KiB by default) in separate memory: pack/unpack in navette, an
 //!   hindexed datatype in MPI; the size is both blocks;
@@ -30,7 +32,7 @@ use super::{Context, Group, Outcome, Pattern};
 use crate::record::{Record, SkipKind, implementation as imp};
 use crate::runner::Output;
 use crate::tools::mpi::{self, Mpi};
-use crate::tools::{ParseError, navette};
+use crate::tools::{ParseError, floor, navette};
 
 /// Default argument sizes of rpc: the body of a call (and of its reply).
 pub const RPC_SIZES: &str = "0,64,1K,16K,256K,1M";
@@ -59,7 +61,47 @@ pub(super) fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
     for mpi in Mpi::ALL {
         measure_mpi(ctx, pattern, mpi, &groups, &mut outcome);
     }
+    if series_floor(ctx, pattern) {
+        measure_series_floor(ctx, &groups, &mut outcome);
+    }
     outcome
+}
+
+/// Whether the round of `pattern` brings the floor of a series: multiseg
+/// over shm (over tcp the kernel's path is the floor, and each MPI pays it
+/// per segment).
+fn series_floor(ctx: &Context<'_>, pattern: Pattern) -> bool {
+    pattern == Pattern::Multiseg && ctx.transport == crate::args::Transport::Shm
+}
+
+/// The floor of a series (`bench/floor/floor.c series`): its rows, in the
+/// MPI programs' format, join the table as `floor`.
+fn measure_series_floor(ctx: &mut Context<'_>, groups: &[Group], outcome: &mut Outcome) {
+    let pattern = Pattern::Multiseg;
+    let name = imp::SERIES_FLOOR;
+    let turn = Turn {
+        pattern,
+        name,
+        groups,
+    };
+    let mut command = floor::series_command(&ctx.programs.floor, ctx.segments, ctx.sizes);
+    let Some(output) = turn.run(ctx, outcome, &mut command) else {
+        return;
+    };
+    let failure = (!output.success()).then(|| output.failure());
+    match parse(pattern, &output.stdout) {
+        Ok(rows) => {
+            let records: Vec<Record> = rows
+                .into_iter()
+                .map(|row| row.record(pattern, ctx.transport.name(), name))
+                .collect();
+            settle_groups(ctx, pattern, name, groups, &records, failure, outcome);
+        }
+        Err(e) => {
+            let reason = failure.unwrap_or_else(|| e.to_string());
+            turn.skip(ctx, outcome, SkipKind::Failed, &reason);
+        }
+    }
 }
 
 /// The rows every implementation should give: per segment count for
@@ -494,8 +536,13 @@ mod tests {
         assert_eq!(args(Pattern::Migrate), "-i 100");
         assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
         assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
-        // Over tcp, navette's rpc run brings the raw socket's floor.
+        // Over tcp, navette's rpc run brings the raw socket's floor; the
+        // floor of a series comes with multiseg over shm alone.
         assert!(raw_floor(&ctx, Pattern::Rpc));
+        assert!(!series_floor(&ctx, Pattern::Multiseg));
+        let command = floor::series_command(std::path::Path::new("floor"), &[8, 16], &[4, 64]);
+        let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
+        assert_eq!(args.join(" "), "-c 0,1 series -s 8,16 4 64");
         assert!(!raw_floor(&ctx, Pattern::Migrate));
         assert!(!raw_floor(&ctx, Pattern::RpcRate));
         assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);

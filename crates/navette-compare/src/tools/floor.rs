@@ -3,7 +3,11 @@
 //! - `cacheline size=64 iterations=… latency_us=…`: a cache line passed
 //!   back and forth between two threads pinned to cores 0 and 1, one-way;
 //! - `memcpy size=… iterations=… latency_us=… bandwidth_mbps=…`: one
-//!   thread copying `size` bytes between two buffers, per size.
+//!   thread copying `size` bytes between two buffers, per size;
+//! - with `series`, `segments=… size=… iterations=… latency_us=… …` (as
+//!   `bench/mpi/multiseg.c` prints them, read by
+//!   [`super::mpi::parse_multiseg`]): the floor of a multiseg series, what
+//!   any implementation of the pattern must do, written plainly.
 
 use std::path::Path;
 use std::process::Command;
@@ -24,6 +28,18 @@ pub fn command(program: &Path, sizes: &[usize]) -> Command {
     let mut command = Command::new(program);
     command
         .args(["-c", &format!("{},{}", CORES.0, CORES.1)])
+        .args(sizes.iter().map(usize::to_string));
+    command
+}
+
+/// The command of the series floor for `segments` and `sizes` (bytes per
+/// segment).
+pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Command {
+    let mut command = Command::new(program);
+    let counts: Vec<String> = segments.iter().map(usize::to_string).collect();
+    command
+        .args(["-c", &format!("{},{}", CORES.0, CORES.1)])
+        .args(["series", "-s", &counts.join(",")])
         .args(sizes.iter().map(usize::to_string));
     command
 }

@@ -46,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../counts.h"
+
 #define LINE 64
 #define ROUND_TRIPS 100000L
 #define SERIES 5
@@ -427,32 +429,12 @@ static void series(int segments, size_t size)
     series_free();
 }
 
-/* "8,16" into counts (1 to 1024 each); the number of counts, or -1. */
-static int parse_counts(const char *list, int *counts, int most)
-{
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 1024 || n == most)
-            return -1;
-        counts[n++] = (int)v;
-        if (*end == ',')
-            end++;
-        else if (*end != '\0')
-            return -1;
-        p = end;
-    }
-    return n;
-}
-
 static int series_main(int argc, char **argv, int first)
 {
-    int counts[16];
+    long counts[16];
     int ncounts = -1;
     if (first + 1 < argc && strcmp(argv[first], "-s") == 0) {
-        ncounts = parse_counts(argv[first + 1], counts, 16);
+        ncounts = parse_counts(argv[first + 1], 1024, counts, 16);
         first += 2;
     }
     if (ncounts < 1 || first >= argc) {
@@ -468,7 +450,7 @@ static int series_main(int argc, char **argv, int first)
                 fprintf(stderr, "floor: bad size %s\n", argv[a]);
                 return 2;
             }
-            series(counts[c], (size_t)size);
+            series((int)counts[c], (size_t)size);
         }
     return 0;
 }

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../counts.h"
+
 #define MAX_SEGMENTS 1024
 #define MAX_COUNTS 16
 
@@ -99,26 +101,6 @@ static int check(const struct segments *s)
     return 1;
 }
 
-/* "8,16" into counts; the number of counts, or -1. */
-static int parse_counts(const char *list, int *counts)
-{
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > MAX_SEGMENTS || n == MAX_COUNTS)
-            return -1;
-        counts[n++] = (int)v;
-        if (*end == ',')
-            end++;
-        else if (*end != '\0')
-            return -1;
-        p = end;
-    }
-    return n;
-}
-
 static void usage(int rank, const char *program)
 {
     if (rank == 0)
@@ -132,7 +114,7 @@ int main(int argc, char **argv)
 {
     int rank, ranks;
     long fixed_iterations = 0;
-    int counts[MAX_COUNTS];
+    long counts[MAX_COUNTS];
     int ncounts = 0;
     int first = 1;
 
@@ -143,7 +125,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[first], "-i") == 0)
             fixed_iterations = atol(argv[first + 1]);
         else if (strcmp(argv[first], "-s") == 0)
-            ncounts = parse_counts(argv[first + 1], counts);
+            ncounts = parse_counts(argv[first + 1], MAX_SEGMENTS, counts, MAX_COUNTS);
         else
             usage(rank, argv[0]);
         first += 2;
@@ -152,7 +134,7 @@ int main(int argc, char **argv)
         usage(rank, argv[0]);
     int most = 0;
     for (int c = 0; c < ncounts; c++)
-        most = counts[c] > most ? counts[c] : most;
+        most = (int)counts[c] > most ? (int)counts[c] : most;
     /* Every segment's communicator, made once: MPI_Comm_dup is collective
      * and not what is measured. */
     MPI_Comm *comms = malloc(sizeof(MPI_Comm) * (size_t)most);
@@ -172,7 +154,7 @@ int main(int argc, char **argv)
                     fprintf(stderr, "bad size %s\n", argv[a]);
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
-            struct segments s = {counts[c], size, comms, send, recv, requests, statuses};
+            struct segments s = {(int)counts[c], size, comms, send, recv, requests, statuses};
             /* Each segment in its own allocation, as in navette. */
             for (int k = 0; k < s.count; k++) {
                 send[k] = malloc(size > 0 ? (size_t)size : 1);

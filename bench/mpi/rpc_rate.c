@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../counts.h"
+
 #define MAX_THREADS 256
 #define MAX_COUNTS 16
 #define STOP 30000
@@ -204,26 +206,6 @@ static double run_callers(long threads, long size, long calls)
     return seconds;
 }
 
-/* "1,4,16" into counts; the number of counts, or -1. */
-static int parse_counts(const char *list, long *counts)
-{
-    int n = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > MAX_THREADS || n == MAX_COUNTS)
-            return -1;
-        counts[n++] = v;
-        if (*end == ',')
-            end++;
-        else if (*end != '\0')
-            return -1;
-        p = end;
-    }
-    return n;
-}
-
 static const char *level_name(int level)
 {
     switch (level) {
@@ -268,7 +250,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[first], "-i") == 0)
             fixed_calls = atol(argv[first + 1]);
         else if (strcmp(argv[first], "-t") == 0)
-            ncounts = parse_counts(argv[first + 1], counts);
+            ncounts = parse_counts(argv[first + 1], MAX_THREADS, counts, MAX_COUNTS);
         else
             usage(rank, argv[0]);
         first += 2;

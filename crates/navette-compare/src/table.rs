@@ -833,6 +833,19 @@ mod tests {
         assert!(!text.contains("raw-tcp"), "{text}");
     }
 
+    /// The vs-MPI table of `view`, and the cells of its row of `size`.
+    fn vs_mpi_row(view: &View<'_>, size: &str) -> (String, Vec<String>) {
+        let text = render_vs_mpi(view, &[], &[]);
+        let cells = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{size} ")))
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        (text, cells)
+    }
+
     #[test]
     fn multiseg_over_shm_shows_the_floor_of_a_series() {
         let series = |imp: &str, lat| Record {
@@ -846,12 +859,7 @@ mod tests {
             series(imp::SERIES_FLOOR, 0.3),
         ];
         let view = View::of_series("multiseg", "shm", Some(8), &records);
-        let text = render_vs_mpi(&view, &[], &[]);
-        let row = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("4 "))
-            .unwrap();
-        let cells: Vec<&str> = row.split_whitespace().collect();
+        let (text, cells) = vs_mpi_row(&view, "4");
         // The floor is a column after the MPIs; the ratios stay navette's.
         assert_eq!(
             cells,
@@ -877,12 +885,7 @@ mod tests {
             call(imp::RAW_TCP, 16 << 10, 6.0),
         ];
         let view = View::new("rpc", "tcp", &records);
-        let text = render_vs_mpi(&view, &[], &[]);
-        let row = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("16K "))
-            .unwrap();
-        let cells: Vec<&str> = row.split_whitespace().collect();
+        let (text, cells) = vs_mpi_row(&view, "16K");
         // The floor is a column of its own, after the MPIs; the ratios stay
         // navette's.
         assert_eq!(

@@ -27,7 +27,7 @@
  * matches each segment to the first posted receive of its tag not yet
  * done, copies it there, and checks that all are done. Cells are whole
  * pages, 64 to a ring. One-way time = round trip / 2, best of 3 series
- * after a warm-up. A series too large for a cell of 64 MiB is left out.
+ * after a warm-up. A series too large for a cell of 1 MiB is left out.
  *
  * Output, one line per figure:
  *   cacheline size=64 iterations=<round trips> latency_us=<one-way µs>
@@ -157,7 +157,9 @@ static void memcpy_bandwidth(size_t size)
 /* ---- series: the floor of multiseg ---- */
 
 #define RING_CELLS 64
-#define MOST_CELL (64L << 20)
+/* A larger series is left out: its ring would take 64 cells of it per
+ * side. */
+#define MOST_CELL (1L << 20)
 
 struct posted {
     uint32_t tag, room, len, done;
@@ -321,13 +323,14 @@ static int has_cldemote(void)
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 25)) != 0;
 }
 
-/* `bytes` on whole pages of their own, zeroed (NULL on failure). */
+/* `bytes` (at least one) on whole pages of their own, zeroed (NULL on
+ * failure). */
 static void *pages(size_t bytes)
 {
-    size_t rounded = (bytes + 4095) / 4096 * 4096;
-    void *p = aligned_alloc(4096, rounded ? rounded : 4096);
+    size_t rounded = bytes ? (bytes + 4095) / 4096 * 4096 : 4096;
+    void *p = aligned_alloc(4096, rounded);
     if (p != NULL)
-        memset(p, 0, rounded ? rounded : 4096);
+        memset(p, 0, rounded);
     return p;
 }
 

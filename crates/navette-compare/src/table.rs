@@ -326,14 +326,17 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
             copies.join(", ")
         );
     }
-    let floor: Vec<String> = view
-        .sizes
-        .iter()
-        .filter_map(|&size| {
-            let (x, _) = view.faster_mpi_over(imp::RAW_TCP, size)?;
-            Some(format!("{} {x:.2}", ShortSize(size)))
-        })
-        .collect();
+    // Per size, the faster MPI's time over a floor's.
+    let ceilings = |floor: &str| -> Vec<String> {
+        view.sizes
+            .iter()
+            .filter_map(|&size| {
+                let (x, _) = view.faster_mpi_over(floor, size)?;
+                Some(format!("{} {x:.2}", ShortSize(size)))
+            })
+            .collect()
+    };
+    let floor = ceilings(imp::RAW_TCP);
     if !floor.is_empty() {
         let _ = writeln!(
             text,
@@ -343,14 +346,7 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
             floor.join(", ")
         );
     }
-    let series_floor: Vec<String> = view
-        .sizes
-        .iter()
-        .filter_map(|&size| {
-            let (x, _) = view.faster_mpi_over(imp::SERIES_FLOOR, size)?;
-            Some(format!("{} {x:.2}", ShortSize(size)))
-        })
-        .collect();
+    let series_floor = ceilings(imp::SERIES_FLOOR);
     if !series_floor.is_empty() {
         let _ = writeln!(
             text,

@@ -89,19 +89,7 @@ fn measure_series_floor(ctx: &mut Context<'_>, groups: &[Group], outcome: &mut O
         return;
     };
     let failure = (!output.success()).then(|| output.failure());
-    match parse(pattern, &output.stdout) {
-        Ok(rows) => {
-            let records: Vec<Record> = rows
-                .into_iter()
-                .map(|row| row.record(pattern, ctx.transport.name(), name))
-                .collect();
-            settle_groups(ctx, pattern, name, groups, &records, failure, outcome);
-        }
-        Err(e) => {
-            let reason = failure.unwrap_or_else(|| e.to_string());
-            turn.skip(ctx, outcome, SkipKind::Failed, &reason);
-        }
-    }
+    turn.settle_output(ctx, outcome, &output.stdout, failure);
 }
 
 /// The rows every implementation should give: per segment count for
@@ -160,6 +148,39 @@ impl Turn<'_> {
                 group.sizes.clone(),
                 reason.to_owned(),
             );
+        }
+    }
+
+    /// Keeps the rows a program printed in the MPI programs' format
+    /// (`stdout`), or skips every row if it printed none that parse (for
+    /// `failure` if it failed).
+    fn settle_output(
+        &self,
+        ctx: &Context<'_>,
+        outcome: &mut Outcome,
+        stdout: &str,
+        failure: Option<String>,
+    ) {
+        match parse(self.pattern, stdout) {
+            Ok(rows) => {
+                let records: Vec<Record> = rows
+                    .into_iter()
+                    .map(|row| row.record(self.pattern, ctx.transport.name(), self.name))
+                    .collect();
+                settle_groups(
+                    ctx,
+                    self.pattern,
+                    self.name,
+                    self.groups,
+                    &records,
+                    failure,
+                    outcome,
+                );
+            }
+            Err(e) => {
+                let reason = failure.unwrap_or_else(|| e.to_string());
+                self.skip(ctx, outcome, SkipKind::Failed, &reason);
+            }
         }
     }
 
@@ -341,18 +362,7 @@ fn measure_mpi(
     if let Some(note) = mpi.transport_note(ctx.transport, &output) {
         outcome.note(format!("{name}: {note}"));
     }
-    let records = match parse(pattern, &output.stdout) {
-        Ok(rows) => rows
-            .into_iter()
-            .map(|row| row.record(pattern, ctx.transport.name(), name))
-            .collect::<Vec<Record>>(),
-        Err(e) => {
-            let reason = failure.unwrap_or_else(|| e.to_string());
-            turn.skip(ctx, outcome, SkipKind::Failed, &reason);
-            return;
-        }
-    };
-    settle_groups(ctx, pattern, name, groups, &records, failure, outcome);
+    turn.settle_output(ctx, outcome, &output.stdout, failure);
 }
 
 /// Why an MPI program said it cannot run on this library (rpc_rate

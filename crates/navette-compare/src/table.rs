@@ -829,71 +829,66 @@ mod tests {
         assert!(!text.contains("raw-tcp"), "{text}");
     }
 
-    /// The vs-MPI table of `view`, and the cells of its row of `size`.
-    fn vs_mpi_row(view: &View<'_>, size: &str) -> (String, Vec<String>) {
+    /// Renders the vs-MPI table of `view` and checks its row of `size`
+    /// (the floor a column of its own after the MPIs; the ratios stay
+    /// navette's) and its floor's note: the table.
+    fn check_floor_row(view: &View<'_>, size: &str, cells: [&str; 9], note: &str) -> String {
         let text = render_vs_mpi(view, &[], &[]);
-        let cells = text
+        let row: Vec<&str> = text
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{size} ")))
             .unwrap()
             .split_whitespace()
-            .map(str::to_owned)
             .collect();
-        (text, cells)
+        assert_eq!(row, cells, "{text}");
+        assert!(text.contains(note), "{text}");
+        text
     }
 
     #[test]
     fn multiseg_over_shm_shows_the_floor_of_a_series() {
-        let series = |imp: &str, lat| Record {
+        let series = |(imp, lat): (&str, f64)| Record {
             segments: Some(8),
             ..Record::new("multiseg", "shm", imp, 4, Some(lat), None)
         };
-        let records = vec![
-            series(imp::NAVETTE, 0.8),
-            series(imp::OPENMPI, 1.2),
-            series(imp::MPICH, 1.5),
-            series(imp::SERIES_FLOOR, 0.3),
-        ];
+        let records = [
+            (imp::NAVETTE, 0.8),
+            (imp::OPENMPI, 1.2),
+            (imp::MPICH, 1.5),
+            (imp::SERIES_FLOOR, 0.3),
+        ]
+        .map(series);
         let view = View::of_series("multiseg", "shm", Some(8), &records);
-        let (text, cells) = vs_mpi_row(&view, "4");
-        // The floor is a column after the MPIs; the ratios stay navette's.
-        assert_eq!(
-            cells,
+        let text = check_floor_row(
+            &view,
+            "4",
             [
-                "4", "0.800", "1.200", "1.500", "0.300", "1.50", "1.88", "1.50", "openmpi"
+                "4", "0.800", "1.200", "1.500", "0.300", "1.50", "1.88", "1.50", "openmpi",
             ],
-            "{text}"
-        );
-        assert!(
-            text.contains("about the most any implementation could reach: 4 4.00"),
-            "{text}"
+            "about the most any implementation could reach: 4 4.00",
         );
         assert!(!text.contains("raw-tcp:"), "{text}");
     }
 
     #[test]
     fn rpc_over_tcp_shows_the_raw_socket_floor() {
-        let call = |imp: &str, size, lat| Record::new("rpc", "tcp", imp, size, Some(lat), None);
-        let records = vec![
-            call(imp::NAVETTE, 16 << 10, 8.0),
-            call(imp::OPENMPI, 16 << 10, 13.0),
-            call(imp::MPICH, 16 << 10, 12.0),
-            call(imp::RAW_TCP, 16 << 10, 6.0),
-        ];
+        let call =
+            |(imp, lat): (&str, f64)| Record::new("rpc", "tcp", imp, 16 << 10, Some(lat), None);
+        let records = [
+            (imp::NAVETTE, 8.0),
+            (imp::OPENMPI, 13.0),
+            (imp::MPICH, 12.0),
+            (imp::RAW_TCP, 6.0),
+        ]
+        .map(call);
         let view = View::new("rpc", "tcp", &records);
-        let (text, cells) = vs_mpi_row(&view, "16K");
-        // The floor is a column of its own, after the MPIs; the ratios stay
-        // navette's.
-        assert_eq!(
-            cells,
+        check_floor_row(
+            &view,
+            "16K",
             [
-                "16K", "8.000", "13.00", "12.00", "6.000", "1.62", "1.50", "1.50", "mpich"
+                "16K", "8.000", "13.00", "12.00", "6.000", "1.62", "1.50", "1.50", "mpich",
             ],
-            "{text}"
-        );
-        assert!(
-            text.contains("the most any call could reach: 16K 2.00"),
-            "{text}"
+            "the most any call could reach: 16K 2.00",
         );
     }
 

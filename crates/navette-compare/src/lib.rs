@@ -233,7 +233,9 @@ fn build_note(cli: &Cli) -> Option<String> {
     (cli.pgo && cli.navette_unbuilt.is_none()).then(|| {
         "navette built with profile-guided optimization (scripts/pgo-build, trained on \
          navette bench over shm and tcp); the plain `cargo build --release` is slower on \
-         small messages (docs/profiling.md, \"Built with a profile\")"
+         small messages (docs/profiling.md, \"Built with a profile\"). These are one \
+         build's figures: each build's layout follows its own training run, and two builds \
+         of one commit differed by up to 15 % on small series (docs/profiling.md, stop 40)"
             .to_owned()
     })
 }
@@ -290,6 +292,7 @@ mod tests {
         let note = build_note(&parse(&["--pgo"])).expect("a note for --pgo");
         assert!(note.contains("profile-guided"), "{note}");
         assert!(note.contains("scripts/pgo-build"), "{note}");
+        assert!(note.contains("one build's figures"), "{note}");
         // No navette rows, nothing to say about its build.
         assert_eq!(
             build_note(&parse(&["--pgo", "--navette-unbuilt", "failed"])),

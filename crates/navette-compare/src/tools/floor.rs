@@ -23,22 +23,26 @@ pub struct Floor {
     pub memcpy: Vec<Figure>,
 }
 
+/// The floor program on the benchmark's two cores.
+fn pinned(program: &Path) -> Command {
+    let mut command = Command::new(program);
+    command.args(["-c", &format!("{},{}", CORES.0, CORES.1)]);
+    command
+}
+
 /// The command for `sizes`.
 pub fn command(program: &Path, sizes: &[usize]) -> Command {
-    let mut command = Command::new(program);
-    command
-        .args(["-c", &format!("{},{}", CORES.0, CORES.1)])
-        .args(sizes.iter().map(usize::to_string));
+    let mut command = pinned(program);
+    command.args(sizes.iter().map(usize::to_string));
     command
 }
 
 /// The command of the series floor for `segments` and `sizes` (bytes per
 /// segment).
 pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Command {
-    let mut command = Command::new(program);
+    let mut command = pinned(program);
     let counts: Vec<String> = segments.iter().map(usize::to_string).collect();
     command
-        .args(["-c", &format!("{},{}", CORES.0, CORES.1)])
         .args(["series", "-s", &counts.join(",")])
         .args(sizes.iter().map(usize::to_string));
     command

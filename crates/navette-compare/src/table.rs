@@ -845,19 +845,25 @@ mod tests {
         text
     }
 
+    /// Records of navette, the two MPIs and `floor`, in that order, of
+    /// one-way times `lats`, each made by `record`.
+    fn beside_floor(
+        floor: &str,
+        lats: [f64; 4],
+        record: impl Fn(&str, f64) -> Record,
+    ) -> [Record; 4] {
+        let tools = [imp::NAVETTE, imp::OPENMPI, imp::MPICH, floor];
+        std::array::from_fn(|i| record(tools[i], lats[i]))
+    }
+
     #[test]
     fn multiseg_over_shm_shows_the_floor_of_a_series() {
-        let series = |(imp, lat): (&str, f64)| Record {
-            segments: Some(8),
-            ..Record::new("multiseg", "shm", imp, 4, Some(lat), None)
-        };
-        let records = [
-            (imp::NAVETTE, 0.8),
-            (imp::OPENMPI, 1.2),
-            (imp::MPICH, 1.5),
-            (imp::SERIES_FLOOR, 0.3),
-        ]
-        .map(series);
+        let records = beside_floor(imp::SERIES_FLOOR, [0.8, 1.2, 1.5, 0.3], |tool, lat| {
+            Record {
+                segments: Some(8),
+                ..Record::new("multiseg", "shm", tool, 4, Some(lat), None)
+            }
+        });
         let view = View::of_series("multiseg", "shm", Some(8), &records);
         let text = check_floor_row(
             &view,
@@ -872,15 +878,9 @@ mod tests {
 
     #[test]
     fn rpc_over_tcp_shows_the_raw_socket_floor() {
-        let call =
-            |(imp, lat): (&str, f64)| Record::new("rpc", "tcp", imp, 16 << 10, Some(lat), None);
-        let records = [
-            (imp::NAVETTE, 8.0),
-            (imp::OPENMPI, 13.0),
-            (imp::MPICH, 12.0),
-            (imp::RAW_TCP, 6.0),
-        ]
-        .map(call);
+        let records = beside_floor(imp::RAW_TCP, [8.0, 13.0, 12.0, 6.0], |tool, lat| {
+            Record::new("rpc", "tcp", tool, 16 << 10, Some(lat), None)
+        });
         let view = View::new("rpc", "tcp", &records);
         check_floor_row(
             &view,

@@ -295,7 +295,7 @@ pub struct Cli {
     #[arg(long, default_value_t = 180, value_name = "SECS")]
     pub timeout: u64,
     /// The navette binary (set by bench/compare).
-    #[arg(long, default_value = "target/release/navette")]
+    #[arg(long, default_value = "target/release-abort/navette")]
     pub navette: PathBuf,
     /// navette could not be built: skip its rows for this reason (set by
     /// bench/compare).
@@ -304,7 +304,8 @@ pub struct Cli {
     /// Build navette with profile-guided optimization
     /// (`scripts/pgo-build`: trained on navette bench's patterns) and
     /// compare that build; every table says so in a note. Without it,
-    /// navette is the plain `cargo build --release`.
+    /// navette is the plain `cargo build --profile release-abort` (the
+    /// release profile, aborting on panic).
     #[arg(long)]
     pub pgo: bool,
     /// The MPI ping-pong built from bench/mpi/pingpong.c (set by bench/compare).

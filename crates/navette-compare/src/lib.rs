@@ -226,16 +226,24 @@ fn congestion_note(transport: Transport) -> Option<String> {
     ))
 }
 
-/// How navette was built, when not the plain release build: the figures
-/// of a build laid out by a profile are not those of `cargo build
-/// --release`.
+/// How navette was built (by bench/compare): its figures are those of
+/// that build, not of `cargo build --release`.
 fn build_note(cli: &Cli) -> Option<String> {
-    (cli.pgo && cli.navette_unbuilt.is_none()).then(|| {
+    if cli.navette_unbuilt.is_some() {
+        return None;
+    }
+    Some(if cli.pgo {
         "navette built with profile-guided optimization (scripts/pgo-build, trained on \
-         navette bench over shm and tcp); the plain `cargo build --release` is slower on \
-         small messages (docs/profiling.md, \"Built with a profile\"). These are one \
-         build's figures: each build's layout follows its own training run, and two builds \
-         of one commit differed by up to 15 % on small series (docs/profiling.md, stop 40)"
+         navette bench over shm and tcp, the release-abort profile); the plain build is \
+         slower on small messages (docs/profiling.md, \"Built with a profile\"). These are \
+         one build's figures: each build's layout follows its own training run, and two \
+         builds of one commit differed by up to 15 % on small series (docs/profiling.md, \
+         stop 40)"
+            .to_owned()
+    } else {
+        "navette built with `cargo build --profile release-abort`: the release profile, \
+         aborting on panic, which takes 5-8 % off small series over shm (Cargo.toml; \
+         docs/profiling.md, stop 42)"
             .to_owned()
     })
 }
@@ -281,14 +289,15 @@ mod tests {
     }
 
     #[test]
-    fn a_build_laid_out_by_a_profile_says_so() {
+    fn each_build_of_navette_says_what_it_is() {
         use clap::Parser;
         let parse = |extra: &[&str]| {
             let mut args = vec!["compare", "--out", "/tmp/x"];
             args.extend_from_slice(extra);
             Cli::try_parse_from(args).unwrap()
         };
-        assert_eq!(build_note(&parse(&[])), None);
+        let plain = build_note(&parse(&[])).expect("a note for the plain build");
+        assert!(plain.contains("--profile release-abort"), "{plain}");
         let note = build_note(&parse(&["--pgo"])).expect("a note for --pgo");
         assert!(note.contains("profile-guided"), "{note}");
         assert!(note.contains("scripts/pgo-build"), "{note}");

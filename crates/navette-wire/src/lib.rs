@@ -35,6 +35,7 @@
 
 mod chunk;
 mod codec;
+mod copy;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -48,6 +49,7 @@ pub use chunk::{
     RdvDataHeader, RdvRequest, ReceiveMode, SendMode,
 };
 pub use codec::Reader;
+pub use copy::copy_to_start;
 pub use error::DecodeError;
 pub use limits::Limits;
 pub use packet::{

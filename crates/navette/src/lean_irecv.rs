@@ -126,6 +126,7 @@ impl State {
 
     /// [`Self::can_recv_now`] but for the list itself: a receive may join
     /// the list's receives on `channel`, behind them.
+    #[inline]
     fn can_join_list(&self, channel: ChannelId, source: navette_core::Source) -> bool {
         self.engine.can_recv_now(channel, source)
             && !self.message_waits_on(channel)
@@ -134,7 +135,10 @@ impl State {
 
     /// Posts `want` into `buf` outside the engine if it may (see
     /// [`Self::can_recv_now`]) and the list has room; else gives `buf`
-    /// back, for the usual path.
+    /// back, for the usual path. Inlined into `irecv` with the check it
+    /// makes: as calls of their own, on the path of every receive of a
+    /// series, they cost it a few percent (docs/profiling.md, stop 42).
+    #[inline]
     pub(crate) fn irecv_lean(
         &mut self,
         want: RecvNow,
@@ -226,6 +230,7 @@ impl State {
     }
 
     /// Whether the receive of `key` is complete.
+    #[inline]
     pub(crate) fn irecv_is_done(&self, key: LeanKey) -> bool {
         match self.lean_irecvs.slots[key.0 as usize] {
             Slot::Landed(..) => true,

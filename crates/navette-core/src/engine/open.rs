@@ -280,7 +280,7 @@ impl Engine {
         let header = g.next_tagged(tag, len);
         let (head, rest) = open.bytes[open.used..].split_at_mut(EagerHeader::LEN);
         head.copy_from_slice(&header.to_bytes());
-        rest[..data.len()].copy_from_slice(data);
+        navette_wire::copy_to_start(rest, data);
         open.used += chunk_len;
         open.chunks += 1;
         // A packet counts once for each gate it carries chunks of.

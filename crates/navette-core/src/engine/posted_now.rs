@@ -84,7 +84,7 @@ impl<K> PostedNow for PostedBuffer<K> {
     }
 
     fn land(&mut self, data: &[u8], status: Status) {
-        self.buf[..data.len()].copy_from_slice(data);
+        navette_wire::copy_to_start(&mut self.buf, data);
         self.landed = Some(status);
     }
 }

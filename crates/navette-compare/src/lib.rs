@@ -234,8 +234,8 @@ fn build_note(cli: &Cli) -> Option<String> {
     }
     Some(if cli.pgo {
         "navette built with profile-guided optimization (scripts/pgo-build, trained on \
-         navette bench over shm and tcp, the release-abort profile); the plain build is \
-         slower on small messages (docs/profiling.md, \"Built with a profile\"). These are \
+         navette bench over shm and tcp, the release-abort profile): the same code as the \
+         plain build, laid out otherwise (docs/profiling.md, \"Built with a profile\"). These are \
          one build's figures: each build's layout follows its own training run, and two \
          builds of one commit differed by up to 15 % on small series (docs/profiling.md, \
          stop 40)"

@@ -242,8 +242,7 @@ fn build_note(cli: &Cli) -> Option<String> {
             .to_owned()
     } else {
         "navette built with `cargo build --profile release-abort`: the release profile, \
-         aborting on panic, which takes 5-8 % off small series over shm (Cargo.toml; \
-         docs/profiling.md, stop 42)"
+         aborting on panic (why: Cargo.toml; docs/profiling.md, stop 42)"
             .to_owned()
     })
 }

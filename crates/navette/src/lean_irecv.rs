@@ -229,7 +229,8 @@ impl State {
         self.post_message_on(channel, &core.lean_whole_settled);
     }
 
-    /// Whether the receive of `key` is complete.
+    /// Whether the receive of `key` is complete. Inlined into the waits'
+    /// checks, which ask it of every request of a list.
     #[inline]
     pub(crate) fn irecv_is_done(&self, key: LeanKey) -> bool {
         match self.lean_irecvs.slots[key.0 as usize] {

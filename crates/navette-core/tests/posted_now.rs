@@ -101,7 +101,7 @@ impl Side {
         let outcome = if self.list.is_empty() {
             PostedNowOutcome::Unrelated
         } else {
-            self.net.engines[1].land_posted_now(rail, bytes, &mut self.list)
+            self.net.engines[1].land_posted_now(rail, bytes, self.list.as_mut_slice())
         };
         match outcome {
             PostedNowOutcome::Landed => {

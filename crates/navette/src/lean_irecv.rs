@@ -173,7 +173,7 @@ impl State {
             return false;
         }
         let waiting = &mut self.lean_irecvs.waiting;
-        match self.engine.land_posted_now(rail, bytes, waiting) {
+        match self.engine.land_posted_now(rail, bytes, waiting.as_mut_slice()) {
             PostedNowOutcome::Landed => {
                 self.lean_irecvs.sweep();
                 true

@@ -52,7 +52,7 @@ pub use now::{
 };
 pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
 pub use piece::PIECE_COST;
-pub use posted_now::{MOST_LANDING, PostedBuffer, PostedNow, PostedNowOutcome};
+pub use posted_now::{MOST_LANDING, PostedBuffer, PostedList, PostedNow, PostedNowOutcome};
 pub use recv::RecvPiece;
 pub use report::{OutsideReceive, PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};

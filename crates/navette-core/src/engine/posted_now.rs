@@ -47,6 +47,48 @@ pub trait PostedNow {
     fn land(&mut self, data: &[u8], status: Status);
 }
 
+/// A list of tagged receives posted outside the engine, in posting order
+/// (see [`Engine::land_posted_now`]): a slice of [`PostedNow`] receives,
+/// or a list of the caller's that keeps its receives' buffers elsewhere
+/// (so that a buffer stays where its caller takes it from, with nothing
+/// to move once its message landed). It holds waiting receives only: one
+/// that lands is removed before the next packet.
+pub trait PostedList {
+    /// How many receives wait.
+    fn count(&self) -> usize;
+    /// What receive `i` accepts.
+    fn want(&self, i: usize) -> &RecvNow;
+    /// The most bytes the message of receive `i` may have.
+    fn room(&self, i: usize) -> usize;
+    /// The message of receive `i` arrived: `data` (at most
+    /// [`Self::room`] bytes) goes to the start of its destination, and
+    /// the receive completes with `status`. The caller then removes it
+    /// from the list.
+    fn land(&mut self, i: usize, data: &[u8], status: Status);
+}
+
+impl<P: PostedNow> PostedList for [P] {
+    #[inline]
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn want(&self, i: usize) -> &RecvNow {
+        self[i].want()
+    }
+
+    #[inline]
+    fn room(&self, i: usize) -> usize {
+        self[i].room()
+    }
+
+    #[inline]
+    fn land(&mut self, i: usize, data: &[u8], status: Status) {
+        self[i].land(data, status);
+    }
+}
+
 /// The usual [`PostedNow`]: a receive into a buffer of its own, with a key
 /// of the caller's (to find what waits for it once it lands).
 #[derive(Debug)]
@@ -152,18 +194,18 @@ impl Engine {
     /// ahead of it on its gate among them); one whose chunks on the list's
     /// channels are all later pieces of messages under way is unrelated to
     /// it. See [`PostedNowOutcome`].
-    pub fn land_posted_now<P: PostedNow>(
+    pub fn land_posted_now<L: PostedList + ?Sized>(
         &mut self,
         rail: RailId,
         bytes: &[u8],
-        posted: &mut [P],
+        posted: &mut L,
     ) -> PostedNowOutcome {
         let peer = match self.rails.get(rail.0 as usize) {
             Some(r) if !r.closed => r.peer,
             // Ignored by the usual path (closed), or refused by it.
             _ => return PostedNowOutcome::Unrelated,
         };
-        if posted.is_empty() {
+        if posted.count() == 0 {
             return PostedNowOutcome::Unrelated;
         }
         let limits = self.config.limits;
@@ -192,11 +234,11 @@ impl Engine {
 
     /// Lands `e`, the chunk of a packet of one from `peer`, in `posted` if
     /// it lands, else says what to do with the packet.
-    fn land_eager<P: PostedNow>(
+    fn land_eager<L: PostedList + ?Sized>(
         &mut self,
         peer: Rank,
         e: &Eager<'_>,
-        posted: &mut [P],
+        posted: &mut L,
     ) -> PostedNowOutcome {
         match self.assign(peer, e, posted, 0, 0, &[]) {
             Some(landing) => {
@@ -216,11 +258,11 @@ impl Engine {
     /// landed in a second pass: `None`, with nothing landed, for any other
     /// packet or if one does not land (the general path then decides, as
     /// for any packet).
-    fn land_many<P: PostedNow>(
+    fn land_many<L: PostedList + ?Sized>(
         &mut self,
         peer: Rank,
         bytes: &[u8],
-        posted: &mut [P],
+        posted: &mut L,
     ) -> Option<PostedNowOutcome> {
         let mut chunks = Packet::fixed_eagers(bytes, &self.config.limits)?;
         let count = usize::from(chunks.left());
@@ -256,11 +298,11 @@ impl Engine {
     /// (not `taken` by an earlier chunk, a bit per receive) and has room
     /// for it. Changes nothing but creating gates.
     #[inline(always)]
-    fn assign<'a, P: PostedNow>(
+    fn assign<'a, L: PostedList + ?Sized>(
         &mut self,
         peer: Rank,
         e: &Eager<'a>,
-        posted: &[P],
+        posted: &L,
         taken: u64,
         gates: u64,
         earlier: &[Landing<'_>],
@@ -270,21 +312,22 @@ impl Engine {
         if !(h.flags.first() && h.flags.last()) || h.flags.aborted() {
             return None;
         }
-        // Receives before the first one not taken are all taken.
+        let accepts = |i: usize| {
+            let want = posted.want(i);
+            want.channel == channel && want.source.accepts(peer) && want.tag.matches(h.tag)
+        };
+        // Receives before the first one not taken are all taken. Where
+        // chunk i goes to receive i (a series of messages, each to the
+        // receive posted for it), that first one takes it: checked alone,
+        // without the search.
         let first = taken.trailing_ones() as usize;
-        let receive = first
-            + posted
-                .get(first..posted.len().min(MOST_LANDING))?
-                .iter()
-                .enumerate()
-                .position(|(j, p)| {
-                    let want = p.want();
-                    taken & (1 << (first + j)) == 0
-                        && want.channel == channel
-                        && want.source.accepts(peer)
-                        && want.tag.matches(h.tag)
-                })?;
-        if e.data.len() > posted[receive].room() {
+        let end = posted.count().min(MOST_LANDING);
+        let receive = if first < end && accepts(first) {
+            first
+        } else {
+            (first + 1..end).find(|&i| taken & (1 << i) == 0 && accepts(i))?
+        };
+        if e.data.len() > posted.room(receive) {
             return None;
         }
         let gate = self.gate(channel, peer);
@@ -311,9 +354,9 @@ impl Engine {
     /// Lands a chunk in its receive of `posted`, as [`Self::assign`]
     /// found: its gate takes the sequence number.
     #[inline]
-    fn land<P: PostedNow>(&mut self, peer: Rank, landing: &Landing<'_>, posted: &mut [P]) {
+    fn land<L: PostedList + ?Sized>(&mut self, peer: Rank, landing: &Landing<'_>, posted: &mut L) {
         let status = self.land_in_turn(landing.gate, peer, landing.tag, landing.data.len());
-        posted[landing.receive].land(landing.data, status);
+        posted.land(landing.receive, landing.data, status);
     }
 }
 
@@ -324,15 +367,15 @@ impl Engine {
     /// and starts a message (it would match one, or wait unexpected before
     /// it) or comes to a gate holding chunks ahead of it (in order, it
     /// releases them, and they might), else leave the list.
-    fn unlanded<P: PostedNow>(
+    fn unlanded<L: PostedList + ?Sized>(
         &self,
         peer: Rank,
         mut sequenced: impl Iterator<Item = (u16, PieceFlags)>,
-        posted: &[P],
+        posted: &L,
     ) -> PostedNowOutcome {
         let touches = sequenced.any(|(channel, flags)| {
             let channel = ChannelId(channel);
-            let listed = posted.iter().any(|p| p.want().channel == channel);
+            let listed = (0..posted.count()).any(|i| posted.want(i).channel == channel);
             listed && (flags.first() || self.holds_ahead(channel, peer))
         });
         if touches {

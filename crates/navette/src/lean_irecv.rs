@@ -18,7 +18,7 @@
 //! state until the request takes it or is dropped.
 
 use navette_core::{
-    ChannelId, OutsideReceive, PostedBuffer, PostedNowOutcome, RailId, RecvNow, ReqId, Status,
+    ChannelId, OutsideReceive, PostedList, PostedNowOutcome, RailId, RecvNow, ReqId, Status,
 };
 
 use crate::Result;
@@ -35,29 +35,53 @@ pub(crate) const MOST_WAITING: usize = navette_core::MOST_LANDING;
 pub(crate) struct LeanKey(u32);
 
 /// The receives posted outside the engine, and what became of each.
+///
+/// A receive's buffer stays in its slot from the `irecv` that gives it to
+/// the take that gives it back: its message lands there, and a landing
+/// moves nothing but the list's entries.
 #[derive(Debug, Default)]
 pub(crate) struct LeanIrecvs {
     /// Receives waiting for their message, in posting order.
     waiting: Vec<Waiting>,
-    /// What became of each receive, by key.
+    /// Each receive, by key.
     slots: Vec<Slot>,
     /// Keys free for reuse.
     free: Vec<u32>,
+    /// The receives of `waiting` that the packet being landed filled, a
+    /// bit each by their place there (the list is at most [`MOST_WAITING`]
+    /// long).
+    landed: u64,
 }
 
 /// A receive in the list.
-type Waiting = PostedBuffer<LeanKey>;
+#[derive(Debug)]
+struct Waiting {
+    /// What it accepts.
+    want: RecvNow,
+    /// Its buffer's length.
+    room: usize,
+    key: LeanKey,
+}
+
+/// A receive, by key: what became of it, and its buffer while it is the
+/// node's (empty once given back, or posted as an engine request).
+#[derive(Debug, Default)]
+struct Slot {
+    state: SlotState,
+    buf: Vec<u8>,
+}
 
 /// What became of a receive.
-#[derive(Debug)]
-enum Slot {
+#[derive(Clone, Copy, Debug, Default)]
+enum SlotState {
     /// No receive.
+    #[default]
     Free,
     /// In the list; `detached` once its request was dropped (it still
     /// takes its message, as a detached engine request would).
     Waiting { detached: bool },
     /// Its message came into its buffer.
-    Landed(Status, Vec<u8>),
+    Landed(Status),
     /// Posted as this engine request, which holds its buffer.
     Posted(ReqId),
 }
@@ -70,46 +94,71 @@ impl LeanIrecvs {
 
     /// The receives still waiting, in posting order, for a report.
     pub(crate) fn outside(&self) -> impl Iterator<Item = OutsideReceive> + '_ {
-        self.waiting
-            .iter()
-            .filter(|w| w.landed.is_none())
-            .map(|w| OutsideReceive {
-                kind: "irecv posted ahead",
-                want: w.want,
-                room: Some(w.buf.len()),
-            })
+        self.waiting.iter().map(|w| OutsideReceive {
+            kind: "irecv posted ahead",
+            want: w.want,
+            room: Some(w.room),
+        })
     }
 
     fn slot(&mut self, key: LeanKey) -> &mut Slot {
         &mut self.slots[key.0 as usize]
     }
 
+    /// Frees the slot of `key`, dropping its buffer if it holds one.
     fn free_slot(&mut self, key: LeanKey) {
-        *self.slot(key) = Slot::Free;
+        *self.slot(key) = Slot::default();
         self.free.push(key.0);
     }
 
-    /// Moves the receives that landed out of the list, into their slots
-    /// (a detached one's slot is freed, its buffer dropped).
+    /// Takes the receives that landed out of the list: in the usual case,
+    /// the first ones, with nothing to look at.
     fn sweep(&mut self) {
-        let Self {
-            waiting,
-            slots,
-            free,
-        } = self;
-        waiting.retain_mut(|w| {
-            let Some(status) = w.landed else {
-                return true;
-            };
-            let slot = &mut slots[w.key.0 as usize];
-            if matches!(slot, Slot::Waiting { detached: true }) {
-                *slot = Slot::Free;
-                free.push(w.key.0);
-            } else {
-                *slot = Slot::Landed(status, std::mem::take(&mut w.buf));
-            }
-            false
-        });
+        let landed = std::mem::take(&mut self.landed);
+        let first = landed.trailing_ones() as usize;
+        if landed.checked_shr(first as u32).unwrap_or(0) == 0 {
+            self.waiting.drain(..first);
+        } else {
+            let mut i = 0;
+            self.waiting.retain(|_| {
+                let keep = landed & (1 << i) == 0;
+                i += 1;
+                keep
+            });
+        }
+    }
+}
+
+impl PostedList for LeanIrecvs {
+    #[inline]
+    fn count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    #[inline]
+    fn want(&self, i: usize) -> &RecvNow {
+        &self.waiting[i].want
+    }
+
+    #[inline]
+    fn room(&self, i: usize) -> usize {
+        self.waiting[i].room
+    }
+
+    /// Its message goes into its slot's buffer; a detached one's slot is
+    /// freed, its buffer dropped.
+    #[inline]
+    fn land(&mut self, i: usize, data: &[u8], status: Status) {
+        // At most MOST_WAITING receives wait: `i` is below 64.
+        self.landed |= 1 << i;
+        let key = self.waiting[i].key;
+        let slot = &mut self.slots[key.0 as usize];
+        if let SlotState::Waiting { detached: false } = slot.state {
+            navette_wire::copy_to_start(&mut slot.buf, data);
+            slot.state = SlotState::Landed(status);
+        } else {
+            self.free_slot(key);
+        }
     }
 }
 
@@ -156,12 +205,16 @@ impl State {
             Some(free) => LeanKey(free),
             None => {
                 // Checked above: fewer than 2^32 slots.
-                list.slots.push(Slot::Free);
+                list.slots.push(Slot::default());
                 LeanKey((list.slots.len() - 1) as u32)
             }
         };
-        *list.slot(key) = Slot::Waiting { detached: false };
-        list.waiting.push(Waiting::new(want, buf, key));
+        let room = buf.len();
+        *list.slot(key) = Slot {
+            state: SlotState::Waiting { detached: false },
+            buf,
+        };
+        list.waiting.push(Waiting { want, room, key });
         Ok(key)
     }
 
@@ -172,8 +225,10 @@ impl State {
         if self.lean_irecvs.waiting.is_empty() {
             return false;
         }
-        let waiting = &mut self.lean_irecvs.waiting;
-        match self.engine.land_posted_now(rail, bytes, waiting.as_mut_slice()) {
+        match self
+            .engine
+            .land_posted_now(rail, bytes, &mut self.lean_irecvs)
+        {
             PostedNowOutcome::Landed => {
                 self.lean_irecvs.sweep();
                 true
@@ -191,13 +246,15 @@ impl State {
     pub(crate) fn post_irecvs(&mut self) {
         let mut waiting = std::mem::take(&mut self.lean_irecvs.waiting);
         for w in waiting.drain(..) {
-            let req = self.post_irecv(w.want, w.buf);
-            match *self.lean_irecvs.slot(w.key) {
-                Slot::Waiting { detached: true } => {
-                    self.detach(req);
-                    self.lean_irecvs.free_slot(w.key);
-                }
-                _ => *self.lean_irecvs.slot(w.key) = Slot::Posted(req),
+            let slot = self.lean_irecvs.slot(w.key);
+            let detached = matches!(slot.state, SlotState::Waiting { detached: true });
+            let buf = std::mem::take(&mut slot.buf);
+            let req = self.post_irecv(w.want, buf);
+            if detached {
+                self.detach(req);
+                self.lean_irecvs.free_slot(w.key);
+            } else {
+                self.lean_irecvs.slot(w.key).state = SlotState::Posted(req);
             }
         }
         // The list keeps its memory for the next receives.
@@ -233,10 +290,10 @@ impl State {
     /// checks, which ask it of every request of a list.
     #[inline]
     pub(crate) fn irecv_is_done(&self, key: LeanKey) -> bool {
-        match self.lean_irecvs.slots[key.0 as usize] {
-            Slot::Landed(..) => true,
-            Slot::Posted(req) => self.is_done(req),
-            Slot::Free | Slot::Waiting { .. } => false,
+        match self.lean_irecvs.slots[key.0 as usize].state {
+            SlotState::Landed(..) => true,
+            SlotState::Posted(req) => self.is_done(req),
+            SlotState::Free | SlotState::Waiting { .. } => false,
         }
     }
 
@@ -247,11 +304,11 @@ impl State {
     pub(crate) fn take_landed_irecv(&mut self, key: LeanKey) -> Option<(Status, Vec<u8>)> {
         let list = &mut self.lean_irecvs;
         let slot = list.slots.get_mut(key.0 as usize)?;
-        let Slot::Landed(status, buf) = slot else {
+        let SlotState::Landed(status) = slot.state else {
             return None;
         };
-        let taken = (*status, std::mem::take(buf));
-        *slot = Slot::Free;
+        let taken = (status, std::mem::take(&mut slot.buf));
+        slot.state = SlotState::Free;
         list.free.push(key.0);
         self.forget_waker(Outside::Irecv(key));
         Some(taken)
@@ -263,7 +320,7 @@ impl State {
             return Some((Ok(status), Some(buf)));
         }
         // Else only one posted as an engine request may be complete.
-        let Slot::Posted(req) = *self.lean_irecvs.slot(key) else {
+        let SlotState::Posted(req) = self.lean_irecvs.slot(key).state else {
             return None;
         };
         let taken = self.take(req)?;
@@ -276,11 +333,13 @@ impl State {
     /// waiting takes its message all the same, then drops it.
     pub(crate) fn drop_irecv(&mut self, key: LeanKey) {
         self.forget_waker(Outside::Irecv(key));
-        match *self.lean_irecvs.slot(key) {
-            Slot::Free => {}
-            Slot::Waiting { .. } => *self.lean_irecvs.slot(key) = Slot::Waiting { detached: true },
-            Slot::Landed(..) => self.lean_irecvs.free_slot(key),
-            Slot::Posted(req) => {
+        match self.lean_irecvs.slot(key).state {
+            SlotState::Free => {}
+            SlotState::Waiting { .. } => {
+                self.lean_irecvs.slot(key).state = SlotState::Waiting { detached: true };
+            }
+            SlotState::Landed(..) => self.lean_irecvs.free_slot(key),
+            SlotState::Posted(req) => {
                 self.detach(req);
                 self.lean_irecvs.free_slot(key);
             }

@@ -28,6 +28,8 @@ pub struct RankArea<'a> {
     control: &'a AreaControl,
     /// This process's cache of the ring's head (see `ring`).
     head_cache: &'a AtomicU64,
+    /// Bytes of this process's last push to the ring.
+    last_push: &'a AtomicU64,
     /// First cell (64-byte aligned), followed by `cells * cell_size` bytes.
     cells: NonNull<u8>,
     cell_size: usize,
@@ -60,14 +62,15 @@ impl<'a> RankArea<'a> {
     /// bytes of the mapping (the caller, `Segment::area`, checks it).
     pub(crate) fn new(
         control: &'a AreaControl,
-        head_cache: &'a AtomicU64,
+        producer: &'a crate::segment::HeadCache,
         cells: NonNull<u8>,
         rank: u32,
         g: &Geometry,
     ) -> Self {
         Self {
             control,
-            head_cache,
+            head_cache: &producer.head,
+            last_push: &producer.last_push,
             cells,
             cell_size: g.cell_size,
             cells_count: g.ring_cells,
@@ -211,6 +214,7 @@ impl<'a> RankArea<'a> {
     #[inline]
     pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Full> {
         ring::try_push(self, len, fill)?;
+        self.last_push.store(len as u64, Ordering::Relaxed);
         self.prefetch_next_cell(len);
         Ok(())
     }
@@ -250,16 +254,25 @@ impl<'a> RankArea<'a> {
         Ok(())
     }
 
-    /// Producer side, a hint given just before a push: asks for the first
-    /// line of the cell at the tail, for writing. [`Self::try_push`] leaves
-    /// that line alone after a push (see `prefetch_next_cell`), since the
-    /// consumer polls it while it waits; asked for here instead, a few
-    /// hundred cycles before the push writes it, the line is on its way
-    /// back by then. Series of 8 and 16 small messages over shm, whose
-    /// flush comes right after: see docs/profiling.md, stop 38. Nothing
-    /// while the ring is full (the consumer may still read that cell).
+    /// Producer side, a hint given just before a push: asks for the lines
+    /// of the cell at the tail for writing, the first (the one the consumer
+    /// polls while it waits) and then as far as this process's last push
+    /// to the ring reached, up to [`TAIL_PREFETCH_MOST`]. [`Self::try_push`]
+    /// leaves the first line alone after a push (see `prefetch_next_cell`);
+    /// asked for here instead, a few hundred cycles before the push writes
+    /// it, the line is on its way back by then. The others were asked for
+    /// after the last push already, but by the next one they are no longer
+    /// all this core's: the push's stores then wait for each to come back,
+    /// and the cell's stamp, stored last, is seen that much later. Series
+    /// of 8 × 64 B over shm (a cell of 12 lines), whose flush comes right
+    /// after: the doorbell's fence after the push, which waits for the
+    /// stores, took 345 ns with the first line alone asked for here, 260
+    /// with the others too; series of 8 and 16 × 64 B 6–12 % faster. See
+    /// docs/profiling.md, stops 38 (then `prefetch_tail_line`) and 43.
+    /// Nothing while the ring is full (the consumer may still read that
+    /// cell).
     #[inline]
-    pub fn prefetch_tail_line(&self) {
+    pub fn prefetch_tail_cell(&self) {
         let tail = self.control.tail.load(Ordering::Relaxed);
         let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
         if used >= u64::from(self.cells_count) {
@@ -267,7 +280,17 @@ impl<'a> RankArea<'a> {
         }
         // Below `cells_count`, a u32.
         let next = (tail & u64::from(self.cells_count - 1)) as usize;
+        // At most the cell: the last push fitted in one.
+        let last = self.last_push.load(Ordering::Relaxed) as usize;
+        let end = (CELL_HEADER_BYTES + last)
+            .min(self.cell_size)
+            .min(TAIL_PREFETCH_MOST);
         prefetch_for_write(self.cell_ptr(next, 0));
+        let mut at = 64;
+        while at < end {
+            prefetch_for_write(self.cell_ptr(next, at));
+            at += 64;
+        }
     }
 
     /// Asks for the lines of the next cell to be claimed that the message
@@ -540,6 +563,12 @@ unsafe impl RingMemory for RankArea<'_> {
 /// within a first-level data cache (48 KiB per core on the test machine);
 /// more would evict lines asked for before the next message is written.
 const PREFETCH_MOST: usize = 32 << 10;
+
+/// Most bytes of the tail's cell asked for writing before a push
+/// ([`RankArea::prefetch_tail_cell`]): the largest open packet (2 KiB, a
+/// series of small messages). Larger messages are copied in bulk, whose
+/// own stores stream.
+const TAIL_PREFETCH_MOST: usize = 2 << 10;
 
 /// Most bytes of a cell demoted after a push ([`RankArea::try_push_handing_over`]):
 /// each line costs the producer some time, and past a few kilobytes the

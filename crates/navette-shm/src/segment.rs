@@ -99,8 +99,9 @@ impl Default for SegmentConfig {
 /// launcher with [`unlink_job`]).
 pub struct Segment {
     map: Mapping,
-    /// Per rank's ring, the head its producers in this process last read
-    /// (see `ring`): local memory, never shared.
+    /// Per rank's ring, what its producers in this process keep: the head
+    /// they last read (see `ring`) and the length of their last push.
+    /// Local memory, never shared.
     head_caches: Box<[HeadCache]>,
     geometry: Geometry,
     job_id: u64,
@@ -290,7 +291,7 @@ impl Segment {
         // SAFETY: `CONTROL_BYTES + ring_cells * cell_size == area_size`, so
         // the cells lie inside this rank's area.
         let cells = unsafe { base.add(CONTROL_BYTES) };
-        RankArea::new(control, &self.head_caches[rank as usize].0, cells, rank, g)
+        RankArea::new(control, &self.head_caches[rank as usize], cells, rank, g)
     }
 
     /// Bytes mapped (the whole segment).
@@ -445,11 +446,16 @@ pub fn unlink_job(job_id: u64) -> Result<bool, ShmError> {
     }
 }
 
-/// A producer-side cache of one ring's head, on its own pair of lines so
-/// that threads pushing to different rings do not share one.
+/// A producer-side cache of one ring's head, and the length of this
+/// process's last push there (see [`RankArea::prefetch_tail_cell`]), on
+/// their own pair of lines so that threads pushing to different rings do
+/// not share them.
 #[repr(align(128))]
 #[derive(Debug, Default)]
-struct HeadCache(AtomicU64);
+pub(crate) struct HeadCache {
+    pub(crate) head: AtomicU64,
+    pub(crate) last_push: AtomicU64,
+}
 
 fn head_caches(g: &Geometry) -> Box<[HeadCache]> {
     (0..g.ranks).map(|_| HeadCache::default()).collect()

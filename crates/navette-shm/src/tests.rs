@@ -380,24 +380,37 @@ fn a_push_handing_its_lines_over_delivers_the_same_bytes() {
 }
 
 #[test]
-fn asking_for_the_tail_line_changes_nothing_in_the_ring() {
+fn asking_for_the_tail_cell_changes_nothing_in_the_ring() {
     let (seg, _c) = ring_segment(4, 128);
     let area = seg.area(0);
     // Empty, part full, full (the consumer may still read the tail's cell:
     // nothing is asked then), and after a wrap: a hint, never a write.
-    area.prefetch_tail_line();
+    area.prefetch_tail_cell();
     for v in 0..4 {
         push_u64(&seg, v).unwrap();
-        area.prefetch_tail_line();
+        area.prefetch_tail_cell();
     }
     assert_eq!(push_u64(&seg, 4), Err(Full));
     for v in 0..4 {
         assert_eq!(pop_u64(&seg), Some(v));
-        area.prefetch_tail_line();
+        area.prefetch_tail_cell();
     }
     push_u64(&seg, 9).unwrap();
-    area.prefetch_tail_line();
+    area.prefetch_tail_cell();
     assert_eq!(pop_u64(&seg), Some(9));
+    assert!(area.is_empty());
+    // After a push that filled its cell, the hint asks for the next cell
+    // as far as that one went, and no further: the ring is as it was.
+    let full = area.cell_payload();
+    area.try_push(full, |b| b.fill(7)).unwrap();
+    area.prefetch_tail_cell();
+    assert_eq!(
+        area.pop(|b| (b.len(), b.iter().all(|&x| x == 7))),
+        Some((full, true))
+    );
+    push_u64(&seg, 10).unwrap();
+    area.prefetch_tail_cell();
+    assert_eq!(pop_u64(&seg), Some(10));
     assert!(area.is_empty());
 }
 

@@ -778,7 +778,7 @@ impl Driver for ShmDriver {
         if let Some(segment) = self.segment.as_ref()
             && self.shm_rail(peer).is_some()
         {
-            segment.area(peer).prefetch_tail_line();
+            segment.area(peer).prefetch_tail_cell();
         }
     }
 

@@ -28,6 +28,11 @@ pub(crate) const HEADER_BYTES: usize = 128;
 pub(crate) const CELL_HEADER_BYTES: usize = 12;
 /// Cell sizes are multiples of this (a cache line).
 pub(crate) const CELL_ALIGN: usize = 64;
+/// Bytes of a cell's payload in its first line, the one whose stamp the
+/// consumer polls: a producer writing a payload of several lines may write
+/// these last, just before the stamp, so that the line is taken from the
+/// polling consumer once.
+pub const FIRST_LINE_PAYLOAD: usize = CELL_ALIGN - CELL_HEADER_BYTES;
 /// Largest rank count of one segment.
 pub(crate) const MAX_RANKS: u32 = 1 << 16;
 /// Largest cell count of one ring.

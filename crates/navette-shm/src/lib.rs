@@ -152,6 +152,7 @@ pub use area::RankArea;
 pub use bell::Ticket;
 #[cfg(not(loom))]
 pub use error::ShmError;
+pub use layout::FIRST_LINE_PAYLOAD;
 pub use offer::{Offer, Settled};
 #[cfg(not(loom))]
 pub use pull::{can_pull_from, is_alive, pull, push};

@@ -476,8 +476,10 @@ impl ShmDriver {
         // sends more keeps its time for that.
         let pushed = area
             .try_push_handing_over(cell::packet_len(packet), then == Then::Waits, |out| {
-                cell::write_packet_header(out, me);
+                // The header lies in the first line: written last (see
+                // `copy_first_line_last`).
                 fill(&mut out[cell::HEADER_LEN..]);
+                cell::write_packet_header(out, me);
             })
             .is_ok();
         if pushed {
@@ -556,7 +558,7 @@ impl ShmDriver {
             let all_left = port.send_open_now(rail, |packet| {
                 let pushed = cell::packet_len(packet.len()) <= max
                     && self.push_packet(&area, packet.len(), then, |out| {
-                        out.copy_from_slice(packet);
+                        copy_first_line_last(out, packet);
                     });
                 sent += usize::from(pushed);
                 pushed
@@ -599,6 +601,20 @@ impl ShmDriver {
     fn shut_down(&self, node: &NodeCore) -> Result<()> {
         crate::driver::serve_until_fenced(self, node, &*self.bootstrap)
     }
+}
+
+/// Copies `packet` into `out`, a packet cell's packet bytes, the bytes
+/// that lie in the cell's first line last. That line is the one the
+/// receiver polls, which takes it back from this core while it waits:
+/// written first, it is taken from the receiver for the copy, and again
+/// for the stamp if the receiver looked meanwhile; the other lines, asked
+/// for ahead ([`RankArea::prefetch_tail_cell`]), are this core's. Written
+/// last, with the header and the stamp, it is taken once.
+fn copy_first_line_last(out: &mut [u8], packet: &[u8]) {
+    let head = (navette_shm::FIRST_LINE_PAYLOAD - cell::HEADER_LEN).min(packet.len());
+    let (first, rest) = packet.split_at(head);
+    out[head..].copy_from_slice(rest);
+    out[..head].copy_from_slice(first);
 }
 
 /// Creates or attaches the segment, publishes this rank, tests single copy.

@@ -408,3 +408,35 @@ fn isend_safer_frees_the_callers_buffer_as_it_returns() {
         assert_eq!(status.unwrap().len, n);
     }
 }
+
+#[test]
+fn sends_into_a_request_list_complete_as_returned_ones_and_add_nothing_on_error() {
+    let cluster = three_ranks();
+    let (a, c) = (cluster.node(0), cluster.node(2));
+    let mut sends = Vec::new();
+    // A small one (staged in the open packet) and a large one (the usual
+    // path, by rendezvous).
+    a.isend_into(a.gate(2), 1, pattern(10, 1), &mut sends)
+        .unwrap();
+    a.isend_safer_into(a.gate(2), 2, &pattern(5000, 2), &mut sends)
+        .unwrap();
+    let refused = a.isend_safer_into(Gate::new(ChannelId::RPC, 2), 3, b"x", &mut sends);
+    assert!(matches!(refused, Err(Error::Usage(_))), "{refused:?}");
+    assert_eq!(sends.len(), 2, "a refused send adds no request");
+    cluster.run_until_idle();
+    for (tag, n) in [(1u64, 10usize), (2, 5000)] {
+        let got = c.irecv(c.gate(0), tag, vec![0u8; 8192]).wait().unwrap();
+        check(&got.data, n, tag);
+    }
+    let mut outcomes = Vec::new();
+    wait_all_into(&mut sends, &mut outcomes);
+    let statuses: Vec<_> = outcomes
+        .into_iter()
+        .map(|outcome| {
+            let status = outcome.unwrap();
+            (status.peer, status.tag, status.len)
+        })
+        .collect();
+    assert_eq!(statuses, [(2, 1, 10), (2, 2, 5000)]);
+    assert!(sends.is_empty());
+}

@@ -11,10 +11,11 @@
 //! them, and larger ones leave at once when the rail is idle, so the
 //! receiver starts on the first while the sender writes the next.
 //!
-//! Each segment goes by `Node::isend_safer` from a buffer the rank keeps:
-//! as MPI's `MPI_Isend` of a small buffer, the data is copied as the
-//! message leaves (or into its peer's open packet), and the buffer is
-//! never shared or counted.
+//! Each segment goes by `Node::isend_safer_into` from a buffer the rank
+//! keeps: as MPI's `MPI_Isend` of a small buffer into a request array, the
+//! data is copied as the message leaves (or into its peer's open packet),
+//! the buffer is never shared or counted, and the request goes straight
+//! into the rank's list of sends.
 //!
 //! Rank 0 posts its receives for the pong, issues its sends, then waits for
 //! all of them; rank 1 posts its receives, waits for the ping, then sends
@@ -87,7 +88,7 @@ pub(super) fn navette_multiseg(
                 land(&mut recvs, &mut landed, &mut buffers)?;
             }
             for (&(gate, tag), bytes) in flows.iter().zip(&data) {
-                sends.push(node.isend_safer(gate, tag, bytes)?);
+                node.isend_safer_into(gate, tag, bytes, &mut sends)?;
             }
             wait_all_into(&mut sends, &mut sent);
             for outcome in sent.drain(..) {

@@ -2,9 +2,10 @@
 //!
 //! An [`crate::Node::irecv`] made where nothing is posted or unexpected on
 //! its channel (the usual case of receives posted ahead of their messages)
-//! waits in the node's state, in a list kept in posting order, with the
-//! buffer it owns: no request, memory registration, posted entry or
-//! completion is made for it. Drivers show every received packet to the
+//! waits in the node's state: what it accepts in a list kept in posting
+//! order, the buffer it owns in a slot of its own, where its message
+//! lands and where its request takes it back. No request, memory
+//! registration, posted entry or completion is made for it. Drivers show every received packet to the
 //! list (through [`crate::driver::DriverPort::handle_packet`]): a packet of
 //! whole eager one-piece messages that the list's receives take lands in
 //! their buffers at once ([`navette_core::Engine::land_posted_now`]). A

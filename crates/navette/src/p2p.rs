@@ -474,9 +474,9 @@ impl Node {
     /// its sends in a list for [`wait_all_into`]. On error nothing is
     /// added. The request is written straight into the list: a request is
     /// 64 bytes, and one returned, then pushed, is copied twice on the
-    /// way, each copy reading back what was stored a few cycles before (a
-    /// series of small sends ran 3–11 % faster this way, docs/profiling.md,
-    /// stop 43).
+    /// way, each copy reading back what was stored a few cycles before
+    /// (series of small sends 5–11 % faster this way in two builds of
+    /// three, the same in the third: docs/profiling.md, stop 43).
     pub fn isend_into<'n>(
         &'n self,
         gate: Gate,

@@ -6,13 +6,13 @@
 //! posted entry, a registered buffer, a completion. When a receive is
 //! made on a channel where nothing is posted or unexpected in the engine,
 //! the caller may instead keep it in a list of its own, in posting order
-//! ([`PostedNow`]), and show each received packet to
-//! [`Engine::land_posted_now`] first. A packet whose every chunk is a
-//! whole eager one-piece message, in order on its gate, that the first
-//! receive of its channel accepting it (in posting order) has room for,
-//! lands there: each receive takes its message, the gates their sequence
-//! numbers, as the usual path would have done — with no request, posted
-//! entry, memory registration or completion event.
+//! (of [`PostedNow`] entries, or any [`PostedList`]), and show each
+//! received packet to [`Engine::land_posted_now`] first. A packet whose
+//! every chunk is a whole eager one-piece message, in order on its gate,
+//! that the first receive of its channel accepting it (in posting order)
+//! has room for, lands there: each receive takes its message, the gates
+//! their sequence numbers, as the usual path would have done — with no
+//! request, posted entry, memory registration or completion event.
 //!
 //! Any packet whose chunks might match one of these receives in a way
 //! only the usual path handles (a message that does not fit, one in

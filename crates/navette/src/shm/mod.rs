@@ -851,6 +851,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_packet_copied_first_line_last_is_the_packet() {
+        for len in 0..200 {
+            let packet: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut out = vec![0xAA; len];
+            copy_first_line_last(&mut out, &packet);
+            assert_eq!(out, packet, "{len} bytes");
+        }
+    }
+
+    #[test]
     fn the_largest_staged_send_reads_bytes_or_off() {
         assert_eq!(parse_stage_max("256").expect("bytes"), Some(256));
         assert_eq!(parse_stage_max(" 0 ").expect("bytes"), Some(0));

@@ -257,8 +257,9 @@ impl<'a> RankArea<'a> {
     /// Producer side, a hint given just before a push: asks for the lines
     /// of the cell at the tail for writing, the first (the one the consumer
     /// polls while it waits) and then as far as this process's last push
-    /// to the ring reached, up to [`TAIL_PREFETCH_MOST`]. [`Self::try_push`]
-    /// leaves the first line alone after a push (see `prefetch_next_cell`);
+    /// to the ring reached, up to 2 KiB (`TAIL_PREFETCH_MOST`).
+    /// [`Self::try_push`] leaves the first line alone after a push (see
+    /// `prefetch_next_cell`);
     /// asked for here instead, a few hundred cycles before the push writes
     /// it, the line is on its way back by then. The others were asked for
     /// after the last push already, but by the next one they are no longer

@@ -152,6 +152,7 @@ pub use area::RankArea;
 pub use bell::Ticket;
 #[cfg(not(loom))]
 pub use error::ShmError;
+#[cfg(not(loom))]
 pub use layout::FIRST_LINE_PAYLOAD;
 pub use offer::{Offer, Settled};
 #[cfg(not(loom))]

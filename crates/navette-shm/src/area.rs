@@ -62,7 +62,7 @@ impl<'a> RankArea<'a> {
     /// bytes of the mapping (the caller, `Segment::area`, checks it).
     pub(crate) fn new(
         control: &'a AreaControl,
-        producer: &'a crate::segment::HeadCache,
+        producer: &'a crate::segment::ProducerCache,
         cells: NonNull<u8>,
         rank: u32,
         g: &Geometry,
@@ -259,37 +259,51 @@ impl<'a> RankArea<'a> {
     /// polls while it waits) and then as far as this process's last push
     /// to the ring reached, up to 2 KiB (`TAIL_PREFETCH_MOST`).
     /// [`Self::try_push`] leaves the first line alone after a push (see
-    /// `prefetch_next_cell`);
-    /// asked for here instead, a few hundred cycles before the push writes
-    /// it, the line is on its way back by then. The others were asked for
-    /// after the last push already, but by the next one they are no longer
-    /// all this core's: the push's stores then wait for each to come back,
-    /// and the cell's stamp, stored last, is seen that much later. Series
-    /// of 8 × 64 B over shm (a cell of 12 lines), whose flush comes right
-    /// after: the doorbell's fence after the push, which waits for the
-    /// stores, took 345 ns with the first line alone asked for here, 260
-    /// with the others too; series of 8 and 16 × 64 B 6–12 % faster. See
-    /// docs/profiling.md, stops 38 (then `prefetch_tail_line`) and 43.
-    /// Nothing while the ring is full (the consumer may still read that
-    /// cell).
+    /// `prefetch_next_cell`); asked for here instead, a few hundred cycles
+    /// before the push writes it, the line is on its way back by then. The
+    /// others were asked for after the last push already, but by the next
+    /// one they are no longer all this core's: the push's stores then wait
+    /// for each to come back, and the cell's stamp, stored last, is seen
+    /// that much later. Series of 8 × 64 B over shm (a cell of 12 lines),
+    /// whose flush comes right after: the doorbell's fence after the push,
+    /// which waits for the stores, took 345 ns with the first line alone
+    /// asked for here, 260 with the others too; series of 8 and 16 × 64 B
+    /// 6–12 % faster. See docs/profiling.md, stops 38 (then
+    /// `prefetch_tail_line`) and 43. Nothing while the ring is full (the
+    /// consumer may still read that cell).
     #[inline]
     pub fn prefetch_tail_cell(&self) {
-        let tail = self.control.tail.load(Ordering::Relaxed);
-        let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
-        if used >= u64::from(self.cells_count) {
+        let Some(cell) = self.free_tail_cell() else {
             return;
-        }
-        // Below `cells_count`, a u32.
-        let next = (tail & u64::from(self.cells_count - 1)) as usize;
+        };
         // At most the cell: the last push fitted in one.
         let last = self.last_push.load(Ordering::Relaxed) as usize;
         let end = (CELL_HEADER_BYTES + last)
             .min(self.cell_size)
             .min(TAIL_PREFETCH_MOST);
-        prefetch_for_write(self.cell_ptr(next, 0));
-        let mut at = 64;
+        prefetch_for_write(self.cell_ptr(cell, 0));
+        self.prefetch_lines_for_write(cell, 64, end);
+    }
+
+    /// The cell at the tail, the next one to be claimed, unless the
+    /// consumer may still be reading it (by the cached head: a stale one
+    /// only says so more often).
+    #[inline]
+    fn free_tail_cell(&self) -> Option<usize> {
+        let tail = self.control.tail.load(Ordering::Relaxed);
+        let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
+        // Below `cells_count`, a u32.
+        (used < u64::from(self.cells_count))
+            .then(|| (tail & u64::from(self.cells_count - 1)) as usize)
+    }
+
+    /// Asks for the lines of `cell` from byte `from` (a line's start) up to
+    /// byte `end`, for writing.
+    #[inline]
+    fn prefetch_lines_for_write(&self, cell: usize, from: usize, end: usize) {
+        let mut at = from;
         while at < end {
-            prefetch_for_write(self.cell_ptr(next, at));
+            prefetch_for_write(self.cell_ptr(cell, at));
             at += 64;
         }
     }
@@ -318,23 +332,18 @@ impl<'a> RankArea<'a> {
     /// KiB 7 of 8 (0.89).
     #[inline]
     fn prefetch_next_cell(&self, len: usize) {
-        let tail = self.control.tail.load(Ordering::Relaxed);
-        let used = tail.wrapping_sub(self.head_cache.load(Ordering::Relaxed));
-        if self.cell_size <= 64 || used >= u64::from(self.cells_count) {
+        if self.cell_size <= 64 {
             return;
         }
-        // Below `cells_count`, a u32.
-        let next = (tail & u64::from(self.cells_count - 1)) as usize;
+        let Some(cell) = self.free_tail_cell() else {
+            return;
+        };
         // The second line at least, as for a message of one line: the
         // next one may be longer (a cell of more than one line has two).
         let end = (CELL_HEADER_BYTES + len)
             .min(self.cell_size)
             .clamp(128, PREFETCH_MOST);
-        let mut at = 64;
-        while at < end {
-            prefetch_for_write(self.cell_ptr(next, at));
-            at += 64;
-        }
+        self.prefetch_lines_for_write(cell, 64, end);
     }
 
     /// Consumer side: runs `f` on the next published payload, then frees the

@@ -102,7 +102,7 @@ pub struct Segment {
     /// Per rank's ring, what its producers in this process keep: the head
     /// they last read (see `ring`) and the length of their last push.
     /// Local memory, never shared.
-    head_caches: Box<[HeadCache]>,
+    producer_caches: Box<[ProducerCache]>,
     geometry: Geometry,
     job_id: u64,
     name: String,
@@ -153,7 +153,7 @@ impl Segment {
         match Self::init(fd, geometry, job_id, &name) {
             Ok(map) => Ok(Self {
                 map,
-                head_caches: head_caches(&geometry),
+                producer_caches: producer_caches(&geometry),
                 geometry,
                 job_id,
                 name,
@@ -218,7 +218,7 @@ impl Segment {
         let geometry = validate_header(map.header(), job_id, ranks, size, &name)?;
         Ok(Self {
             map,
-            head_caches: head_caches(&geometry),
+            producer_caches: producer_caches(&geometry),
             geometry,
             job_id,
             name,
@@ -291,7 +291,13 @@ impl Segment {
         // SAFETY: `CONTROL_BYTES + ring_cells * cell_size == area_size`, so
         // the cells lie inside this rank's area.
         let cells = unsafe { base.add(CONTROL_BYTES) };
-        RankArea::new(control, &self.head_caches[rank as usize], cells, rank, g)
+        RankArea::new(
+            control,
+            &self.producer_caches[rank as usize],
+            cells,
+            rank,
+            g,
+        )
     }
 
     /// Bytes mapped (the whole segment).
@@ -446,17 +452,17 @@ pub fn unlink_job(job_id: u64) -> Result<bool, ShmError> {
     }
 }
 
-/// A producer-side cache of one ring's head, and the length of this
-/// process's last push there (see [`RankArea::prefetch_tail_cell`]), on
-/// their own pair of lines so that threads pushing to different rings do
-/// not share them.
+/// What this process's producers keep of one ring: its head as they last
+/// read it (see `ring`), and the length of their last push there (see
+/// [`RankArea::prefetch_tail_cell`]), on their own pair of lines so that
+/// threads pushing to different rings do not share them.
 #[repr(align(128))]
 #[derive(Debug, Default)]
-pub(crate) struct HeadCache {
+pub(crate) struct ProducerCache {
     pub(crate) head: AtomicU64,
     pub(crate) last_push: AtomicU64,
 }
 
-fn head_caches(g: &Geometry) -> Box<[HeadCache]> {
-    (0..g.ranks).map(|_| HeadCache::default()).collect()
+fn producer_caches(g: &Geometry) -> Box<[ProducerCache]> {
+    (0..g.ranks).map(|_| ProducerCache::default()).collect()
 }

@@ -315,15 +315,19 @@ pub fn wait_all_into<'n, T: Completion>(
         // below: the driver may ask for the memory it writes first.
         node.ready_to_push(staged.peer);
     }
+    // What the list holds, in one pass.
+    let (mut all_left, mut any_staged, mut one_node) = (true, false, true);
+    for r in requests.iter() {
+        all_left &= matches!(r.op, Op::Left(_));
+        any_staged |= matches!(r.op, Op::Staged(..));
+        one_node &= std::sync::Arc::ptr_eq(r.node.core(), node.core());
+    }
     // Sends that all left at once: nothing to lock for.
-    if requests.iter().all(|r| matches!(r.op, Op::Left(_))) {
+    if all_left {
         outcomes.extend(requests.drain(..).map(Request::wait));
         return;
     }
-    let one_node = requests
-        .iter()
-        .all(|r| std::sync::Arc::ptr_eq(r.node.core(), node.core()));
-    if one_node && requests.iter().any(|r| matches!(r.op, Op::Staged(..))) {
+    if one_node && any_staged {
         // Sends in open packets leave now, rather than at a round of the
         // wait below; a driver's failure shows there too.
         let _ = node.flush_staged();
@@ -341,7 +345,10 @@ pub fn wait_all_into<'n, T: Completion>(
                 .take_while(|r| r.is_done(state))
                 .count();
             (complete == count).then(|| {
-                outcomes.extend(requests.drain(..).map(|mut r| r.take_complete(state)));
+                // Taken in place: each request is marked taken, then the
+                // list dropped, which finds nothing to let go of.
+                outcomes.extend(requests.iter_mut().map(|r| r.take_complete(state)));
+                requests.clear();
             })
         });
         match all {

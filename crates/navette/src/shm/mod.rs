@@ -687,10 +687,11 @@ impl Driver for ShmDriver {
         }
     }
 
-    /// The cell at the head of this rank's ring is shown to the waiting
-    /// receive under the node's lock alone (not the driver's): a packet
-    /// cell that lands there is consumed; anything else stays at head for
-    /// the usual round that follows, so order is kept. Every consumer of
+    /// The cell at the head of this rank's ring is shown to the receives
+    /// waiting outside the engine under the node's lock alone (not the
+    /// driver's): a packet cell that lands there is consumed; anything
+    /// else stays at head for the usual round that follows, so order is
+    /// kept. Every consumer of
     /// the ring holds the node's lock while it pops, so no other thread
     /// takes the cell meanwhile (and the ring's own consumer lock would
     /// refuse it anyway).

@@ -42,12 +42,10 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// hand idle rails their next packet. Returns whether anything happened.
     fn progress(&self, node: &NodeCore) -> Result<bool>;
 
-    /// [`Driver::progress`] for a waiting thread (a blocking `Node::recv`,
-    /// a wait for requests): a driver may first show the next received
-    /// packet to the receives waiting outside the engine alone (see
-    /// [`DriverPort::land_now`]), with less locking, and end the round
-    /// there if it landed; the rest of the round waits for the next one.
-    /// The default is `progress`.
+    /// [`Driver::progress`] for a thread whose blocking receive waits
+    /// outside the engine (a blocking `Node::recv` with nothing before it
+    /// on its channel): a driver may first show the next received packet
+    /// to that receive alone, with less locking. The default is `progress`.
     fn progress_lean(&self, node: &NodeCore) -> Result<bool> {
         self.progress(node)
     }

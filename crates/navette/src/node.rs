@@ -720,17 +720,6 @@ impl Node {
         Ok(moved)
     }
 
-    /// [`Self::progress`] for a thread that waits: the driver may show the
-    /// next received packet to the receives waiting outside the engine
-    /// first, under the node's lock alone ([`Driver::progress_lean`]).
-    fn progress_waiting(&self) -> Result<bool> {
-        let moved = self.core.driver.progress_lean(&self.core)?;
-        if let Some(rpc) = self.core.rpc.get() {
-            rpc.dispatch(self);
-        }
-        Ok(moved)
-    }
-
     /// Sends the small messages waiting in open packets now (see
     /// [`Driver::flush_staged`]): whether any left.
     pub(crate) fn flush_staged(&self) -> Result<bool> {
@@ -824,11 +813,7 @@ impl Node {
         unlock(state);
     }
 
-    /// Drives progress until `check` returns something. Its rounds are
-    /// [`Driver::progress_lean`]'s: a packet that lands in receives posted
-    /// ahead (a series' usual one) ends its round, and `check` sees it at
-    /// once (series of 8 × 4 B over shm 1-3 % faster in four builds of
-    /// four, with the list taken in place: docs/profiling.md, stop 44).
+    /// Drives progress until `check` returns something.
     pub(crate) fn wait_until<R>(
         &self,
         what: &dyn Fn() -> String,
@@ -846,7 +831,7 @@ impl Node {
                     return Ok(out);
                 }
             }
-            if self.progress_waiting()? {
+            if self.progress()? {
                 idle = 0;
                 stall = self.stall_clock();
                 continue;

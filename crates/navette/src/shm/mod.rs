@@ -691,10 +691,9 @@ impl Driver for ShmDriver {
     /// waiting outside the engine under the node's lock alone (not the
     /// driver's): a packet cell that lands there is consumed; anything
     /// else stays at head for the usual round that follows, so order is
-    /// kept. Every consumer of
-    /// the ring holds the node's lock while it pops, so no other thread
-    /// takes the cell meanwhile (and the ring's own consumer lock would
-    /// refuse it anyway).
+    /// kept. Every consumer of the ring holds the node's lock while it
+    /// pops, so no other thread takes the cell meanwhile (and the ring's
+    /// own consumer lock would refuse it anyway).
     fn progress_lean(&self, node: &NodeCore) -> Result<bool> {
         if let Some(segment) = self.segment.as_ref() {
             let own = segment.area(self.rank);

@@ -345,8 +345,8 @@ pub fn wait_all_into<'n, T: Completion>(
                 .take_while(|r| r.is_done(state))
                 .count();
             (complete == count).then(|| {
-                // Taken in place: each request is marked taken, then the
-                // list dropped, which finds nothing to let go of.
+                // Taken in place (not moved out one by one): each request
+                // is marked taken, so emptying the list lets go of nothing.
                 outcomes.extend(requests.iter_mut().map(|r| r.take_complete(state)));
                 requests.clear();
             })

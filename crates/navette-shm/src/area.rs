@@ -278,11 +278,11 @@ impl<'a> RankArea<'a> {
         };
         // At most the cell: the last push fitted in one.
         let last = self.last_push.load(Ordering::Relaxed) as usize;
+        // The first line always: the header alone reaches into it.
         let end = (CELL_HEADER_BYTES + last)
             .min(self.cell_size)
             .min(TAIL_PREFETCH_MOST);
-        prefetch_for_write(self.cell_ptr(cell, 0));
-        self.prefetch_lines_for_write(cell, 64, end);
+        self.prefetch_lines_for_write(cell, 0, end);
     }
 
     /// The cell at the tail, the next one to be claimed, unless the

@@ -5,10 +5,11 @@
 //! waits in the node's state: what it accepts in a list kept in posting
 //! order, the buffer it owns in a slot of its own, where its message
 //! lands and where its request takes it back. No request, memory
-//! registration, posted entry or completion is made for it. Drivers show every received packet to the
-//! list (through [`crate::driver::DriverPort::handle_packet`]): a packet of
-//! whole eager one-piece messages that the list's receives take lands in
-//! their buffers at once ([`navette_core::Engine::land_posted_now`]). A
+//! registration, posted entry or completion is made for it. Drivers show
+//! every received packet to the list (through
+//! [`crate::driver::DriverPort::handle_packet`]): a packet of whole eager
+//! one-piece messages that the list's receives take lands in their
+//! buffers at once ([`navette_core::Engine::land_posted_now`]). A
 //! packet that only the usual path can match correctly has the whole list
 //! posted first, in order, as if its receives had been posted all along;
 //! so has any receive, unpacking or blocking receive made on a channel of

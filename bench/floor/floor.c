@@ -3,6 +3,7 @@
  *
  *   floor [-c CORE_A,CORE_B] SIZE...
  *   floor [-c CORE_A,CORE_B] series -s SEGMENTS[,SEGMENTS...] SIZE...
+ *   floor [-c CORE_A,CORE_B] cores
  *
  * cacheline: two threads pinned to CORE_A and CORE_B pass one 64-byte cache
  * line back and forth (each waits for the other's value, then writes the
@@ -29,11 +30,20 @@
  * pages, 64 to a ring. One-way time = round trip / 2, best of 3 series
  * after a warm-up. A series too large for a cell of 1 MiB is left out.
  *
+ * cores: how many instructions each of CORE_A and CORE_B runs now, alone:
+ * one thread pinned to each in turn runs a loop of independent additions
+ * (four chains, eight a turn) and reports additions per nanosecond, best
+ * of 5 series of about 10 ms. On a virtual machine a core's figure falls
+ * while the physical core's other hyper-thread is busy (another guest's
+ * work) or its clock is lowered: code bound by its instructions then
+ * slows down in proportion, code that waits on memory far less.
+ *
  * Output, one line per figure:
  *   cacheline size=64 iterations=<round trips> latency_us=<one-way µs>
  *   memcpy size=<bytes> iterations=<copies> latency_us=<µs per copy> bandwidth_mbps=<MB/s>
  *   segments=<S> size=<bytes per segment> iterations=<round trips> latency_us=<one-way µs> bandwidth_mbps=<MB/s>
- * (the last as bench/mpi/multiseg.c prints it).
+ * (the last as bench/mpi/multiseg.c prints it), and with `cores`
+ *   core core=<id> adds_per_ns=<additions per ns>
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -458,6 +468,37 @@ static int series_main(int argc, char **argv, int first)
     return 0;
 }
 
+/* Additions per nanosecond on the calling thread's core: best of 5 series
+ * of `turns` turns of 8 independent additions. */
+static double adds_per_ns(long turns)
+{
+    double best = 0;
+    for (int k = 0; k < SERIES; k++) {
+        unsigned long a = 1, b = 2, c = 3, d = 4;
+        double start = now();
+        for (long i = 0; i < turns; i++)
+            __asm__ volatile("add $1, %0\n\tadd $1, %1\n\tadd $1, %2\n\tadd $1, %3\n\t"
+                             "add $1, %0\n\tadd $1, %1\n\tadd $1, %2\n\tadd $1, %3"
+                             : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+        double rate = 8.0 * (double)turns / ((now() - start) * 1e9);
+        if (rate > best)
+            best = rate;
+    }
+    return best;
+}
+
+/* `cores`: each core's additions per nanosecond, in turn. */
+static int cores_main(void)
+{
+    for (int k = 0; k < 2; k++) {
+        pin(cores[k]);
+        adds_per_ns(1000000L); /* warm-up: the clock ramps up */
+        printf("core core=%d adds_per_ns=%.3f\n", cores[k], adds_per_ns(12000000L));
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int first = 1;
@@ -470,6 +511,8 @@ int main(int argc, char **argv)
     }
     if (first < argc && strcmp(argv[first], "series") == 0)
         return series_main(argc, argv, first + 1);
+    if (first < argc && strcmp(argv[first], "cores") == 0)
+        return cores_main();
     double one_way = cacheline();
     printf("cacheline size=%d iterations=%ld latency_us=%.4f\n", LINE, ROUND_TRIPS, one_way * 1e6);
     fflush(stdout);

@@ -373,7 +373,8 @@ pub fn run(pattern: Pattern, ctx: &mut Context<'_>) -> Outcome {
 ///
 /// Before each round of a pattern other than pingpong and multirail,
 /// navette's 8-byte ping-pong over shared memory is measured as a check on
-/// the host, and a note gives it per round: a host that slows everything
+/// the host, with what each of the two cores runs (the floor program's
+/// `cores`), and a note gives both per round: a host that slows everything
 /// down for a while (a busy virtual machine's neighbours) then shows
 /// beside the figures it disturbed.
 pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outcome {
@@ -392,7 +393,10 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
     for round in 1..=rounds {
         ctx.round = (rounds > 1).then_some(round);
         if pattern != Pattern::Pingpong {
-            checks.push(host_check(ctx, pattern));
+            checks.push(HostCheck {
+                ping_pong_us: host_check(ctx, pattern),
+                cores: core_check(ctx, pattern),
+            });
         }
         let this_round = run(pattern, ctx);
         if paired {
@@ -512,27 +516,69 @@ fn host_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<f64> {
 const HOST_CHECK_SIZE: usize = 8;
 const HOST_CHECK_ITERATIONS: u32 = 200_000;
 
-/// The note that reports the host checks of every round, in order (none
-/// if no check could tell: navette unbuilt, or no shared memory).
-fn host_note(checks: &[Option<f64>]) -> Option<String> {
-    if checks.iter().all(Option::is_none) {
+/// What the host was like before a round.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct HostCheck {
+    /// navette's 8-byte ping-pong over shm, one-way µs ([`host_check`]).
+    ping_pong_us: Option<f64>,
+    /// Each core's independent additions per ns ([`core_check`]).
+    cores: Option<Vec<f64>>,
+}
+
+/// Each core's additions per nanosecond now, from the floor program
+/// (`None` if it could not tell: its outputs are in `raw/`).
+fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<f64>> {
+    let name = ctx.raw_name(pattern, "core-check");
+    let mut command = crate::tools::floor::cores_command(&ctx.programs.floor);
+    let output = ctx.runner.run(&name, &mut command).ok()?;
+    if !output.success() {
         return None;
     }
-    let each: Vec<String> = checks
+    let rates = crate::tools::floor::parse_cores(&output.stdout).ok()?;
+    Some(rates.iter().map(|r| r.adds_per_ns).collect())
+}
+
+/// The note that reports the host checks of every round, in order (none
+/// if no check could tell: navette and the floor unbuilt, or no shared
+/// memory).
+fn host_note(checks: &[HostCheck]) -> Option<String> {
+    let told = |c: &HostCheck| c.ping_pong_us.is_some() || c.cores.is_some();
+    if !checks.iter().any(told) {
+        return None;
+    }
+    let ping_pongs: Vec<String> = checks
         .iter()
-        .map(|c| c.map_or_else(|| "?".to_owned(), |us| format!("{us:.3}")))
+        .map(|c| {
+            c.ping_pong_us
+                .map_or_else(|| "?".to_owned(), |us| format!("{us:.3}"))
+        })
+        .collect();
+    let cores: Vec<String> = checks
+        .iter()
+        .map(|c| match &c.cores {
+            Some(rates) => rates
+                .iter()
+                .map(|r| format!("{r:.1}"))
+                .collect::<Vec<_>>()
+                .join("/"),
+            None => "?".to_owned(),
+        })
         .collect();
     Some(format!(
         "host check before each round: navette's {HOST_CHECK_SIZE}-byte ping-pong over shm \
          took {} µs one-way (the same in every round on a steady host; a round that reads \
-         much more ran while the host was slow)",
-        each.join(", ")
+         much more ran while the host was slow); the two cores ran {} additions per ns \
+         (each alone: a core well below its best round shared its physical core with a busy \
+         hyper-thread, or ran at a lower clock, and code bound by its instructions, as \
+         navette's series are, slowed down with it more than code that waits on memory)",
+        ping_pongs.join(", "),
+        cores.join(", ")
     ))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, Pattern, host_note, paired_note, parse_patterns};
+    use super::{HostCheck, Outcome, Pattern, host_note, paired_note, parse_patterns};
     use crate::record::{Record, Skip, SkipKind};
 
     #[test]
@@ -635,10 +681,33 @@ mod tests {
 
     #[test]
     fn host_checks_are_noted_per_round() {
+        let check = |us: Option<f64>, cores: Option<&[f64]>| HostCheck {
+            ping_pong_us: us,
+            cores: cores.map(<[f64]>::to_vec),
+        };
         assert_eq!(host_note(&[]), None);
-        assert_eq!(host_note(&[None, None]), None, "no check could tell");
-        let note = host_note(&[Some(0.0512), None, Some(0.13)]).expect("a note");
+        assert_eq!(
+            host_note(&[check(None, None), check(None, None)]),
+            None,
+            "no check could tell"
+        );
+        let note = host_note(&[
+            check(Some(0.0512), Some(&[10.54, 10.96])),
+            check(None, Some(&[6.01, 10.9])),
+            check(Some(0.13), None),
+        ])
+        .expect("a note");
         assert!(note.contains("took 0.051, ?, 0.130 µs one-way"), "{note}");
+        assert!(
+            note.contains("ran 10.5/11.0, 6.0/10.9, ? additions per ns"),
+            "{note}"
+        );
+        // The cores alone tell something too.
+        let note = host_note(&[check(None, Some(&[9.0, 9.5]))]).expect("a note");
+        assert!(
+            note.contains("took ? µs") && note.contains("ran 9.0/9.5"),
+            "{note}"
+        );
     }
 
     #[test]

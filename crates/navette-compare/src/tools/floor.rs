@@ -7,7 +7,10 @@
 //! - with `series`, `segments=… size=… iterations=… latency_us=… …` (as
 //!   `bench/mpi/multiseg.c` prints them, read by
 //!   [`super::mpi::parse_multiseg`]): the floor of a multiseg series, what
-//!   any implementation of the pattern must do, written plainly.
+//!   any implementation of the pattern must do, written plainly;
+//! - with `cores`, `core core=… adds_per_ns=…`: how many instructions each
+//!   of the two cores runs now (a host check: a core whose hyper-thread
+//!   sibling is busy, or whose clock is lowered, runs fewer).
 
 use std::path::Path;
 use std::process::Command;
@@ -48,6 +51,40 @@ pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Co
     command
 }
 
+/// The command that measures each core's additions per nanosecond.
+pub fn cores_command(program: &Path) -> Command {
+    let mut command = pinned(program);
+    command.arg("cores");
+    command
+}
+
+/// Reads the output of [`cores_command`]: each core's additions per
+/// nanosecond, in the order printed.
+pub fn parse_cores(output: &str) -> Result<Vec<CoreRate>, ParseError> {
+    let rates = kv::lines(output)
+        .filter(|line| line.head == Some("core"))
+        .map(|line| {
+            Ok(CoreRate {
+                core: line.number("core")?,
+                adds_per_ns: line.number("adds_per_ns")?,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    if rates.is_empty() {
+        return Err(ParseError::NoResult("expected core lines"));
+    }
+    Ok(rates)
+}
+
+/// What one core ran, alone, at one moment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CoreRate {
+    /// The core's number.
+    pub core: usize,
+    /// Independent additions per nanosecond.
+    pub adds_per_ns: f64,
+}
+
 /// Reads the floor program's output.
 pub fn parse(output: &str) -> Result<Floor, ParseError> {
     let mut floor = Floor {
@@ -75,4 +112,29 @@ pub fn parse(output: &str) -> Result<Floor, ParseError> {
         return Err(ParseError::NoResult("expected cacheline and memcpy lines"));
     }
     Ok(floor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CoreRate, parse_cores};
+
+    #[test]
+    fn core_rates_are_read_in_order() {
+        let out = "core core=0 adds_per_ns=10.512\ncore core=1 adds_per_ns=6.250\n";
+        assert_eq!(
+            parse_cores(out),
+            Ok(vec![
+                CoreRate {
+                    core: 0,
+                    adds_per_ns: 10.512
+                },
+                CoreRate {
+                    core: 1,
+                    adds_per_ns: 6.25
+                },
+            ])
+        );
+        assert!(parse_cores("cacheline size=64 latency_us=0.1\n").is_err());
+        assert!(parse_cores("core core=0 adds_per_ns=fast\n").is_err());
+    }
 }

@@ -30,20 +30,24 @@
  * pages, 64 to a ring. One-way time = round trip / 2, best of 3 series
  * after a warm-up. A series too large for a cell of 1 MiB is left out.
  *
- * cores: how many instructions each of CORE_A and CORE_B runs now, alone:
- * one thread pinned to each in turn runs a loop of independent additions
+ * cores: how many instructions each of CORE_A and CORE_B runs now: one
+ * thread pinned to each in turn runs a loop of independent additions
  * (four chains, eight a turn) and reports additions per nanosecond, best
- * of 5 series of about 10 ms. On a virtual machine a core's figure falls
- * while the physical core's other hyper-thread is busy (another guest's
- * work) or its clock is lowered: code bound by its instructions then
- * slows down in proportion, code that waits on memory far less.
+ * of 5 series of about 10 ms; then one thread on each runs it at once.
+ * On a virtual machine a core's figure alone falls while the physical
+ * core's other hyper-thread is busy (another guest's work) or its clock
+ * is lowered; both figures together fall to about half of alone where the
+ * host runs the two virtual cores as hyper-threads of one physical core
+ * (each of two ranks, one per core, then slows the other while it
+ * spins). Code bound by its instructions slows down in proportion, code
+ * that waits on memory far less.
  *
  * Output, one line per figure:
  *   cacheline size=64 iterations=<round trips> latency_us=<one-way µs>
  *   memcpy size=<bytes> iterations=<copies> latency_us=<µs per copy> bandwidth_mbps=<MB/s>
  *   segments=<S> size=<bytes per segment> iterations=<round trips> latency_us=<one-way µs> bandwidth_mbps=<MB/s>
  * (the last as bench/mpi/multiseg.c prints it), and with `cores`
- *   core core=<id> adds_per_ns=<additions per ns>
+ *   core core=<id> adds_per_ns=<additions per ns, alone> together=<the same, both at once>
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -487,15 +491,47 @@ static double adds_per_ns(long turns)
     return best;
 }
 
-/* `cores`: each core's additions per nanosecond, in turn. */
+/* One core's rate while the other core runs the same loop. */
+struct together {
+    int core;
+    pthread_barrier_t *start;
+    double rate;
+};
+
+static void *run_together(void *arg)
+{
+    struct together *t = arg;
+    pin(t->core);
+    adds_per_ns(1000000L);
+    pthread_barrier_wait(t->start);
+    t->rate = adds_per_ns(12000000L);
+    return NULL;
+}
+
+/* `cores`: each core's additions per nanosecond alone, in turn, then
+ * while both run at once (two hyper-threads of one physical core share
+ * it: each then runs about half as much). */
 static int cores_main(void)
 {
+    double alone[2];
     for (int k = 0; k < 2; k++) {
         pin(cores[k]);
         adds_per_ns(1000000L); /* warm-up: the clock ramps up */
-        printf("core core=%d adds_per_ns=%.3f\n", cores[k], adds_per_ns(12000000L));
-        fflush(stdout);
+        alone[k] = adds_per_ns(12000000L);
     }
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    struct together both[2] = {{cores[0], &start, 0}, {cores[1], &start, 0}};
+    pthread_t other;
+    if (pthread_create(&other, NULL, run_together, &both[1]) != 0) {
+        fprintf(stderr, "floor: cannot start a thread\n");
+        return 1;
+    }
+    run_together(&both[0]);
+    pthread_join(other, NULL);
+    pthread_barrier_destroy(&start);
+    for (int k = 0; k < 2; k++)
+        printf("core core=%d adds_per_ns=%.3f together=%.3f\n", cores[k], alone[k], both[k].rate);
     return 0;
 }
 

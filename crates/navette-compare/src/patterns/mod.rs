@@ -521,13 +521,14 @@ const HOST_CHECK_ITERATIONS: u32 = 200_000;
 struct HostCheck {
     /// navette's 8-byte ping-pong over shm, one-way µs ([`host_check`]).
     ping_pong_us: Option<f64>,
-    /// Each core's independent additions per ns ([`core_check`]).
-    cores: Option<Vec<f64>>,
+    /// Each core's independent additions per ns, alone then while the
+    /// other runs too ([`core_check`]).
+    cores: Option<Vec<(f64, f64)>>,
 }
 
 /// Each core's additions per nanosecond now, from the floor program
 /// (`None` if it could not tell: its outputs are in `raw/`).
-fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<f64>> {
+fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<(f64, f64)>> {
     let name = ctx.raw_name(pattern, "core-check");
     let mut command = crate::tools::floor::cores_command(&ctx.programs.floor);
     let output = ctx.runner.run(&name, &mut command).ok()?;
@@ -535,7 +536,7 @@ fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<f64>> {
         return None;
     }
     let rates = crate::tools::floor::parse_cores(&output.stdout).ok()?;
-    Some(rates.iter().map(|r| r.adds_per_ns).collect())
+    Some(rates.iter().map(|r| (r.adds_per_ns, r.together)).collect())
 }
 
 /// The note that reports the host checks of every round, in order (none
@@ -556,21 +557,28 @@ fn host_note(checks: &[HostCheck]) -> Option<String> {
     let cores: Vec<String> = checks
         .iter()
         .map(|c| match &c.cores {
-            Some(rates) => rates
-                .iter()
-                .map(|r| format!("{r:.1}"))
-                .collect::<Vec<_>>()
-                .join("/"),
+            Some(rates) => {
+                let each = |pick: fn(&(f64, f64)) -> f64| {
+                    rates
+                        .iter()
+                        .map(|r| format!("{:.1}", pick(r)))
+                        .collect::<Vec<_>>()
+                        .join("/")
+                };
+                format!("{} ({} at once)", each(|r| r.0), each(|r| r.1))
+            }
             None => "?".to_owned(),
         })
         .collect();
     Some(format!(
         "host check before each round: navette's {HOST_CHECK_SIZE}-byte ping-pong over shm \
          took {} µs one-way (the same in every round on a steady host; a round that reads \
-         much more ran while the host was slow); the two cores ran {} additions per ns \
-         (each alone: a core well below its best round shared its physical core with a busy \
-         hyper-thread, or ran at a lower clock, and code bound by its instructions, as \
-         navette's series are, slowed down with it more than code that waits on memory)",
+         much more ran while the host was slow); the two cores ran {} additions per ns, \
+         each alone (both at once): a core well below its best round shared its physical \
+         core with another guest's busy hyper-thread or ran at a lower clock, and at once \
+         about half of alone means the two are hyper-threads of one physical core; code \
+         bound by its instructions, as navette's small series are, slows down with such a \
+         core more than code that waits on memory",
         ping_pongs.join(", "),
         cores.join(", ")
     ))
@@ -681,9 +689,9 @@ mod tests {
 
     #[test]
     fn host_checks_are_noted_per_round() {
-        let check = |us: Option<f64>, cores: Option<&[f64]>| HostCheck {
+        let check = |us: Option<f64>, cores: Option<&[(f64, f64)]>| HostCheck {
             ping_pong_us: us,
-            cores: cores.map(<[f64]>::to_vec),
+            cores: cores.map(<[(f64, f64)]>::to_vec),
         };
         assert_eq!(host_note(&[]), None);
         assert_eq!(
@@ -692,18 +700,20 @@ mod tests {
             "no check could tell"
         );
         let note = host_note(&[
-            check(Some(0.0512), Some(&[10.54, 10.96])),
-            check(None, Some(&[6.01, 10.9])),
+            check(Some(0.0512), Some(&[(10.54, 10.4), (10.96, 10.9)])),
+            check(None, Some(&[(6.01, 5.5), (10.9, 5.6)])),
             check(Some(0.13), None),
         ])
         .expect("a note");
         assert!(note.contains("took 0.051, ?, 0.130 µs one-way"), "{note}");
         assert!(
-            note.contains("ran 10.5/11.0, 6.0/10.9, ? additions per ns"),
+            note.contains(
+                "ran 10.5/11.0 (10.4/10.9 at once), 6.0/10.9 (5.5/5.6 at once), ? additions per ns"
+            ),
             "{note}"
         );
         // The cores alone tell something too.
-        let note = host_note(&[check(None, Some(&[9.0, 9.5]))]).expect("a note");
+        let note = host_note(&[check(None, Some(&[(9.0, 9.0), (9.5, 9.4)]))]).expect("a note");
         assert!(
             note.contains("took ? µs") && note.contains("ran 9.0/9.5"),
             "{note}"

@@ -8,9 +8,11 @@
 //!   `bench/mpi/multiseg.c` prints them, read by
 //!   [`super::mpi::parse_multiseg`]): the floor of a multiseg series, what
 //!   any implementation of the pattern must do, written plainly;
-//! - with `cores`, `core core=… adds_per_ns=…`: how many instructions each
-//!   of the two cores runs now (a host check: a core whose hyper-thread
-//!   sibling is busy, or whose clock is lowered, runs fewer).
+//! - with `cores`, `core core=… adds_per_ns=… together=…`: how many
+//!   instructions each of the two cores runs now, alone and while the other
+//!   runs too (a host check: a core whose hyper-thread sibling is busy, or
+//!   whose clock is lowered, runs fewer alone; two virtual cores that are
+//!   hyper-threads of one physical core run about half as much together).
 
 use std::path::Path;
 use std::process::Command;
@@ -67,6 +69,7 @@ pub fn parse_cores(output: &str) -> Result<Vec<CoreRate>, ParseError> {
             Ok(CoreRate {
                 core: line.number("core")?,
                 adds_per_ns: line.number("adds_per_ns")?,
+                together: line.number("together")?,
             })
         })
         .collect::<Result<Vec<_>, ParseError>>()?;
@@ -81,8 +84,10 @@ pub fn parse_cores(output: &str) -> Result<Vec<CoreRate>, ParseError> {
 pub struct CoreRate {
     /// The core's number.
     pub core: usize,
-    /// Independent additions per nanosecond.
+    /// Independent additions per nanosecond, alone.
     pub adds_per_ns: f64,
+    /// The same while the other core runs the same loop.
+    pub together: f64,
 }
 
 /// Reads the floor program's output.
@@ -120,21 +125,25 @@ mod tests {
 
     #[test]
     fn core_rates_are_read_in_order() {
-        let out = "core core=0 adds_per_ns=10.512\ncore core=1 adds_per_ns=6.250\n";
+        let out = "core core=0 adds_per_ns=10.512 together=5.5\n\
+                   core core=1 adds_per_ns=6.250 together=6.0\n";
         assert_eq!(
             parse_cores(out),
             Ok(vec![
                 CoreRate {
                     core: 0,
-                    adds_per_ns: 10.512
+                    adds_per_ns: 10.512,
+                    together: 5.5
                 },
                 CoreRate {
                     core: 1,
-                    adds_per_ns: 6.25
+                    adds_per_ns: 6.25,
+                    together: 6.0
                 },
             ])
         );
         assert!(parse_cores("cacheline size=64 latency_us=0.1\n").is_err());
-        assert!(parse_cores("core core=0 adds_per_ns=fast\n").is_err());
+        assert!(parse_cores("core core=0 adds_per_ns=fast together=1\n").is_err());
+        assert!(parse_cores("core core=0 adds_per_ns=1.0\n").is_err());
     }
 }

@@ -415,6 +415,32 @@ fn asking_for_the_tail_cell_changes_nothing_in_the_ring() {
 }
 
 #[test]
+fn a_ping_pong_knows_the_tail_cell_free_at_every_push() {
+    let (seg, _c) = ring_segment(4, 128);
+    let area = seg.area(0);
+    // One message at a time, over three laps: after each is consumed, the
+    // cell of the next push reads as free by this process's cache of the
+    // head (so the prefetches before that push ask for its lines and its
+    // claim reads nothing of the consumer's), the lap's last one too.
+    for v in 0..12 {
+        push_u64(&seg, v).unwrap();
+        assert_eq!(pop_u64(&seg), Some(v));
+        assert_eq!(
+            area.free_tail_cell(),
+            Some((v as usize + 1) % 4),
+            "after {v}"
+        );
+    }
+    // A full ring still reads full: no cell is asked for from under the
+    // consumer.
+    for v in 0..4 {
+        push_u64(&seg, v).unwrap();
+    }
+    assert_eq!(area.free_tail_cell(), None);
+    assert_eq!(pop_u64(&seg), Some(0));
+}
+
+#[test]
 #[should_panic(expected = "exceeds the cell payload")]
 fn oversized_push_panics() {
     let (seg, _c) = ring_segment(4, 64);

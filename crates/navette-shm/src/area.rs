@@ -221,22 +221,24 @@ impl<'a> RankArea<'a> {
     }
 
     /// After a push: reads the consumer's head into this process's cache
-    /// of it once the cache says half the ring is in use. The cache is
-    /// otherwise read again only when it says full (`ring::claim`): in a
-    /// ping-pong, once a lap, on the path of the push that finds it so,
-    /// whose cell the prefetches before it (`prefetch_next_cell`,
-    /// `prefetch_tail_cell`) also skipped as the consumer's still. Series
-    /// of 8 × 4 B over shm took 600 ns more per round trip at that lap's
-    /// push (docs/profiling.md, stop 45). Here, after a push, the sender
-    /// is about to wait or to write its next message, and the read of the
-    /// consumer's line comes once every half lap.
+    /// of it when the cache says the push just took the ring to half in
+    /// use. The cache is otherwise read again only when it says full
+    /// (`ring::claim`): in a ping-pong, once a lap, on the path of the
+    /// push that finds it so, whose cell the prefetches before it
+    /// (`prefetch_next_cell`, `prefetch_tail_cell`) also skipped as the
+    /// consumer's still. Series of 8 × 4 B over shm took 600 ns more per
+    /// round trip at that lap's push (docs/profiling.md, stop 45). Here,
+    /// after a push, the sender is about to wait or to write its next
+    /// message. At exactly half, not from half on: a stream that keeps
+    /// the ring more than half full (the consumer behind) reads the
+    /// consumer's line, which the consumer writes at each pop, once more
+    /// a lap, not at every push. A push of another producer of this
+    /// process may step over the mark: that lap goes as before.
     #[inline]
     fn refresh_head_cache(&self) {
         let tail = self.control.tail.load(Ordering::Relaxed);
         let cached = self.head_cache.load(Ordering::Relaxed);
-        // Wrapping: a cache newer than a stale tail reads as far ahead,
-        // and is refreshed too (harmless).
-        if tail.wrapping_sub(cached) >= u64::from(self.cells_count / 2) {
+        if tail.wrapping_sub(cached) == u64::from(self.cells_count / 2) {
             // Acquire, then Release into the cache, as the claim's own
             // refresh: the consumer's reads of the cells it freed happen
             // before this process's writes to them.
@@ -324,12 +326,22 @@ impl<'a> RankArea<'a> {
     }
 
     /// Asks for the lines of `cell` from byte `from` (a line's start) up to
-    /// byte `end`, for writing.
+    /// byte `end` (at most the cell's size), for writing. The cell's start
+    /// is found, and the processor asked whether it has the instruction,
+    /// once for all the lines: per line, they took more instructions than
+    /// the prefetch itself (docs/profiling.md, stop 45).
     #[inline]
     fn prefetch_lines_for_write(&self, cell: usize, from: usize, end: usize) {
+        if !has_prefetchw() {
+            return;
+        }
+        debug_assert!(end <= self.cell_size);
+        let start = self.cell_ptr(cell, 0);
         let mut at = from;
         while at < end {
-            prefetch_for_write(self.cell_ptr(cell, at));
+            // Inside the cell (`end` is at most its size); a prefetch
+            // never faults anyway.
+            prefetchw(start.wrapping_add(at));
             at += 64;
         }
     }
@@ -691,13 +703,14 @@ fn prefetch_for_read(p: *const u8) {
     let _ = p;
 }
 
-/// Asks for the cache line at `p` in a state that can be written, ahead
-/// of the write. By hand: `_mm_prefetch::<_MM_HINT_ET0>` emits a read
-/// prefetch unless the whole build enables the `prfchw` feature, which
-/// most x86-64 processors have but the baseline target does not, and
-/// `is_x86_feature_detected!` does not know it: CPUID tells, once.
+/// Whether the processor has `PREFETCHW`, which asks for a cache line in
+/// a state that can be written, ahead of the write. By hand:
+/// `_mm_prefetch::<_MM_HINT_ET0>` emits a read prefetch unless the whole
+/// build enables the `prfchw` feature, which most x86-64 processors have
+/// but the baseline target does not, and `is_x86_feature_detected!` does
+/// not know it: CPUID tells, once.
 #[inline]
-fn prefetch_for_write(p: *mut u8) {
+fn has_prefetchw() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static PREFETCHW: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
@@ -706,18 +719,27 @@ fn prefetch_for_write(p: *mut u8) {
             let max = std::arch::x86_64::__cpuid(0x8000_0000).eax;
             max >= 0x8000_0001 && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
         });
-        if *PREFETCHW {
-            // SAFETY: a prefetch is a hint, not an access: it reads and
-            // writes nothing, and never faults, whatever the address; the
-            // processor has the instruction (checked above).
-            unsafe {
-                std::arch::asm!(
-                    "prefetchw [{0}]",
-                    in(reg) p,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-        }
+        *PREFETCHW
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Asks for the cache line at `p` in a state that can be written, ahead
+/// of the write; only where [`has_prefetchw`] said so.
+#[inline]
+fn prefetchw(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint, not an access: it reads and writes
+    // nothing, and never faults, whatever the address; the caller checked
+    // that the processor has the instruction (`has_prefetchw`).
+    unsafe {
+        std::arch::asm!(
+            "prefetchw [{0}]",
+            in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }

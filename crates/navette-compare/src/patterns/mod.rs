@@ -10,6 +10,7 @@ mod pingpong;
 use crate::args::{Programs, Transport};
 use crate::record::{Record, Skip, SkipKind};
 use crate::runner::Runner;
+use crate::tools::floor::{self, CoreRate};
 use crate::tools::{Figure, navette};
 
 /// A pattern that can be compared.
@@ -517,26 +518,24 @@ const HOST_CHECK_SIZE: usize = 8;
 const HOST_CHECK_ITERATIONS: u32 = 200_000;
 
 /// What the host was like before a round.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug)]
 struct HostCheck {
     /// navette's 8-byte ping-pong over shm, one-way µs ([`host_check`]).
     ping_pong_us: Option<f64>,
-    /// Each core's independent additions per ns, alone then while the
-    /// other runs too ([`core_check`]).
-    cores: Option<Vec<(f64, f64)>>,
+    /// What each core runs ([`core_check`]).
+    cores: Option<Vec<CoreRate>>,
 }
 
 /// Each core's additions per nanosecond now, from the floor program
 /// (`None` if it could not tell: its outputs are in `raw/`).
-fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<(f64, f64)>> {
+fn core_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<Vec<CoreRate>> {
     let name = ctx.raw_name(pattern, "core-check");
-    let mut command = crate::tools::floor::cores_command(&ctx.programs.floor);
+    let mut command = floor::cores_command(&ctx.programs.floor);
     let output = ctx.runner.run(&name, &mut command).ok()?;
     if !output.success() {
         return None;
     }
-    let rates = crate::tools::floor::parse_cores(&output.stdout).ok()?;
-    Some(rates.iter().map(|r| (r.adds_per_ns, r.together)).collect())
+    floor::parse_cores(&output.stdout).ok()
 }
 
 /// The note that reports the host checks of every round, in order (none
@@ -558,14 +557,18 @@ fn host_note(checks: &[HostCheck]) -> Option<String> {
         .iter()
         .map(|c| match &c.cores {
             Some(rates) => {
-                let each = |pick: fn(&(f64, f64)) -> f64| {
+                let each = |pick: fn(&CoreRate) -> f64| {
                     rates
                         .iter()
                         .map(|r| format!("{:.1}", pick(r)))
                         .collect::<Vec<_>>()
                         .join("/")
                 };
-                format!("{} ({} at once)", each(|r| r.0), each(|r| r.1))
+                format!(
+                    "{} ({} at once)",
+                    each(|r| r.adds_per_ns),
+                    each(|r| r.together)
+                )
             }
             None => "?".to_owned(),
         })
@@ -586,7 +589,7 @@ fn host_note(checks: &[HostCheck]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{HostCheck, Outcome, Pattern, host_note, paired_note, parse_patterns};
+    use super::{CoreRate, HostCheck, Outcome, Pattern, host_note, paired_note, parse_patterns};
     use crate::record::{Record, Skip, SkipKind};
 
     #[test]
@@ -691,7 +694,16 @@ mod tests {
     fn host_checks_are_noted_per_round() {
         let check = |us: Option<f64>, cores: Option<&[(f64, f64)]>| HostCheck {
             ping_pong_us: us,
-            cores: cores.map(<[(f64, f64)]>::to_vec),
+            cores: cores.map(|rates| {
+                (0..)
+                    .zip(rates)
+                    .map(|(core, &(adds_per_ns, together))| CoreRate {
+                        core,
+                        adds_per_ns,
+                        together,
+                    })
+                    .collect()
+            }),
         };
         assert_eq!(host_note(&[]), None);
         assert_eq!(

@@ -169,6 +169,8 @@ struct Peer {
 #[derive(Debug)]
 struct Rail {
     peer: Rank,
+    /// Where `peer` lies in `Engine::peers` (peers are never removed).
+    peer_index: usize,
     caps: RailCaps,
     in_flight: Option<Vec<SendProgress>>,
     /// Bytes of the packet in flight, and when it was handed out.
@@ -347,17 +349,9 @@ impl Engine {
             ..caps
         };
         let id = RailId(u32::try_from(self.rails.len()).expect("fewer than 2^32 rails"));
-        self.rails.push(Rail {
-            peer,
-            caps,
-            in_flight: None,
-            in_flight_len: 0,
-            sent_at: Duration::ZERO,
-            meter: transmit::BandwidthMeter::default(),
-            closed: false,
-        });
-        self.peers
-            .entry(peer)
+        let entry = self.peers.entry(peer);
+        let peer_index = entry.index();
+        entry
             .or_insert_with(|| Peer {
                 rails: Vec::new(),
                 gates: Vec::new(),
@@ -367,6 +361,16 @@ impl Engine {
             })
             .rails
             .push(id);
+        self.rails.push(Rail {
+            peer,
+            peer_index,
+            caps,
+            in_flight: None,
+            in_flight_len: 0,
+            sent_at: Duration::ZERO,
+            meter: transmit::BandwidthMeter::default(),
+            closed: false,
+        });
         let eager = self.rdv_threshold(peer);
         for gate in self.peers[&peer].gates.clone() {
             self.gates[gate.0].rdv_threshold = eager;

@@ -385,7 +385,8 @@ impl Engine {
         if r.closed || r.in_flight.is_some() {
             return false;
         }
-        let Some((peer_index, _, p)) = self.peers.get_full_mut(&r.peer) else {
+        let peer_index = r.peer_index;
+        let Some((_, p)) = self.peers.get_index_mut(peer_index) else {
             return false;
         };
         let open = &mut p.open;

@@ -339,9 +339,10 @@ impl<'a> RankArea<'a> {
         let start = self.cell_ptr(cell, 0);
         let mut at = from;
         while at < end {
-            // Inside the cell (`end` is at most its size); a prefetch
-            // never faults anyway.
-            prefetchw(start.wrapping_add(at));
+            // SAFETY: the processor has the instruction (checked above);
+            // the line lies inside the cell (`end` is at most its size),
+            // and a prefetch never faults anyway.
+            unsafe { prefetchw(start.wrapping_add(at)) };
             at += 64;
         }
     }
@@ -726,13 +727,17 @@ fn has_prefetchw() -> bool {
 }
 
 /// Asks for the cache line at `p` in a state that can be written, ahead
-/// of the write; only where [`has_prefetchw`] said so.
+/// of the write.
+///
+/// # Safety
+///
+/// The processor must have the instruction ([`has_prefetchw`]).
 #[inline]
-fn prefetchw(p: *const u8) {
+unsafe fn prefetchw(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint, not an access: it reads and writes
-    // nothing, and never faults, whatever the address; the caller checked
-    // that the processor has the instruction (`has_prefetchw`).
+    // nothing, and never faults, whatever the address; the processor has
+    // the instruction (the caller's contract).
     unsafe {
         std::arch::asm!(
             "prefetchw [{0}]",

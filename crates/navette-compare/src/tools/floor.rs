@@ -79,7 +79,7 @@ pub fn parse_cores(output: &str) -> Result<Vec<CoreRate>, ParseError> {
     Ok(rates)
 }
 
-/// What one core ran, alone, at one moment.
+/// What one core ran at one moment: alone, and while the other ran too.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CoreRate {
     /// The core's number.

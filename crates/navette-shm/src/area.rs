@@ -339,10 +339,21 @@ impl<'a> RankArea<'a> {
         let start = self.cell_ptr(cell, 0);
         let mut at = from;
         while at < end {
-            // SAFETY: the processor has the instruction (checked above);
-            // the line lies inside the cell (`end` is at most its size),
-            // and a prefetch never faults anyway.
-            unsafe { prefetchw(start.wrapping_add(at)) };
+            let line = start.wrapping_add(at);
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint, not an access: it reads and
+            // writes nothing, and never faults, whatever the address (the
+            // line lies inside the cell anyway: `end` is at most its
+            // size); the processor has the instruction (checked above).
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) line,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = line;
             at += 64;
         }
     }
@@ -705,7 +716,8 @@ fn prefetch_for_read(p: *const u8) {
 }
 
 /// Whether the processor has `PREFETCHW`, which asks for a cache line in
-/// a state that can be written, ahead of the write. By hand:
+/// a state that can be written, ahead of the write
+/// ([`RankArea::prefetch_lines_for_write`] issues it). By hand:
 /// `_mm_prefetch::<_MM_HINT_ET0>` emits a read prefetch unless the whole
 /// build enables the `prfchw` feature, which most x86-64 processors have
 /// but the baseline target does not, and `is_x86_feature_detected!` does
@@ -724,27 +736,4 @@ fn has_prefetchw() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
-}
-
-/// Asks for the cache line at `p` in a state that can be written, ahead
-/// of the write.
-///
-/// # Safety
-///
-/// The processor must have the instruction ([`has_prefetchw`]).
-#[inline]
-unsafe fn prefetchw(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint, not an access: it reads and writes
-    // nothing, and never faults, whatever the address; the processor has
-    // the instruction (the caller's contract).
-    unsafe {
-        std::arch::asm!(
-            "prefetchw [{0}]",
-            in(reg) p,
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }

@@ -215,36 +215,8 @@ impl<'a> RankArea<'a> {
     pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Full> {
         ring::try_push(self, len, fill)?;
         self.last_push.store(len as u64, Ordering::Relaxed);
-        self.refresh_head_cache();
         self.prefetch_next_cell(len);
         Ok(())
-    }
-
-    /// After a push: reads the consumer's head into this process's cache
-    /// of it when the cache says the push just took the ring to half in
-    /// use. The cache is otherwise read again only when it says full
-    /// (`ring::claim`): in a ping-pong, once a lap, on the path of the
-    /// push that finds it so, whose cell the prefetches before it
-    /// (`prefetch_next_cell`, `prefetch_tail_cell`) also skipped as the
-    /// consumer's still. Series of 8 × 4 B over shm took 600 ns more per
-    /// round trip at that lap's push (docs/profiling.md, stop 45). Here,
-    /// after a push, the sender is about to wait or to write its next
-    /// message. At exactly half, not from half on: a stream that keeps
-    /// the ring more than half full (the consumer behind) reads the
-    /// consumer's line, which the consumer writes at each pop, once more
-    /// a lap, not at every push. A push of another producer of this
-    /// process may step over the mark: that lap goes as before.
-    #[inline]
-    fn refresh_head_cache(&self) {
-        let tail = self.control.tail.load(Ordering::Relaxed);
-        let cached = self.head_cache.load(Ordering::Relaxed);
-        if tail.wrapping_sub(cached) == u64::from(self.cells_count / 2) {
-            // Acquire, then Release into the cache, as the claim's own
-            // refresh: the consumer's reads of the cells it freed happen
-            // before this process's writes to them.
-            let head = self.control.head.load(Ordering::Acquire);
-            self.head_cache.store(head, Ordering::Release);
-        }
     }
 
     /// [`try_push`](Self::try_push), then, if `demote`, moves the cell's

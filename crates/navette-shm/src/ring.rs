@@ -17,10 +17,11 @@
 //!   consumer is past its previous lap, `pos - head < C` (capacity `C`).
 //!   It checks that against a *cached* `head` in its own process's memory
 //!   ([`RingMemory::head_cache`]), which it refreshes from the shared one
-//!   (Acquire) only when the cached value says full: `head` only grows, so
-//!   a stale value is merely cautious. It claims `pos` by CAS `tail: pos ->
-//!   pos + 1`, writes the payload, then publishes with `seq = pos + 1`
-//!   (Release).
+//!   (Acquire) when the cached value says full, and after a push that
+//!   takes the ring, by the cache, to exactly half in use (see
+//!   [`try_push`]): `head` only grows, so a stale value is merely
+//!   cautious. It claims `pos` by CAS `tail: pos -> pos + 1`, writes the
+//!   payload, then publishes with `seq = pos + 1` (Release).
 //! * The consumer reads at `head` when `seq == head + 1` (Acquire), hands
 //!   the payload out, then advances `head` (Release), which frees the cell.
 //!   Nothing else of the consumer's is shared: it never writes a cell.
@@ -137,6 +138,19 @@ fn store_seq<M: RingMemory>(m: &M, index: usize, seq: u64, order: Ordering) {
 /// Claims a cell, lets `fill` write the first `len` bytes of its payload,
 /// and publishes it.
 ///
+/// Then, if the push took the ring to exactly half in use by this
+/// process's cache of the consumer's head, refreshes the cache. Read only
+/// when it says full, the cache would be read again, in a ping-pong, once
+/// a lap, on the path of the push that finds it so, whose cell the
+/// prefetches before it (`RankArea::prefetch_next_cell`,
+/// `prefetch_tail_cell`) also skipped as the consumer's still: series of
+/// 8 × 4 B over shm took 600 ns more per round trip at that lap's push
+/// (docs/profiling.md, stop 45). After a push the producer is about to
+/// wait or to write its next message. At exactly half, not from half on:
+/// a stream that keeps the ring more than half full (the consumer behind)
+/// reads the consumer's line, which the consumer writes at each pop, once
+/// more a lap, not at every push.
+///
 /// # Panics
 ///
 /// If `len > m.payload_capacity()` (a caller bug). If `fill` panics, the
@@ -174,7 +188,25 @@ pub(crate) fn try_push<M: RingMemory>(
     });
     // `len <= payload_capacity < ABANDONED` (contract), so it fits a u32.
     publish.len = len as u32;
+    drop(publish);
+    let used = pos
+        .wrapping_add(1)
+        .wrapping_sub(m.head_cache().load(Ordering::Relaxed));
+    if used == m.capacity() / 2 {
+        refresh_head_cache(m);
+    }
     Ok(())
+}
+
+/// Reads the consumer's `head` into this process's cache of it, and
+/// returns it. Acquire: the consumer's reads of the cells it freed happen
+/// before our writes to them. Release into the cache: a head read by
+/// another producer thread of this process frees cells for us only
+/// through it (the claim acquires the cache).
+fn refresh_head_cache<M: RingMemory>(m: &M) -> u64 {
+    let head = m.head().load(Ordering::Acquire);
+    m.head_cache().store(head, Ordering::Release);
+    head
 }
 
 /// CAS loop of the producer: returns the claimed cell and position.
@@ -190,10 +222,8 @@ fn claim<M: RingMemory>(m: &M) -> Result<(usize, u64), Full> {
         let mut used = pos.wrapping_sub(head) as i64;
         if used < 0 || used >= capacity as i64 {
             // The cached head says full (or is newer than `pos`): read the
-            // consumer's. Acquire: its reads of the cells it freed happen
-            // before our writes to them.
-            head = m.head().load(Ordering::Acquire);
-            m.head_cache().store(head, Ordering::Release);
+            // consumer's.
+            head = refresh_head_cache(m);
             used = pos.wrapping_sub(head) as i64;
             if used < 0 {
                 // `pos` is stale: others claimed and the consumer consumed

@@ -408,7 +408,7 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
     if let Some(note) = host_note(&checks) {
         outcome.note(note);
     }
-    if let Some(note) = paired_note(&each_round) {
+    if let Some(note) = paired_note(&each_round, &host_states(&checks)) {
         outcome.note(note);
     }
     outcome
@@ -421,8 +421,9 @@ pub fn run_rounds(pattern: Pattern, ctx: &mut Context<'_>, rounds: u32) -> Outco
 /// round, which on a host whose speed drifts may fall in different
 /// moments; a ratio taken within each round, where the tools ran minutes
 /// apart at most, is paired, and its spread shows what one run's ratio is
-/// worth.
-fn paired_note(rounds: &[Vec<Record>]) -> Option<String> {
+/// worth. Where the rounds ran on hosts of more than one kind (`hosts`,
+/// by round, from [`host_states`]), the median of each kind follows.
+fn paired_note(rounds: &[Vec<Record>], hosts: &[Option<Host>]) -> Option<String> {
     use crate::record::implementation::NAVETTE;
     use crate::sizes::ShortSize;
     use crate::table::View;
@@ -437,16 +438,20 @@ fn paired_note(rounds: &[Vec<Record>]) -> Option<String> {
     rows.dedup();
     let mut cells = Vec::new();
     for (pattern, transport, segments, size) in rows {
-        let mut ratios: Vec<f64> = rounds
+        // Each round's ratio, with the host it ran on.
+        let paired: Vec<(f64, Option<Host>)> = rounds
             .iter()
-            .filter_map(|records| {
+            .enumerate()
+            .filter_map(|(i, records)| {
                 let view = View::of_series(pattern, transport, segments, records);
-                view.speedup_vs_faster_mpi(size).map(|(x, _)| x)
+                let (x, _) = view.speedup_vs_faster_mpi(size)?;
+                Some((x, hosts.get(i).copied().flatten()))
             })
             .collect();
-        if ratios.len() < 2 {
+        if paired.len() < 2 {
             continue;
         }
+        let mut ratios: Vec<f64> = paired.iter().map(|&(x, _)| x).collect();
         ratios.sort_by(f64::total_cmp);
         let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
         let row = match segments {
@@ -454,9 +459,10 @@ fn paired_note(rounds: &[Vec<Record>]) -> Option<String> {
             None => ShortSize(size).to_string(),
         };
         cells.push(format!(
-            "{row}: {:.2} ({low:.2}–{high:.2}, {} rounds)",
+            "{row}: {:.2} ({low:.2}–{high:.2}, {} rounds{})",
             median(&ratios),
-            ratios.len()
+            ratios.len(),
+            by_host(&paired)
         ));
     }
     (!cells.is_empty()).then(|| {
@@ -466,6 +472,32 @@ fn paired_note(rounds: &[Vec<Record>]) -> Option<String> {
             cells.join("; ")
         )
     })
+}
+
+/// The medians of `paired` ratios by the host their rounds ran on, as
+/// "; steady host 2.10 in 3, slow cores 1.70 in 2", when they ran on hosts of
+/// more than one kind (else nothing: the note's median says it all).
+fn by_host(paired: &[(f64, Option<Host>)]) -> String {
+    let kinds: Vec<Host> = Host::ALL
+        .into_iter()
+        .filter(|&kind| paired.iter().any(|&(_, host)| host == Some(kind)))
+        .collect();
+    if kinds.len() < 2 {
+        return String::new();
+    }
+    let parts: Vec<String> = kinds
+        .into_iter()
+        .map(|kind| {
+            let mut ratios: Vec<f64> = paired
+                .iter()
+                .filter(|&&(_, host)| host == Some(kind))
+                .map(|&(x, _)| x)
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            format!("{} {:.2} in {}", kind.name(), median(&ratios), ratios.len())
+        })
+        .collect();
+    format!("; {}", parts.join(", "))
 }
 
 /// The median of `sorted` (not empty, ascending).
@@ -524,6 +556,67 @@ struct HostCheck {
     ping_pong_us: Option<f64>,
     /// What each core runs ([`core_check`]).
     cores: Option<Vec<CoreRate>>,
+}
+
+/// The kind of host a round ran on, as its core check tells against the
+/// run's fastest round (see [`host_states`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Host {
+    /// Its slower core ran about as fast as in the run's fastest round,
+    /// alone and with the other core busy.
+    Steady,
+    /// Its slower core ran well below the run's best: another guest's busy
+    /// hyper-thread on its physical core, or a lower clock.
+    SlowCores,
+    /// Fast alone, about half of that with both cores busy: the two cores
+    /// are hyper-threads of one physical core.
+    Siblings,
+}
+
+impl Host {
+    /// Every kind, in the order notes give them.
+    const ALL: [Self; 3] = [Self::Steady, Self::SlowCores, Self::Siblings];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Steady => "steady host",
+            Self::SlowCores => "slow cores",
+            Self::Siblings => "sibling hyper-threads",
+        }
+    }
+}
+
+/// A core below this share of a rate it is compared with (the run's best
+/// alone; its own alone, when both run at once) runs slow. On the 2-core
+/// test machine a core reads 11-14 additions per ns on a steady host and
+/// 5-8 beside a busy hyper-thread (docs/profiling.md, stops 45-47): the
+/// kinds are far apart, and a few percent of noise stays steady.
+const SLOW_SHARE: f64 = 0.75;
+
+/// The kind of host of each round (`None` where its core check could not
+/// tell). The reference is the run's own fastest round, so that a run on
+/// a host slow throughout reads steady: the kinds tell rounds of one run
+/// apart, not runs.
+fn host_states(checks: &[HostCheck]) -> Vec<Option<Host>> {
+    let slowest = |rates: &[CoreRate], pick: fn(&CoreRate) -> f64| {
+        rates.iter().map(pick).min_by(f64::total_cmp)
+    };
+    let alone = |c: &HostCheck| slowest(c.cores.as_deref()?, |r| r.adds_per_ns);
+    let best = checks.iter().filter_map(alone).max_by(f64::total_cmp);
+    checks
+        .iter()
+        .map(|c| {
+            let (best, own) = (best?, alone(c)?);
+            let together = slowest(c.cores.as_deref()?, |r| r.together)?;
+            Some(if own < SLOW_SHARE * best {
+                Host::SlowCores
+            } else if together < SLOW_SHARE * own {
+                Host::Siblings
+            } else {
+                Host::Steady
+            })
+        })
+        .collect()
 }
 
 /// Each core's additions per nanosecond now, from the floor program
@@ -589,7 +682,10 @@ fn host_note(checks: &[HostCheck]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CoreRate, HostCheck, Outcome, Pattern, host_note, paired_note, parse_patterns};
+    use super::{
+        CoreRate, Host, HostCheck, Outcome, Pattern, host_note, host_states, paired_note,
+        parse_patterns,
+    };
     use crate::record::{Record, Skip, SkipKind};
 
     #[test]
@@ -610,14 +706,14 @@ mod tests {
             round(0, 2.0, 3.0, Some(1.0)),
             round(0, 4.0, 8.0, Some(9.0)),
         ];
-        let note = paired_note(&rounds).expect("three paired rounds");
+        let note = paired_note(&rounds, &[]).expect("three paired rounds");
         assert!(note.contains("0: 1.50 (0.50–2.00, 3 rounds)"), "{note}");
         // An even count takes the mean of the middle two; a row with a
         // single paired round gets no entry.
         let mut four = rounds.clone();
         four.push(round(0, 1.0, 1.0, None));
         four[0].extend(round(64, 1.0, 2.0, None));
-        let note = paired_note(&four).expect("four paired rounds");
+        let note = paired_note(&four, &[]).expect("four paired rounds");
         assert!(note.contains("0: 1.25 (0.50–2.00, 4 rounds)"), "{note}");
         assert!(!note.contains("64:"), "{note}");
         // Series of segments are named by their count.
@@ -629,10 +725,10 @@ mod tests {
                 r
             })
         };
-        let note = paired_note(&[multiseg(1.0).to_vec(), multiseg(4.0).to_vec()]).unwrap();
+        let note = paired_note(&[multiseg(1.0).to_vec(), multiseg(4.0).to_vec()], &[]).unwrap();
         assert!(note.contains("8×4: 1.25 (0.50–2.00, 2 rounds)"), "{note}");
         // Nothing to pair: no note.
-        assert_eq!(paired_note(&[round(0, 1.0, 2.0, None)]), None);
+        assert_eq!(paired_note(&[round(0, 1.0, 2.0, None)], &[]), None);
     }
 
     fn record(imp: &str, size: usize, lat: Option<f64>, bw: Option<f64>) -> Record {
@@ -690,9 +786,10 @@ mod tests {
         assert_eq!(kept.notes, vec!["a note".to_owned(), "another".to_owned()]);
     }
 
-    #[test]
-    fn host_checks_are_noted_per_round() {
-        let check = |us: Option<f64>, cores: Option<&[(f64, f64)]>| HostCheck {
+    /// A host check of `us` (the ping-pong) and `cores` (each core's rate
+    /// alone and at once).
+    fn check(us: Option<f64>, cores: Option<&[(f64, f64)]>) -> HostCheck {
+        HostCheck {
             ping_pong_us: us,
             cores: cores.map(|rates| {
                 (0..)
@@ -704,7 +801,73 @@ mod tests {
                     })
                     .collect()
             }),
+        }
+    }
+
+    #[test]
+    fn rounds_are_told_apart_by_their_host() {
+        let states = host_states(&[
+            check(Some(0.2), Some(&[(12.0, 11.8), (12.4, 12.1)])),
+            // The slower core well below the run's best (12.0).
+            check(Some(0.3), Some(&[(6.1, 6.0), (11.9, 11.5)])),
+            // Fast alone, about half at once.
+            check(Some(0.2), Some(&[(11.6, 6.2), (11.8, 6.0)])),
+            // A little below the best: noise, steady.
+            check(Some(0.2), Some(&[(10.0, 9.8), (10.5, 9.9)])),
+            check(Some(0.2), None),
+        ]);
+        assert_eq!(
+            states,
+            vec![
+                Some(Host::Steady),
+                Some(Host::SlowCores),
+                Some(Host::Siblings),
+                Some(Host::Steady),
+                None
+            ]
+        );
+        // A run slow throughout is compared with its own best round.
+        let slow = host_states(&[
+            check(None, Some(&[(6.0, 5.9), (6.2, 6.1)])),
+            check(None, Some(&[(5.8, 5.7), (6.0, 5.9)])),
+        ]);
+        assert_eq!(slow, vec![Some(Host::Steady), Some(Host::Steady)]);
+        assert_eq!(host_states(&[check(Some(0.2), None)]), vec![None]);
+    }
+
+    #[test]
+    fn paired_ratios_are_given_by_host_when_hosts_differ() {
+        let round = |navette: f64| {
+            ["navette", "openmpi"]
+                .map(|imp| {
+                    let lat = if imp == "navette" { navette } else { 2.0 };
+                    Record::new("rpc", "shm", imp, 0, Some(lat), None)
+                })
+                .to_vec()
         };
+        // × 2.0, 2.5 and 1.6 (steady, steady, slow cores), × 1.0 on a
+        // host the check could not tell.
+        let rounds = [round(1.0), round(0.8), round(1.25), round(2.0)];
+        let hosts = [
+            Some(Host::Steady),
+            Some(Host::Steady),
+            Some(Host::SlowCores),
+            None,
+        ];
+        let note = paired_note(&rounds, &hosts).expect("four paired rounds");
+        assert!(
+            note.contains(
+                "0: 1.80 (1.00–2.50, 4 rounds; steady host 2.25 in 2, slow cores 1.60 in 1)"
+            ),
+            "{note}"
+        );
+        // One kind of host: the median alone.
+        let note = paired_note(&rounds[..2], &hosts[..2]).expect("two paired rounds");
+        assert!(note.contains("0: 2.25 (2.00–2.50, 2 rounds)"), "{note}");
+    }
+
+    #[test]
+    fn host_checks_are_noted_per_round() {
         assert_eq!(host_note(&[]), None);
         assert_eq!(
             host_note(&[check(None, None), check(None, None)]),

@@ -212,6 +212,23 @@ fn a_bad_request_closes_only_its_connection() {
 }
 
 #[test]
+fn a_rank_cut_off_inside_a_frame_leaves() {
+    let server = server(2, unique_id(10));
+    let mut raw = raw_hello(&server, 0);
+    // Half of a frame's length, then the end of the connection (a rank
+    // killed while it wrote): no reply is owed, and rank 0 has left.
+    raw.write_all(&[8, 0]).unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(raw.read_to_end(&mut rest).unwrap(), 0, "closed, no reply");
+    let b = connect(&server, 1, 2, KEY).unwrap();
+    match b.fence() {
+        Err(BootstrapError::Server(reason)) => assert!(reason.contains("rank 0 left"), "{reason}"),
+        other => panic!("a fence without rank 0 gave {other:?}"),
+    }
+}
+
+#[test]
 fn oversized_client_calls_fail_before_sending() {
     let server = server(1, unique_id(8));
     let b = connect(&server, 0, 1, KEY).unwrap();

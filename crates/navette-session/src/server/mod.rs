@@ -319,6 +319,11 @@ fn serve(mut stream: UnixStream, shared: &Shared) {
         let request = match protocol::read_frame(&mut stream) {
             Ok(Some(body)) => Request::decode(&body).map_err(|e| e.to_string()),
             Ok(None) => break,
+            // The connection failed or ended inside a frame: the rank is
+            // gone (killed, or its job ending after another rank failed),
+            // not misbehaving. It leaves, as at a clean end; the launcher
+            // reports how its process ended.
+            Err(protocol::FrameError::Io(_)) => break,
             Err(e) => Err(e.to_string()),
         };
         let reply = match request {

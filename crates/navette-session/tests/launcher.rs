@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use navette_session::launcher::{
-    ExitReport, LaunchConfig, LaunchError, Outcome, TIMEOUT_EXIT_CODE, launch_with_output,
+    ExitReport, LaunchConfig, LaunchError, MAX_RANKS, Outcome, TIMEOUT_EXIT_CODE,
+    launch_with_output,
 };
 
 #[derive(Clone, Default)]
@@ -204,6 +205,16 @@ fn a_program_that_cannot_start_is_an_error() {
         launch_with_output(&zero, Box::new(io::sink()), Box::new(io::sink())),
         Err(LaunchError::Config(_))
     ));
+    // Too many for one host: refused before anything starts.
+    for ranks in [MAX_RANKS + 1, u32::MAX] {
+        let many = LaunchConfig::new(ranks, "true");
+        match launch_with_output(&many, Box::new(io::sink()), Box::new(io::sink())) {
+            Err(LaunchError::Config(why)) => {
+                assert!(why.contains(&format!("at most {MAX_RANKS}")), "{why}")
+            }
+            other => panic!("{ranks} ranks gave {other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -227,6 +238,81 @@ fn ranks_exchange_values_through_the_bootstrap() {
     // Every rank reports the same job.
     let job = |line: &String| line.rsplit_once("job ").map(|(_, j)| j.to_owned());
     assert!(lines.iter().all(|l| job(l) == job(&lines[0])));
+}
+
+#[test]
+fn a_rank_that_ends_before_connecting_fails_the_others_fences() {
+    // Rank 1 exits at once, successfully, without ever connecting: rank
+    // 0's first fence fails instead of waiting for it for ever. (The
+    // timeout only keeps a regression from hanging the suite.)
+    let check = env!("CARGO_BIN_EXE_navette-bootstrap-check");
+    let mut config = sh(
+        2,
+        &format!("if [ \"$NAVETTE_RANK\" = 1 ]; then exit 0; fi; exec '{check}'"),
+    );
+    config.timeout = Some(Duration::from_secs(120));
+    let (report, _, err) = run(&config);
+    assert!(
+        matches!(report.outcome, Outcome::RankFailed { rank: 0, .. }),
+        "{:?}, stderr: {:?}",
+        report.outcome,
+        err.lines()
+    );
+    assert!(
+        err.lines().iter().any(|l| l.contains("rank 1 left")),
+        "{:?}",
+        err.lines()
+    );
+    assert_all_gone(&report);
+}
+
+/// An output that fails every write with `kind`.
+struct Failing(io::ErrorKind);
+
+impl Write for Failing {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(self.0.into())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn output_that_cannot_be_written_is_reported() {
+    let config = sh(2, "echo hello");
+    let err = Captured::default();
+    let report = launch_with_output(
+        &config,
+        Box::new(Failing(io::ErrorKind::StorageFull)),
+        Box::new(err.clone()),
+    )
+    .expect("the job launches");
+    assert_eq!(report.outcome, Outcome::Success);
+    assert!(report.lost_output.is_some(), "{report:?}");
+    assert_eq!(
+        report.exit_code(),
+        1,
+        "the ranks succeeded, their lines were lost"
+    );
+    assert!(
+        err.lines()
+            .iter()
+            .any(|l| l.starts_with("navette: output lost: cannot write the ranks' standard output")),
+        "{:?}",
+        err.lines()
+    );
+    // A reader that went away is no failure.
+    let report = launch_with_output(
+        &config,
+        Box::new(Failing(io::ErrorKind::BrokenPipe)),
+        Box::new(io::sink()),
+    )
+    .expect("the job launches");
+    assert_eq!(
+        (report.lost_output, report.outcome),
+        (None, Outcome::Success)
+    );
 }
 
 #[test]

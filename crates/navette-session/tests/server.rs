@@ -212,6 +212,15 @@ fn a_bad_request_closes_only_its_connection() {
 }
 
 #[test]
+fn a_job_too_large_for_one_server_is_refused() {
+    use navette_session::server::MAX_RANKS;
+    match BootstrapServer::start(MAX_RANKS + 1, unique_id(11), KEY) {
+        Err(BootstrapError::Server(why)) => assert!(why.contains("at most"), "{why}"),
+        other => panic!("{} ranks gave {other:?}", MAX_RANKS + 1),
+    }
+}
+
+#[test]
 fn a_rank_cut_off_inside_a_frame_leaves() {
     let server = server(2, unique_id(10));
     let mut raw = raw_hello(&server, 0);

@@ -24,7 +24,10 @@
 //! The exit code ([`ExitReport::exit_code`]) is the first failing rank's
 //! exit code (128 + the signal number if it was killed by a signal), 124
 //! for a timeout, as `timeout(1)` does, 128 + the signal number for an
-//! interruption, and 0 if every rank succeeded.
+//! interruption, 0 if every rank succeeded, and 1 if they succeeded but
+//! some of their output could not be written (a full disk, an I/O error:
+//! [`ExitReport::lost_output`], which the launcher also prints; a reader
+//! that went away, as `| head` does, is no failure).
 //!
 //! # Interruption
 //!
@@ -55,6 +58,12 @@ use self::output::{Sink, forward};
 use crate::secret::{random_job, to_hex};
 use crate::{BootstrapError, BootstrapServer, JOB_KEY_LEN, env};
 
+/// Most ranks of one job on this host. Each rank is a process with three
+/// launcher threads (waiting for it, forwarding its output and its
+/// errors); far past this the host runs out of threads or memory while
+/// the job starts. The bootstrap server refuses larger jobs too.
+pub const MAX_RANKS: u32 = crate::server::MAX_RANKS;
+
 /// Exit code of a job that ran out of time, as `timeout(1)`.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 /// Default time between SIGTERM and SIGKILL.
@@ -69,7 +78,7 @@ const DRAIN_WINDOW: Duration = Duration::from_secs(1);
 /// What to launch and how.
 #[derive(Clone, Debug)]
 pub struct LaunchConfig {
-    /// Number of ranks, at least 1.
+    /// Number of ranks, from 1 to [`MAX_RANKS`].
     pub ranks: u32,
     /// The program each rank runs.
     pub program: OsString,
@@ -160,12 +169,18 @@ pub struct ExitReport {
     pub outcome: Outcome,
     /// Every rank, in rank order.
     pub ranks: Vec<RankExit>,
+    /// Why the ranks' output could not all be forwarded (a full disk, an
+    /// I/O error), if it could not; the launcher has said so on its
+    /// standard error. A reader that went away (a closed pipe) is not
+    /// counted.
+    pub lost_output: Option<String>,
 }
 
 impl ExitReport {
     /// The launcher's exit code; see the module documentation.
     pub fn exit_code(&self) -> i32 {
         match &self.outcome {
+            Outcome::Success if self.lost_output.is_some() => 1,
             Outcome::Success => 0,
             Outcome::RankFailed { status, .. } => status_code(*status),
             Outcome::TimedOut => TIMEOUT_EXIT_CODE,
@@ -224,10 +239,16 @@ pub fn launch_with_output(
     if config.ranks == 0 {
         return Err(LaunchError::Config("a job needs at least one rank".into()));
     }
+    if config.ranks > MAX_RANKS {
+        return Err(LaunchError::Config(format!(
+            "{} ranks asked for: the local launcher runs at most {MAX_RANKS} on one host",
+            config.ranks
+        )));
+    }
     let (job_id, job_key) = random_job()?;
     let _segments = SegmentSweeper(job_id);
     let server = BootstrapServer::start(config.ranks, job_id, job_key)?;
-    let mut job = Job::new(config, Sink::new(out), Sink::new(err));
+    let mut job = Job::new(config, &server, Sink::new(out), Sink::new(err));
     for rank in 0..config.ranks {
         let started = spawn_rank(config, rank, &server, job_id, &job_key)
             .map_err(|source| LaunchError::Spawn {
@@ -235,7 +256,7 @@ pub fn launch_with_output(
                 program: config.program.to_string_lossy().into_owned(),
                 source,
             })
-            .and_then(|child| job.adopt(rank, child, &server));
+            .and_then(|child| job.adopt(rank, child));
         if let Err(e) = started {
             job.end_all();
             job.finish();
@@ -245,9 +266,25 @@ pub fn launch_with_output(
     server.close_admissions();
     let outcome = job.supervise();
     job.end_all();
+    let (out, err) = (job.out.clone(), job.err.clone());
     let ranks = job.finish();
     server.shutdown();
-    Ok(ExitReport { outcome, ranks })
+    let lost_output = match (out.lost(), err.lost()) {
+        (Some(why), _) => Some(format!("the ranks' standard output: {why}")),
+        (None, Some(why)) => Some(format!("the ranks' standard error: {why}")),
+        (None, None) => None,
+    };
+    if let Some(why) = &lost_output {
+        err.emit(
+            "",
+            format!("navette: output lost: cannot write {why}\n").as_bytes(),
+        );
+    }
+    Ok(ExitReport {
+        outcome,
+        ranks,
+        lost_output,
+    })
 }
 
 /// The path of the shared-memory segment of job `job_id` (see the shm
@@ -303,6 +340,8 @@ fn spawn_rank(
 /// forwarding their output.
 struct Job<'a> {
     config: &'a LaunchConfig,
+    /// Told of each rank's end (see [`BootstrapServer::exited`]).
+    server: &'a BootstrapServer,
     out: Sink,
     err: Sink,
     pids: Vec<u32>,
@@ -317,11 +356,12 @@ struct Job<'a> {
 }
 
 impl<'a> Job<'a> {
-    fn new(config: &'a LaunchConfig, out: Sink, err: Sink) -> Self {
+    fn new(config: &'a LaunchConfig, server: &'a BootstrapServer, out: Sink, err: Sink) -> Self {
         let (exits_tx, exits) = mpsc::channel();
         let (drained_tx, drained) = mpsc::channel();
         Self {
             config,
+            server,
             out,
             err,
             pids: Vec::new(),
@@ -337,14 +377,9 @@ impl<'a> Job<'a> {
     }
 
     /// Registers a started rank with the server and starts its threads.
-    fn adopt(
-        &mut self,
-        rank: u32,
-        mut child: Child,
-        server: &BootstrapServer,
-    ) -> Result<(), LaunchError> {
+    fn adopt(&mut self, rank: u32, mut child: Child) -> Result<(), LaunchError> {
         let pid = child.id();
-        server.admit(rank, pid);
+        self.server.admit(rank, pid);
         self.pids.push(pid);
         self.statuses.push(None);
         self.running += 1;
@@ -385,6 +420,9 @@ impl<'a> Job<'a> {
 
     fn record(&mut self, rank: u32, status: io::Result<ExitStatus>) -> Option<ExitStatus> {
         self.running -= 1;
+        // Gone, whether or not it ever connected: the other ranks' fences
+        // fail rather than wait for it.
+        self.server.exited(rank);
         match status {
             Ok(status) => {
                 self.statuses[rank as usize] = Some(status);

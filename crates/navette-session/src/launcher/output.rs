@@ -11,11 +11,17 @@ pub(crate) const MAX_LINE: usize = 64 << 10;
 /// A writer shared by the forwarding threads; each line is written and
 /// flushed under the lock.
 #[derive(Clone)]
-pub(crate) struct Sink(Arc<Mutex<Box<dyn Write + Send>>>);
+pub(crate) struct Sink(Arc<Mutex<Out>>);
+
+/// The writer, and the first failure to write to it.
+struct Out {
+    w: Box<dyn Write + Send>,
+    lost: Option<io::Error>,
+}
 
 impl Sink {
     pub(crate) fn new(w: Box<dyn Write + Send>) -> Self {
-        Self(Arc::new(Mutex::new(w)))
+        Self(Arc::new(Mutex::new(Out { w, lost: None })))
     }
 
     pub(crate) fn emit(&self, prefix: &str, line: &[u8]) {
@@ -24,10 +30,25 @@ impl Sink {
         let mut whole = Vec::with_capacity(prefix.len() + line.len());
         whole.extend_from_slice(prefix.as_bytes());
         whole.extend_from_slice(line);
-        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        // A closed output (EPIPE) must not stop the draining, or the rank
-        // would block on a full pipe: ignore write errors.
-        let _ = w.write_all(&whole).and_then(|()| w.flush());
+        let mut out = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // A failed write must not stop the draining, or the rank would
+        // block on a full pipe: the line is dropped, and the first failure
+        // kept for the report. A reader that went away (EPIPE, as `| head`)
+        // is no failure: what it did not read, it did not want.
+        let written = out.w.write_all(&whole).and_then(|()| out.w.flush());
+        if let Err(e) = written
+            && e.kind() != io::ErrorKind::BrokenPipe
+            && out.lost.is_none()
+        {
+            out.lost = Some(e);
+        }
+    }
+
+    /// Why lines could not be written, if some could not (see
+    /// [`Self::emit`]).
+    pub(crate) fn lost(&self) -> Option<String> {
+        let out = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        out.lost.as_ref().map(ToString::to_string)
     }
 }
 
@@ -96,6 +117,31 @@ mod tests {
         assert_eq!(run(b"a\nbc\nd", "[1] "), b"[1] a\n[1] bc\n[1] d\n");
         assert_eq!(run(b"a\nbc\nd", ""), b"a\nbc\nd");
         assert_eq!(run(b"", "[1] "), b"");
+    }
+
+    /// A writer that fails every write with `kind`.
+    struct Failing(io::ErrorKind);
+
+    impl Write for Failing {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(self.0.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_is_kept_and_a_gone_reader_is_not() {
+        let full = Sink::new(Box::new(Failing(io::ErrorKind::StorageFull)));
+        forward(&b"a\nb\n"[..], "[0] ", &full);
+        assert!(full.lost().is_some(), "the lines were lost");
+        let gone = Sink::new(Box::new(Failing(io::ErrorKind::BrokenPipe)));
+        forward(&b"a\n"[..], "", &gone);
+        assert_eq!(gone.lost(), None);
+        let fine = Sink::new(Box::new(Buf::default()));
+        forward(&b"a\n"[..], "", &fine);
+        assert_eq!(fine.lost(), None);
     }
 
     #[test]

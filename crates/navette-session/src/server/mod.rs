@@ -98,6 +98,10 @@ impl Shared {
     }
 }
 
+/// Most ranks one server serves (its state keeps a few bytes per rank,
+/// and each connected rank has a thread).
+pub const MAX_RANKS: u32 = 4096;
+
 /// The bootstrap server of one job; see the module documentation.
 pub struct BootstrapServer {
     shared: Arc<Shared>,
@@ -125,6 +129,11 @@ impl BootstrapServer {
             return Err(BootstrapError::Server(
                 "a job needs at least one rank".into(),
             ));
+        }
+        if size > MAX_RANKS {
+            return Err(BootstrapError::Server(format!(
+                "a job of {size} ranks: one server serves at most {MAX_RANKS}"
+            )));
         }
         let dir = runtime_dir().join(format!("navette-{job_id:016x}"));
         std::fs::DirBuilder::new()
@@ -166,6 +175,16 @@ impl BootstrapServer {
     /// Lets process `pid` (and its descendants) connect as `rank`.
     pub fn admit(&self, rank: u32, pid: u32) {
         self.shared.state().admit(rank, pid);
+        self.shared.changed.notify_all();
+    }
+
+    /// The process of `rank` has ended: the rank has left the job, as when
+    /// its connection closes (fences it has not entered fail, for the
+    /// ranks waiting in them), even if it never connected. Without this a
+    /// rank that ends before its first fence, cleanly or not, would leave
+    /// the others waiting there for ever.
+    pub fn exited(&self, rank: u32) {
+        self.shared.state().depart(rank);
         self.shared.changed.notify_all();
     }
 

@@ -100,9 +100,13 @@ impl State {
         Ok(())
     }
 
-    /// `rank`'s connection closed.
+    /// `rank`'s connection closed, or its process ended (ranks out of
+    /// range are ignored).
     pub(crate) fn depart(&mut self, rank: u32) {
         let r = rank as usize;
+        if r >= self.departed.len() {
+            return;
+        }
         self.connected[r] = false;
         self.departed[r] = true;
     }

@@ -4,10 +4,16 @@ use std::fmt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::detect::LauncherEnv;
 use crate::protocol::{self, Hello, MAX_KEY, MAX_VALUE, Reply, Request};
 use crate::{Bootstrap, BootstrapError, JOB_KEY_LEN};
+
+/// Longest wait for the server's answer to a rank's hello: the server
+/// may wait up to [`REGISTRATION_WINDOW`](crate::REGISTRATION_WINDOW) for
+/// the launcher to register the rank's process, then answers at once.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection to the launcher's [`BootstrapServer`](crate::server::BootstrapServer).
 ///
@@ -41,6 +47,8 @@ impl LauncherClient {
     }
 
     /// Connects to the server at `socket` as `rank` of a job of `size`.
+    /// A server that does not answer the hello within [`HELLO_TIMEOUT`]
+    /// is an error (the socket is not a live launcher's).
     pub fn connect_to(
         socket: &Path,
         rank: u32,
@@ -48,9 +56,25 @@ impl LauncherClient {
         job_id: u64,
         job_key: [u8; JOB_KEY_LEN],
     ) -> Result<Self, BootstrapError> {
+        Self::connect_within(socket, rank, size, job_id, job_key, HELLO_TIMEOUT)
+    }
+
+    /// [`Self::connect_to`], the hello answered within `hello_timeout`.
+    #[doc(hidden)]
+    pub fn connect_within(
+        socket: &Path,
+        rank: u32,
+        size: u32,
+        job_id: u64,
+        job_key: [u8; JOB_KEY_LEN],
+        hello_timeout: Duration,
+    ) -> Result<Self, BootstrapError> {
         let stream = UnixStream::connect(socket).map_err(|e| {
             BootstrapError::Server(format!("cannot connect to {}: {e}", socket.display()))
         })?;
+        // Only the hello has a deadline: a fence may wait as long as the
+        // slowest rank takes to reach it.
+        stream.set_read_timeout(Some(hello_timeout))?;
         let client = Self {
             rank,
             size,
@@ -58,11 +82,42 @@ impl LauncherClient {
             job_key,
             stream: Mutex::new(stream),
         };
-        match client.call(&Request::Hello(Hello { rank, job_key }))? {
-            Reply::Welcome => Ok(client),
+        let reply = client
+            .call(&Request::Hello(Hello { rank, job_key }))
+            .map_err(|e| match e {
+                BootstrapError::Io(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    BootstrapError::Server(format!(
+                        "no answer from {} within {hello_timeout:?}: not a running launcher's socket",
+                        socket.display()
+                    ))
+                }
+                e => e,
+            })?;
+        match reply {
+            Reply::Welcome => {
+                client.with_stream(|s| s.set_read_timeout(None))?;
+                Ok(client)
+            }
             Reply::Refused(reason) => Err(BootstrapError::Refused(reason)),
             other => Err(unexpected(&other)),
         }
+    }
+
+    /// Runs `f` on the connection, under its lock.
+    fn with_stream<R>(
+        &self,
+        f: impl FnOnce(&mut UnixStream) -> std::io::Result<R>,
+    ) -> Result<R, BootstrapError> {
+        let mut stream = self
+            .stream
+            .lock()
+            .map_err(|_| BootstrapError::Server("a thread panicked during a call".into()))?;
+        Ok(f(&mut stream)?)
     }
 
     /// Sends one request and reads its reply.

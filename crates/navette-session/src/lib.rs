@@ -131,6 +131,6 @@ mod secret;
 pub mod server;
 mod singleton;
 
-pub use client::LauncherClient;
+pub use client::{HELLO_TIMEOUT, LauncherClient};
 pub use server::{BootstrapServer, REGISTRATION_WINDOW};
 pub use singleton::Singleton;

@@ -212,6 +212,24 @@ fn a_bad_request_closes_only_its_connection() {
 }
 
 #[test]
+fn a_socket_that_never_answers_the_hello_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("navette-mute-{}", unique_id(12)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mute.sock");
+    // Accepts the connection, then says nothing.
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+    let result =
+        LauncherClient::connect_within(&path, 0, 1, 1, KEY, std::time::Duration::from_millis(50));
+    match result {
+        Err(BootstrapError::Server(why)) => assert!(why.contains("no answer"), "{why}"),
+        other => panic!("a mute socket gave {other:?}"),
+    }
+    drop(held.join());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_job_too_large_for_one_server_is_refused() {
     use navette_session::server::MAX_RANKS;
     match BootstrapServer::start(MAX_RANKS + 1, unique_id(11), KEY) {

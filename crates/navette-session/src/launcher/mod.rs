@@ -493,6 +493,7 @@ impl<'a> Job<'a> {
     /// still has processes, SIGKILL to what is left after the grace
     /// period, then waits for every rank.
     fn end_all(&mut self) {
+        self.server.ending();
         let groups: Vec<Group> = self.pids.iter().filter_map(|&pid| Group::of(pid)).collect();
         let alive = |groups: &[Group]| groups.iter().any(|g| g.exists());
         if alive(&groups) {

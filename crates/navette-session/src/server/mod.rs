@@ -45,10 +45,11 @@ mod state;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -72,6 +73,9 @@ struct Shared {
     /// Signalled on every change of `state` a thread may wait for.
     changed: Condvar,
     refusals: Mutex<Vec<String>>,
+    /// The launcher is ending the job (see [`BootstrapServer::ending`]):
+    /// read without the state's lock, which a refusal's caller may hold.
+    ending: AtomicBool,
     /// Clones of the open connections, to shut them down, by number.
     streams: Mutex<HashMap<u64, UnixStream>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -87,7 +91,12 @@ impl Shared {
     fn refuse(&self, stream: &mut UnixStream, pid: Option<u32>, reason: String) {
         let who = pid.map_or("an unknown process".into(), |p| format!("process {p}"));
         let line = format!("refused a bootstrap connection from {who}: {reason}");
-        eprintln!("navette: {line}");
+        // While the job ends, ranks killed as they connect are refused as a
+        // matter of course: kept, not printed.
+        if !self.ending.load(Ordering::Relaxed) {
+            // Not `eprintln!`: a closed standard error must not panic.
+            let _ = writeln!(io::stderr(), "navette: {line}");
+        }
         self.refusals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -150,6 +159,7 @@ impl BootstrapServer {
             state: Mutex::new(State::new(size)),
             changed: Condvar::new(),
             refusals: Mutex::new(Vec::new()),
+            ending: AtomicBool::new(false),
             streams: Mutex::new(HashMap::new()),
             workers: Mutex::new(Vec::new()),
         });
@@ -186,6 +196,14 @@ impl BootstrapServer {
     pub fn exited(&self, rank: u32) {
         self.shared.state().depart(rank);
         self.shared.changed.notify_all();
+    }
+
+    /// The launcher is ending the job (a rank failed, the timeout, an
+    /// interruption, or every rank is done): connections refused from now
+    /// on are kept in [`Self::refusals`] but not printed, as the ranks
+    /// being killed while they connect are refused as a matter of course.
+    pub fn ending(&self) {
+        self.shared.ending.store(true, Ordering::Relaxed);
     }
 
     /// Every rank has been admitted: refuse unknown processes at once

@@ -93,7 +93,10 @@ impl State {
     /// Marks `rank` connected; each rank connects once.
     pub(crate) fn connect(&mut self, rank: u32) -> Result<(), String> {
         let r = rank as usize;
-        if self.connected[r] || self.departed[r] {
+        if self.departed[r] {
+            return Err(format!("rank {rank} has left the job"));
+        }
+        if self.connected[r] {
             return Err(format!("rank {rank} has already connected"));
         }
         self.connected[r] = true;
@@ -207,9 +210,13 @@ mod tests {
     fn a_rank_connects_once() {
         let mut s = State::new(2);
         assert!(s.connect(0).is_ok());
-        assert!(s.connect(0).is_err());
+        assert_eq!(s.connect(0), Err("rank 0 has already connected".into()));
         s.depart(0);
-        assert!(s.connect(0).is_err());
+        assert_eq!(s.connect(0), Err("rank 0 has left the job".into()));
+        // A rank whose process ended before it connected has left too.
+        s.depart(1);
+        assert_eq!(s.connect(1), Err("rank 1 has left the job".into()));
+        s.depart(7);
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl Node {
 
     /// Writes [`Self::stats_json`] where `NAVETTE_STATS` says, if it is set.
     pub(crate) fn dump_stats_if_asked(&self) -> Result<()> {
-        let Ok(target) = std::env::var(STATS_VAR) else {
+        let Some(target) = crate::runtime::env_setting(STATS_VAR)? else {
             return Ok(());
         };
         if target.is_empty() {

@@ -85,6 +85,6 @@ pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_all_into, wait_any};
 pub use progress::ProgressThread;
 pub use runtime::{
-    DRIVER_VAR, DriverKind, RuntimeConfig, STRATEGY_VAR, init, init_shm, init_shm_tcp, init_tcp,
-    init_with,
+    DRIVER_VAR, DriverKind, LOG_VAR, RuntimeConfig, STRATEGY_VAR, init, init_shm, init_shm_tcp,
+    init_tcp, init_with,
 };

@@ -31,6 +31,11 @@ pub const DRIVER_VAR: &str = "NAVETTE_DRIVER";
 /// [`EngineConfig::set_strategies`]), e.g. `aggregate,3=split`.
 pub const STRATEGY_VAR: &str = "NAVETTE_STRATEGY";
 
+/// The environment variable that filters the log on standard error
+/// (`tracing_subscriber`'s filter syntax, e.g. `debug` or
+/// `navette::shm=trace`; warnings by default).
+pub const LOG_VAR: &str = "NAVETTE_LOG";
+
 /// Which driver a session's node runs over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DriverKind {
@@ -70,10 +75,24 @@ impl std::str::FromStr for DriverKind {
 impl DriverKind {
     /// `self`, unless `NAVETTE_DRIVER` names a driver.
     pub fn from_env(self) -> Result<Self> {
-        match std::env::var(DRIVER_VAR) {
-            Ok(value) if !value.is_empty() => value.parse(),
+        match env_setting(DRIVER_VAR)? {
+            Some(value) if !value.is_empty() => value.parse(),
             _ => Ok(self),
         }
+    }
+}
+
+/// The value of the environment variable `var`, `None` if it is unset; a
+/// value that is not UTF-8 is an error naming the variable (never taken
+/// for unset: a setting the user made is never ignored silently).
+pub(crate) fn env_setting(var: &str) -> Result<Option<String>> {
+    match std::env::var(var) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(value)) => Err(Error::Config(format!(
+            "{var}={}: not valid UTF-8",
+            value.to_string_lossy()
+        ))),
     }
 }
 
@@ -116,10 +135,25 @@ impl Default for RuntimeConfig {
 }
 
 /// Sends `tracing` events to standard error, filtered by `NAVETTE_LOG`,
-/// unless a subscriber is already installed.
+/// unless a subscriber is already installed. A filter that does not parse
+/// is said so on standard error, and warnings are logged, as when the
+/// variable is unset or empty.
 fn log_to_stderr() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NAVETTE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::Write;
+    use tracing_subscriber::EnvFilter;
+    let set = std::env::var_os(LOG_VAR).is_some_and(|v| !v.is_empty());
+    let filter = if set {
+        EnvFilter::try_from_env(LOG_VAR).unwrap_or_else(|e| {
+            // Not `eprintln!`: a closed standard error must not panic.
+            let _ = writeln!(
+                std::io::stderr(),
+                "navette: {LOG_VAR} is not a log filter ({e}): only warnings are logged"
+            );
+            EnvFilter::new("warn")
+        })
+    } else {
+        EnvFilter::new("warn")
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -223,7 +257,7 @@ fn start<D: crate::driver::Driver + Attach + 'static>(
     }
     let driver = open(Arc::clone(&bootstrap), &config)?;
     let mut engine = config.engine;
-    if let Ok(setting) = std::env::var(STRATEGY_VAR) {
+    if let Some(setting) = env_setting(STRATEGY_VAR)? {
         engine
             .set_strategies(&setting)
             .map_err(|e| Error::Config(format!("{STRATEGY_VAR}={setting:?}: {e}")))?;

@@ -67,6 +67,7 @@ use parking_lot::Mutex;
 use crate::clock::Clock;
 use crate::driver::{Driver, Then};
 use crate::node::NodeCore;
+use crate::runtime::env_setting;
 use crate::{Error, Result};
 use inner::Inner;
 
@@ -221,7 +222,7 @@ impl ShmConfig {
     /// least 1) and the largest staged send from `NAVETTE_SHM_STAGE_MAX`
     /// (bytes, or `off`), where set.
     pub fn from_env(mut self) -> Result<Self> {
-        if let Ok(value) = std::env::var(LIVENESS_VAR) {
+        if let Some(value) = env_setting(LIVENESS_VAR)? {
             self.liveness_interval = match value.trim().parse::<u64>() {
                 Ok(ms) if ms > 0 => Duration::from_millis(ms),
                 _ => {
@@ -231,16 +232,16 @@ impl ShmConfig {
                 }
             };
         }
-        if let Ok(value) = std::env::var(COPY_VAR) {
+        if let Some(value) = env_setting(COPY_VAR)? {
             self.copy = value.parse()?;
         }
-        if let Ok(value) = std::env::var(STAGE_VAR) {
+        if let Some(value) = env_setting(STAGE_VAR)? {
             self.stage_max = parse_stage_max(&value)?;
         }
-        match std::env::var(SHARE_VAR).as_deref() {
-            Err(_) | Ok("" | "on") => {}
-            Ok("off") => self.share_min = None,
-            Ok(other) => {
+        match env_setting(SHARE_VAR)?.as_deref() {
+            None | Some("" | "on") => {}
+            Some("off") => self.share_min = None,
+            Some(other) => {
                 return Err(Error::Config(format!(
                     "{SHARE_VAR}={other}: expected on or off"
                 )));

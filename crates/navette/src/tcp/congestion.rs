@@ -37,6 +37,107 @@ pub enum Congestion {
     All(String),
 }
 
+/// Why the kernel would not give the driver's connections a congestion
+/// control (see [`Congestion::check`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CongestionError {
+    /// The kernel has no algorithm of that name (`ENOENT`): none built in
+    /// or loaded, and no module of that name it would load for this
+    /// process.
+    #[error(
+        "unknown TCP congestion control {name:?} ({}; another one needs its kernel \
+         module, tcp_{name}, loaded)",
+        listed("available", available.as_deref())
+    )]
+    Unknown {
+        /// The algorithm.
+        name: String,
+        /// What the kernel lists in
+        /// `/proc/sys/net/ipv4/tcp_available_congestion_control`, if
+        /// readable.
+        available: Option<Vec<String>>,
+    },
+    /// The kernel has it, but does not allow it to processes without
+    /// `CAP_NET_ADMIN` (`EPERM`): only those of
+    /// `net.ipv4.tcp_allowed_congestion_control` are.
+    #[error(
+        "TCP congestion control {name:?} is not allowed to this process ({}: \
+         see net.ipv4.tcp_allowed_congestion_control, or run with CAP_NET_ADMIN)",
+        listed("allowed", allowed.as_deref())
+    )]
+    NotAllowed {
+        /// The algorithm.
+        name: String,
+        /// What the kernel lists in
+        /// `/proc/sys/net/ipv4/tcp_allowed_congestion_control`, if
+        /// readable.
+        allowed: Option<Vec<String>>,
+    },
+    /// The kernel refused it for another reason, or no socket could be
+    /// opened to ask it.
+    #[error("cannot set TCP congestion control {name:?}: {error}")]
+    Refused {
+        /// The algorithm.
+        name: String,
+        /// What the system said (in the message, hence not a `source`).
+        error: std::io::Error,
+    },
+}
+
+/// `what: a b c` from a list the kernel gave, or that it gave none.
+fn listed(what: &str, names: Option<&[String]>) -> String {
+    match names {
+        Some(names) if !names.is_empty() => format!("{what}: {}", names.join(" ")),
+        _ => format!("the kernel's list of {what} ones is not readable"),
+    }
+}
+
+/// The names listed in `/proc/sys/net/ipv4/{file}`, if readable.
+fn kernel_list(file: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{file}")).ok()?;
+    Some(text.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Asks the kernel to set `name` on a throw-away TCP socket, as it would
+/// on a connection of the driver's (which loads the algorithm's module
+/// on demand when this process may).
+fn try_set(name: &str) -> rustix::io::Result<()> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, ipproto, socket_with};
+    let open = |family| {
+        socket_with(
+            family,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            Some(ipproto::TCP),
+        )
+    };
+    // A system without IPv4 sockets may still have IPv6 ones; the
+    // algorithms are the same for both.
+    let socket =
+        open(AddressFamily::INET).or_else(|e| open(AddressFamily::INET6).map_err(|_| e))?;
+    rustix::net::sockopt::set_tcp_congestion(&socket, name)
+}
+
+/// What a refusal of `name` by the kernel means.
+fn refusal(name: &str, errno: rustix::io::Errno) -> CongestionError {
+    let name = name.to_owned();
+    match errno {
+        rustix::io::Errno::NOENT => CongestionError::Unknown {
+            name,
+            available: kernel_list("tcp_available_congestion_control"),
+        },
+        rustix::io::Errno::PERM => CongestionError::NotAllowed {
+            name,
+            allowed: kernel_list("tcp_allowed_congestion_control"),
+        },
+        errno => CongestionError::Refused {
+            name,
+            error: errno.into(),
+        },
+    }
+}
+
 impl Default for Congestion {
     /// Reno on loopback (always available, and allowed to unprivileged
     /// processes by default).
@@ -67,12 +168,38 @@ impl Congestion {
         Ok(Some(name))
     }
 
-    /// This setting, or the one `NAVETTE_TCP_CONGESTION` names if set.
+    /// Whether the kernel gives this process the algorithm this setting
+    /// names: asks it to set it on a throw-away socket (nothing is
+    /// connected), as the driver does on each connection. [`Self::System`]
+    /// always passes.
+    pub fn check(&self) -> Result<(), CongestionError> {
+        match self {
+            Self::System => Ok(()),
+            Self::Loopback(name) | Self::All(name) => {
+                try_set(name).map_err(|errno| refusal(name, errno))
+            }
+        }
+    }
+
+    /// This setting, or the one `NAVETTE_TCP_CONGESTION` names if set. The
+    /// one it names must be well formed and one the kernel gives this
+    /// process ([`Self::check`]): else this fails with an
+    /// [`Error::Config`] naming the variable, its value and why.
     pub fn from_env(self) -> Result<Self> {
-        match std::env::var(CONGESTION_VAR) {
-            Ok(value) if !value.is_empty() => value.parse(),
+        match crate::runtime::env_setting(CONGESTION_VAR)? {
+            Some(value) if !value.is_empty() => Self::from_env_value(&value),
             _ => Ok(self),
         }
+    }
+
+    /// The setting `NAVETTE_TCP_CONGESTION=value` names, once checked
+    /// with the kernel.
+    fn from_env_value(value: &str) -> Result<Self> {
+        let congestion: Self = value.parse()?;
+        congestion
+            .check()
+            .map_err(|e| Error::Config(format!("{CONGESTION_VAR}={value:?}: {e}")))?;
+        Ok(congestion)
     }
 }
 
@@ -171,5 +298,67 @@ mod tests {
                 .is_err()
         );
         assert_eq!(Congestion::System.apply(&socket, LOOPBACK).unwrap(), None);
+    }
+
+    #[test]
+    fn the_variable_may_name_only_algorithms_the_kernel_has() {
+        // Reno is built into every Linux kernel, and allowed to every
+        // process.
+        for good in ["reno", "loopback:reno", "system"] {
+            let congestion = Congestion::from_env_value(good).unwrap();
+            assert_eq!(congestion.to_string(), good);
+        }
+        for (value, name) in [("garbage", "garbage"), ("loopback:garbage", "garbage")] {
+            let err = Congestion::from_env_value(value).unwrap_err();
+            assert!(matches!(err, Error::Config(_)), "{value}: {err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("{CONGESTION_VAR}={value:?}"))
+                    && text.contains(&format!("unknown TCP congestion control {name:?}")),
+                "{value}: {text}"
+            );
+        }
+        // Malformed names are still refused before the kernel is asked.
+        let err = Congestion::from_env_value("re no").unwrap_err().to_string();
+        assert!(err.contains("expected `system`"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_algorithm_is_reported_with_those_the_kernel_lists() {
+        let err = Congestion::All("nosuchcc".into()).check().unwrap_err();
+        let CongestionError::Unknown { name, available } = &err else {
+            panic!("expected Unknown, got {err:?}");
+        };
+        assert_eq!(name, "nosuchcc");
+        let text = err.to_string();
+        match available {
+            // Wherever /proc is mounted, reno is listed, and the message
+            // gives the list.
+            Some(available) => {
+                assert!(available.iter().any(|a| a == "reno"), "{available:?}");
+                assert!(
+                    text.contains("available: ") && text.contains("reno"),
+                    "{text}"
+                );
+            }
+            None => assert!(text.contains("not readable"), "{text}"),
+        }
+        Congestion::default().check().unwrap();
+        Congestion::System.check().unwrap();
+    }
+
+    #[test]
+    fn refusals_say_what_the_kernel_meant() {
+        let not_allowed = refusal("bbr", rustix::io::Errno::PERM).to_string();
+        assert!(
+            not_allowed.contains("\"bbr\" is not allowed")
+                && not_allowed.contains("tcp_allowed_congestion_control"),
+            "{not_allowed}"
+        );
+        let other = refusal("bbr", rustix::io::Errno::NOPROTOOPT);
+        assert!(
+            matches!(&other, CongestionError::Refused { name, .. } if name == "bbr"),
+            "{other:?}"
+        );
     }
 }

@@ -60,7 +60,7 @@ mod inner;
 mod keepalive;
 pub mod links;
 
-pub use congestion::{CONGESTION_VAR, Congestion};
+pub use congestion::{CONGESTION_VAR, Congestion, CongestionError};
 
 /// Environment variable: [`TcpConfig::keepalive`], `off` or whole seconds.
 pub const KEEPALIVE_VAR: &str = "NAVETTE_TCP_KEEPALIVE_S";
@@ -79,6 +79,7 @@ use parking_lot::Mutex;
 
 use crate::driver::Driver;
 use crate::node::NodeCore;
+use crate::runtime::env_setting;
 use crate::{Error, Result};
 use inner::Inner;
 
@@ -127,9 +128,10 @@ pub struct TcpConfig {
     /// does, so a rank busy computing is not mistaken for a lost one. A
     /// connection with data in flight to a vanished host is ended by the
     /// kernel's retransmission limit instead (minutes). A killed process
-    /// is seen at once (its kernel resets the connection). `None` keeps
-    /// the system's (no probes); `NAVETTE_TCP_KEEPALIVE_S` overrides it
-    /// (`off`, or whole seconds).
+    /// is seen at once (its kernel resets the connection). At most
+    /// 32767 s, Linux's limit ([`TcpDriver::bind`] refuses a longer one).
+    /// `None` keeps the system's (no probes); `NAVETTE_TCP_KEEPALIVE_S`
+    /// overrides it (`off`, or whole seconds from 1 to 32767).
     pub keepalive: Option<Duration>,
 }
 
@@ -164,28 +166,18 @@ impl TcpConfig {
     /// This configuration with the congestion control that
     /// `NAVETTE_TCP_CONGESTION` names, the links that `NAVETTE_TCP_LINKS`
     /// lists and the keepalive `NAVETTE_TCP_KEEPALIVE_S` gives, where set
-    /// (and not empty).
+    /// (and not empty). A value the driver could not apply is an
+    /// [`Error::Config`] naming the variable: a malformed one, a keepalive
+    /// past the kernel's limit, a congestion control the kernel does not
+    /// have or does not allow this process (see [`Congestion::from_env`]).
     pub fn from_env(self) -> Result<Self> {
-        let keepalive = match std::env::var(KEEPALIVE_VAR) {
-            Ok(value) if value.trim() == "off" => None,
-            Ok(value) if !value.trim().is_empty() => match value.trim().parse::<u64>() {
-                Ok(secs) if secs > 0 => Some(Duration::from_secs(secs)),
-                _ => {
-                    return Err(Error::Config(format!(
-                        "{KEEPALIVE_VAR}={value}: expected off or a number of seconds, at least 1"
-                    )));
-                }
-            },
+        let keepalive = match env_setting(KEEPALIVE_VAR)? {
+            Some(value) if !value.trim().is_empty() => keepalive::parse(&value)?,
             _ => self.keepalive,
         };
-        let links = match std::env::var(LINKS_VAR) {
-            Ok(value) if !value.trim().is_empty() => {
+        let links = match env_setting(LINKS_VAR)? {
+            Some(value) if !value.trim().is_empty() => {
                 links::parse_links(&value).map_err(|e| Error::Config(e.to_string()))?
-            }
-            Err(std::env::VarError::NotUnicode(value)) => {
-                return Err(Error::Config(format!(
-                    "{LINKS_VAR} is not UTF-8: {value:?}"
-                )));
             }
             _ => self.links,
         };
@@ -337,6 +329,9 @@ impl TcpDriver {
     /// only after a fence of the bootstrap.
     pub fn bind(bootstrap: Arc<dyn Bootstrap>, config: &TcpConfig) -> Result<Arc<Self>> {
         links::validate(&config.links).map_err(|e| Error::Config(e.to_string()))?;
+        if let Some(after) = config.keepalive {
+            keepalive::check(after)?;
+        }
         // (where to listen, where connections leave from), by link.
         let plan: Vec<(SocketAddr, Option<std::net::IpAddr>)> = if config.links.is_empty() {
             vec![(config.bind, None)]

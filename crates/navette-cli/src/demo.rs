@@ -100,7 +100,7 @@ pub enum DemoError {
         /// The message size.
         size: usize,
         /// The iteration (warm-up included, from 0).
-        iteration: u32,
+        iteration: u64,
         /// The receiving rank.
         rank: u32,
         /// The length received (for RPC, the length in the header).
@@ -116,11 +116,24 @@ pub enum DemoError {
         /// The message size.
         size: usize,
         /// The iteration (warm-up included, from 0).
-        iteration: u32,
+        iteration: u64,
         /// The receiving rank.
         rank: u32,
         /// The first wrong byte's offset in the payload.
         offset: usize,
+    },
+    /// A message buffer could not be allocated.
+    #[error("{pattern} of {size} bytes: cannot allocate a buffer of {len} bytes")]
+    Alloc {
+        /// The pattern running.
+        pattern: Pattern,
+        /// The message size.
+        size: usize,
+        /// The buffer's length.
+        len: usize,
+        /// Why.
+        #[source]
+        source: std::collections::TryReserveError,
     },
     /// A rank's thread panicked.
     #[error("{pattern} of {size} bytes: the thread of rank {rank} panicked")]
@@ -419,7 +432,17 @@ impl Series<'_> {
         let server = server.map_err(|_| panicked);
         let elapsed = client?;
         server??;
-        Ok(elapsed / (2 * self.iterations))
+        // In nanoseconds: 2 × iterations may not fit in a u32.
+        let round_trips = 2 * u128::from(self.iterations);
+        let nanos = elapsed.as_nanos().checked_div(round_trips).unwrap_or(0);
+        Ok(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    }
+
+    /// Exchanges of the series, warm-up included.
+    fn exchanges(self) -> u64 {
+        u64::from(WARMUP) + u64::from(self.iterations)
     }
 }
 
@@ -427,8 +450,8 @@ impl Side<'_> {
     /// Rank 0: sends first, times the series.
     fn call(mut self) -> Result<Duration, DemoError> {
         let mut start = self.series.cluster.now();
-        for iteration in 0..WARMUP + self.series.iterations {
-            if iteration == WARMUP {
+        for iteration in 0..self.series.exchanges() {
+            if iteration == u64::from(WARMUP) {
                 start = self.series.cluster.now();
             }
             self.send(iteration, Direction::Request)?;
@@ -440,16 +463,16 @@ impl Side<'_> {
 
     /// Rank 1: answers every message.
     fn serve(mut self) -> Result<(), DemoError> {
-        for iteration in 0..WARMUP + self.series.iterations {
+        for iteration in 0..self.series.exchanges() {
             self.receive(iteration, Direction::Request)?;
             self.send(iteration, Direction::Reply)?;
         }
         self.damage.map_or(Ok(()), Err)
     }
 
-    fn send(&mut self, iteration: u32, dir: Direction) -> Result<(), DemoError> {
+    fn send(&mut self, iteration: u64, dir: Direction) -> Result<(), DemoError> {
         let size = self.series.size;
-        let mut body = vec![0u8; size];
+        let mut body = self.zeroed(size)?;
         fill(&mut body, size, iteration, dir);
         let (tag, node, peer) = (tag(self.pattern, dir), self.node, self.peer);
         let sent = match self.pattern {
@@ -459,25 +482,48 @@ impl Side<'_> {
         sent.map_err(|e| self.failed(e))
     }
 
-    fn receive(&mut self, iteration: u32, dir: Direction) -> Result<(), DemoError> {
+    fn receive(&mut self, iteration: u64, dir: Direction) -> Result<(), DemoError> {
         let (tag, node, peer) = (tag(self.pattern, dir), self.node, self.peer);
         let size = self.series.size;
-        let received = match self.pattern {
+        let (len, body) = match self.pattern {
             Pattern::Pingpong => {
-                let mut body = vec![0u8; size];
-                node.recv(peer, tag, &mut body)
-                    .map(|status| (status.len as u64, body))
+                let mut body = self.zeroed(size)?;
+                let status = node
+                    .recv(peer, tag, &mut body)
+                    .map_err(|e| self.failed(e))?;
+                (status.len as u64, body)
             }
             // Allocate no more than the expected size plus one, so that a
             // wrong header still shows as a wrong length.
-            Pattern::Rpc => receive_rpc(node, peer, tag, size as u64 + 1),
+            Pattern::Rpc => self.receive_rpc(tag, size as u64 + 1)?,
         };
-        let (len, body) = received.map_err(|e| self.failed(e))?;
         self.check(iteration, dir, len, &body);
         Ok(())
     }
 
-    fn check(&mut self, iteration: u32, dir: Direction, len: u64, body: &[u8]) {
+    /// Reads the header EXPRESS, allocates the body it announces (at most
+    /// `max_len` bytes), and receives the body CHEAPER straight into it.
+    /// Returns the announced length and the body (empty when over
+    /// `max_len`).
+    fn receive_rpc(&self, tag: u64, max_len: u64) -> Result<(u64, Vec<u8>), DemoError> {
+        let failed = |e| self.failed(e);
+        let mut msg = self.node.begin_unpacking(self.peer, tag).map_err(failed)?;
+        let mut header = [0u8; 8];
+        msg.unpack_express(&mut header, SendMode::Later)
+            .map_err(failed)?;
+        let len = u64::from_le_bytes(header);
+        let Some(fits) = usize::try_from(len).ok().filter(|_| len <= max_len) else {
+            // Dropping the message abandons it; the caller reports the length.
+            return Ok((len, Vec::new()));
+        };
+        let mut body = self.zeroed(fits)?;
+        msg.unpack_cheaper(&mut body, SendMode::Cheaper)
+            .map_err(failed)?;
+        msg.end_unpacking().map_err(failed)?;
+        Ok((len, body))
+    }
+
+    fn check(&mut self, iteration: u64, dir: Direction, len: u64, body: &[u8]) {
         if self.damage.is_some() {
             return;
         }
@@ -498,6 +544,24 @@ impl Side<'_> {
                 rank,
                 offset,
             });
+        }
+    }
+
+    /// `len` zero bytes, or the error saying they could not be allocated.
+    fn zeroed(&self, len: usize) -> Result<Vec<u8>, DemoError> {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len)
+            .map_err(|source| self.alloc_failed(len, source))?;
+        buf.resize(len, 0);
+        Ok(buf)
+    }
+
+    fn alloc_failed(&self, len: usize, source: std::collections::TryReserveError) -> DemoError {
+        DemoError::Alloc {
+            pattern: self.pattern,
+            size: self.series.size,
+            len,
+            source,
         }
     }
 
@@ -533,22 +597,4 @@ fn send_rpc(node: &Node, peer: Gate, tag: u64, body: &[u8]) -> navette::Result<(
     msg.pack(&header, SendMode::Later, ReceiveMode::Express)?;
     msg.pack(body, SendMode::Cheaper, ReceiveMode::Cheaper)?;
     msg.end_packing()
-}
-
-/// Reads the header EXPRESS, allocates the body it announces (at most
-/// `max_len` bytes), and receives the body CHEAPER straight into it.
-/// Returns the announced length and the body (empty when over `max_len`).
-fn receive_rpc(node: &Node, peer: Gate, tag: u64, max_len: u64) -> navette::Result<(u64, Vec<u8>)> {
-    let mut msg = node.begin_unpacking(peer, tag)?;
-    let mut header = [0u8; 8];
-    msg.unpack_express(&mut header, SendMode::Later)?;
-    let len = u64::from_le_bytes(header);
-    if len > max_len {
-        // Dropping the message abandons it; the caller reports the length.
-        return Ok((len, Vec::new()));
-    }
-    let mut body = vec![0u8; len as usize];
-    msg.unpack_cheaper(&mut body, SendMode::Cheaper)?;
-    msg.end_unpacking()?;
-    Ok((len, body))
 }

@@ -1,8 +1,13 @@
 //! The `navette` command line tool.
 //!
-//! - `navette demo`: ping-pong and RPC-shaped messages between two ranks of
-//!   a simulated cluster, timed in virtual time, every byte checked; see
-//!   [`demo`].
+//! - `navette demo`: ping-pong and RPC-shaped messages between two ranks
+//!   that it starts with the embedded launcher, over shared memory (over
+//!   tcp with `NAVETTE_DRIVER=tcp`, beside raw TCP), timed in real time;
+//!   see [`bench::command::demo`]. With `--sim`, between two ranks of a
+//!   simulated cluster in one process, timed in virtual time; see
+//!   [`demo`]. Every byte is checked.
+//! - `navette bench PATTERN`: the benchmarks as rank programs; see
+//!   [`bench`].
 //! - `navette info config`: every tunable with its default and help; see
 //!   [`info`].
 //! - `navette run -n N -- prog args…`: start `N` local ranks with the
@@ -13,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod bench;
 pub mod demo;
 pub mod info;
@@ -47,7 +53,8 @@ pub struct Cli {
 #[non_exhaustive]
 pub enum Command {
     /// Ping-pong and RPC-shaped messages between 2 ranks started by the
-    /// embedded launcher, over tcp, beside raw TCP; with `--sim`, over the
+    /// embedded launcher, over shared memory (over tcp with
+    /// NAVETTE_DRIVER=tcp, then beside raw TCP); with `--sim`, over the
     /// simulated network in virtual time. Every byte is verified.
     Demo(DemoArgs),
     /// Benchmarks as rank programs (alone, starts its own 2 ranks).
@@ -68,26 +75,31 @@ pub enum Command {
 pub struct DemoArgs {
     /// Run over the simulated network, in virtual time, in one process
     /// (`--seed`, `--latency-us`, `--bandwidth-gbps` and `--json` apply to
-    /// this mode only).
+    /// this mode only, and need it).
     #[arg(long)]
     pub sim: bool,
-    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
+    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024;
+    /// each at most 1G.
     #[arg(long, default_value = demo::DEFAULT_SIZES)]
     pub sizes: sizes::SizeList,
-    /// Timed round trips per size [default: 20, or 5 from 1 MiB on].
-    #[arg(long)]
+    /// Timed round trips per size, at least 1 [default: with --sim, 20, or
+    /// 5 from 1 MiB on; without, as navette bench: 1 GiB of traffic per
+    /// size, from 8 to 100000 round trips].
+    #[arg(long, value_parser = args::parse_iterations)]
     pub iterations: Option<u32>,
-    /// Seed of the simulated network.
-    #[arg(long, default_value_t = 0)]
+    /// Seed of the simulated network (--sim only).
+    #[arg(long, default_value_t = 0, requires = "sim")]
     pub seed: u64,
-    /// One-way link latency in microseconds.
-    #[arg(long, default_value_t = default_latency_us(), allow_negative_numbers = true)]
+    /// One-way link latency in microseconds (--sim only).
+    #[arg(long, default_value_t = default_latency_us(), allow_negative_numbers = true, requires = "sim")]
     pub latency_us: f64,
-    /// Link bandwidth in GB/s (10^9 bytes per second); 0 is infinite.
-    #[arg(long, default_value_t = default_bandwidth_gbps(), allow_negative_numbers = true)]
+    /// Link bandwidth in GB/s (10^9 bytes per second); 0 is infinite
+    /// (--sim only).
+    #[arg(long, default_value_t = default_bandwidth_gbps(), allow_negative_numbers = true, requires = "sim")]
     pub bandwidth_gbps: f64,
-    /// Also write the results as a benchmark output JSON document.
-    #[arg(long, value_name = "FILE")]
+    /// Also write the results as a benchmark output JSON document (--sim
+    /// only).
+    #[arg(long, value_name = "FILE", requires = "sim")]
     pub json: Option<PathBuf>,
 }
 
@@ -144,6 +156,22 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
             topic: InfoTopic::Config,
         } => Ok(out.write_all(info::config_table().as_bytes())?),
     }
+}
+
+/// What `navette` prints on standard error when a command fails: the
+/// error, then each cause in its chain that the lines before do not
+/// already say (many messages end with their cause's text).
+pub fn error_report(err: &dyn std::error::Error) -> String {
+    let mut report = format!("navette: error: {err}\n");
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !report.contains(&text) {
+            report.push_str(&format!("  caused by: {text}\n"));
+        }
+        source = cause.source();
+    }
+    report
 }
 
 /// Ends the process with a self-launched job's exit code, unless it is 0.

@@ -11,12 +11,9 @@ fn main() -> ExitCode {
     match navette_cli::run(cli, &mut stdout.lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("navette: error: {err}");
-            let mut source = std::error::Error::source(&err);
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
+            // Not `eprint!`: a closed standard error must not panic.
+            let report = navette_cli::error_report(&err);
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), report.as_bytes());
             ExitCode::FAILURE
         }
     }

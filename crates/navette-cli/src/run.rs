@@ -18,12 +18,21 @@ use std::time::Duration;
 use navette_session::launcher::{self, ExitReport, LaunchConfig, LaunchError, Outcome};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
+/// A line on standard error; a closed or full standard error is ignored
+/// (`eprintln!` would panic there, and lose the job's exit code).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Arguments of `navette run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Number of ranks to start.
+    /// Number of ranks to start, 1 to 4096.
     #[arg(short = 'n', long = "ranks", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(launcher::MAX_RANKS)))]
     pub ranks: u32,
     /// Forward the ranks' output as is, without the `[rank] ` prefix.
     #[arg(long)]
@@ -88,26 +97,26 @@ pub fn launch_config(mut config: LaunchConfig) -> i32 {
         if let Err(e) =
             signal_hook::flag::register_usize(signal, Arc::clone(&interrupt), signal as usize)
         {
-            eprintln!("navette run: cannot handle signal {signal}: {e}");
+            say!("navette run: cannot handle signal {signal}: {e}");
         }
     }
     config.interrupt = Some(interrupt);
     let (out, err) = match output_handles() {
         Ok(handles) => handles,
         Err(e) => {
-            eprintln!("navette run: error: cannot duplicate the standard output: {e}");
+            say!("navette run: error: cannot duplicate the standard output: {e}");
             return 1;
         }
     };
     match launcher::launch_with_output(&config, Box::new(out), Box::new(err)) {
         Ok(report) => {
             if let Some(line) = summary(&report, &config) {
-                eprintln!("navette run: {line}");
+                say!("navette run: {line}");
             }
             report.exit_code()
         }
         Err(e) => {
-            eprintln!("navette run: error: {e}");
+            say!("navette run: error: {e}");
             match &e {
                 LaunchError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound => {
                     127
@@ -135,7 +144,7 @@ fn output_handles() -> io::Result<(File, File)> {
 /// A line saying how the job ended, unless every rank succeeded.
 pub fn summary(report: &ExitReport, config: &LaunchConfig) -> Option<String> {
     let others = if config.fail_fast && config.ranks > 1 {
-        "; the other ranks were ended"
+        "; the ranks still running were ended"
     } else {
         ""
     };

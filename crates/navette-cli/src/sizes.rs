@@ -4,6 +4,10 @@
 //! `K`, `M` or `G` (either case, optionally followed by `B` or `iB`), each a
 //! power of 1024. Every list is checked whole: an empty item, an unknown
 //! suffix or an overflow is an error naming the item.
+//!
+//! [`SizeList`], what the commands' `--sizes` parse into, also refuses a
+//! size over [`MAX_SIZE`] (1 GiB): a benchmark holds several buffers of
+//! each size, so larger would only end in a failed allocation.
 
 use std::fmt;
 
@@ -40,7 +44,18 @@ pub enum SizeError {
         /// The item as written.
         item: String,
     },
+    /// An item is over the largest size allowed.
+    #[error("{item:?} is too large: a message size is at most {} ({max} bytes)", ShortSize(*.max))]
+    TooLarge {
+        /// The item as written.
+        item: String,
+        /// The largest size allowed, in bytes.
+        max: usize,
+    },
 }
+
+/// The largest size a [`SizeList`] takes: 1 GiB.
+pub const MAX_SIZE: usize = 1 << 30;
 
 /// Parses one size such as `64`, `16K` or `1M`.
 pub fn parse_size(item: &str) -> Result<usize, SizeError> {
@@ -71,6 +86,11 @@ pub fn parse_size(item: &str) -> Result<usize, SizeError> {
 
 /// Parses a comma-separated list of sizes, keeping the order given.
 pub fn parse_sizes(list: &str) -> Result<Vec<usize>, SizeError> {
+    parse_sizes_up_to(list, usize::MAX)
+}
+
+/// [`parse_sizes`], refusing any size over `max` bytes.
+pub fn parse_sizes_up_to(list: &str, max: usize) -> Result<Vec<usize>, SizeError> {
     if list.trim().is_empty() {
         return Err(SizeError::Empty);
     }
@@ -78,15 +98,22 @@ pub fn parse_sizes(list: &str) -> Result<Vec<usize>, SizeError> {
         .enumerate()
         .map(|(i, item)| {
             if item.trim().is_empty() {
-                Err(SizeError::EmptyItem { position: i + 1 })
-            } else {
-                parse_size(item)
+                return Err(SizeError::EmptyItem { position: i + 1 });
             }
+            let size = parse_size(item)?;
+            if size > max {
+                return Err(SizeError::TooLarge {
+                    item: item.trim().into(),
+                    max,
+                });
+            }
+            Ok(size)
         })
         .collect()
 }
 
-/// A parsed size list, for argument parsers (`"0,8,1K".parse()`).
+/// A parsed size list, for argument parsers (`"0,8,1K".parse()`): every
+/// size at most [`MAX_SIZE`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SizeList(pub Vec<usize>);
 
@@ -94,7 +121,7 @@ impl std::str::FromStr for SizeList {
     type Err = SizeError;
 
     fn from_str(list: &str) -> Result<Self, Self::Err> {
-        parse_sizes(list).map(Self)
+        parse_sizes_up_to(list, MAX_SIZE).map(Self)
     }
 }
 
@@ -137,5 +164,20 @@ mod tests {
             parse_size("99999999999999999999999"),
             Err(SizeError::Overflow { .. })
         ));
+    }
+
+    #[test]
+    fn size_lists_stop_at_one_gib() {
+        assert_eq!("8,1G".parse(), Ok(SizeList(vec![8, MAX_SIZE])));
+        let err = "8, 1025M".parse::<SizeList>().unwrap_err();
+        assert_eq!(
+            err,
+            SizeError::TooLarge {
+                item: "1025M".into(),
+                max: MAX_SIZE
+            }
+        );
+        assert!(err.to_string().contains("at most 1G"), "{err}");
+        assert_eq!(parse_sizes("2G"), Ok(vec![2 << 30]), "unbounded");
     }
 }

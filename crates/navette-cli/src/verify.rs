@@ -19,9 +19,9 @@ pub(crate) enum Direction {
     Reply,
 }
 
-fn block(size: usize, iteration: u32, dir: Direction) -> [u8; PERIOD] {
+fn block(size: usize, iteration: u64, dir: Direction) -> [u8; PERIOD] {
     let mut state = (size as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ u64::from(iteration)
+        ^ iteration
             .wrapping_add(1)
             .wrapping_mul(0xBF58_476D_1CE4_E5B9)
         ^ u64::from(dir == Direction::Reply);
@@ -38,7 +38,7 @@ fn block(size: usize, iteration: u32, dir: Direction) -> [u8; PERIOD] {
 }
 
 /// Fills `buf` with the pattern of (`size`, `iteration`, `dir`).
-pub(crate) fn fill(buf: &mut [u8], size: usize, iteration: u32, dir: Direction) {
+pub(crate) fn fill(buf: &mut [u8], size: usize, iteration: u64, dir: Direction) {
     let block = block(size, iteration, dir);
     for chunk in buf.chunks_mut(PERIOD) {
         chunk.copy_from_slice(&block[..chunk.len()]);
@@ -49,7 +49,7 @@ pub(crate) fn fill(buf: &mut [u8], size: usize, iteration: u32, dir: Direction) 
 pub(crate) fn first_mismatch(
     buf: &[u8],
     size: usize,
-    iteration: u32,
+    iteration: u64,
     dir: Direction,
 ) -> Option<usize> {
     let block = block(size, iteration, dir);

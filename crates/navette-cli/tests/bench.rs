@@ -257,3 +257,63 @@ fn rpc_rate_counts_calls_of_every_thread_count() {
     };
     assert!(bench::cases(&bad).is_err());
 }
+
+#[test]
+fn counts_nothing_could_run_with_are_refused() {
+    use bench::BenchError;
+    let no_iterations = BenchConfig {
+        iterations: Some(0),
+        ..config(Pattern::Pingpong)
+    };
+    assert!(matches!(
+        bench::cases(&no_iterations),
+        Err(BenchError::NoIterations)
+    ));
+    // Before it times anything, on either rank (no division by zero).
+    let cluster = SimCluster::builder(2).build();
+    let boots = LocalBootstrap::job(2, 1, [9; 32]);
+    for rank in 0..2 {
+        let ran = bench::run_rank(
+            cluster.node(rank),
+            &boots[rank as usize],
+            &no_iterations,
+            |_| {},
+        );
+        assert!(matches!(ran, Err(BenchError::NoIterations)), "{ran:?}");
+    }
+    let no_window = BenchConfig {
+        window: 0,
+        ..config(Pattern::Stream)
+    };
+    assert!(matches!(
+        bench::cases(&no_window),
+        Err(BenchError::NoWindow)
+    ));
+    let too_much = BenchConfig {
+        sizes: vec![8, 1 << 30],
+        window: 5,
+        ..config(Pattern::Stream)
+    };
+    let err = bench::cases(&too_much).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BenchError::TooMuchInFlight {
+                count: 5,
+                size: 1_073_741_824,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("5368709120 bytes at once"),
+        "{err}"
+    );
+    let within = BenchConfig {
+        sizes: vec![1 << 30],
+        window: 4,
+        ..config(Pattern::Stream)
+    };
+    assert_eq!(bench::cases(&within).unwrap().len(), 1, "4 GiB is allowed");
+}

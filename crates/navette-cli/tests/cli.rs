@@ -397,3 +397,189 @@ fn bench_refuses_drivers_it_does_not_have() {
         assert!(stderr.contains(says), "{stderr}");
     }
 }
+
+/// Runs the binary, expects it to fail with exit code `code` (never killed
+/// by a signal, never a panic or an aborted allocation), and returns its
+/// standard error.
+fn navette_fails(args: &[&str], code: i32) -> String {
+    let out = navette_bin(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    for crash in ["panicked", "memory allocation", "signal"] {
+        assert!(!stderr.contains(crash), "{args:?}: {stderr}");
+    }
+    stderr
+}
+
+#[test]
+fn binary_refuses_zero_iterations() {
+    let commands: [&[&str]; 9] = [
+        &["bench", "pingpong", "--sizes", "8"],
+        &["bench", "stream", "--sizes", "8"],
+        &["bench", "rpc", "--sizes", "8"],
+        &["bench", "migrate"],
+        &["bench", "multiseg", "--sizes", "8"],
+        &["bench", "indexed", "--sizes", "8"],
+        &["bench", "rpc_rate", "--sizes", "8", "--threads", "1"],
+        &["demo", "--sizes", "8"],
+        &["demo", "--sim", "--sizes", "8"],
+    ];
+    for command in commands {
+        let args = [command, &["--iterations", "0"]].concat();
+        let stderr = navette_fails(&args, 2);
+        assert!(
+            stderr.contains("--iterations takes 1 to 4294967295"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let stderr = navette_fails(&["bench", "pingpong", "--iterations", "4294967296"], 2);
+    assert!(stderr.contains("out of range"), "{stderr}");
+}
+
+#[test]
+fn binary_refuses_sizes_over_one_gib() {
+    for args in [
+        &["bench", "pingpong", "--sizes", "1024G"][..],
+        &["demo", "--sim", "--sizes", "8,1024G"],
+        &["demo", "--sizes", "1025M"],
+    ] {
+        let stderr = navette_fails(args, 2);
+        assert!(stderr.contains("is too large"), "{args:?}: {stderr}");
+        assert!(stderr.contains("at most 1G"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn binary_refuses_windows_it_cannot_hold() {
+    for window in ["0", "4097", "100000000000"] {
+        let stderr = navette_fails(&["bench", "stream", "--sizes", "8", "--window", window], 2);
+        assert!(stderr.contains("--window takes 1 to 4096"), "{stderr}");
+    }
+    // Each within its bound, but 64 GiB at once: refused before any rank
+    // starts, so said once.
+    let stderr = navette_fails(&["bench", "stream", "--sizes", "8,1G", "--window", "64"], 1);
+    assert_eq!(stderr.matches("navette: error:").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("stream: 64 messages in flight of 1G"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("lower --window or --sizes"), "{stderr}");
+    let stderr = navette_fails(
+        &["bench", "multiseg", "--sizes", "1G", "--segments", "8"],
+        1,
+    );
+    assert!(stderr.contains("lower --segments or --sizes"), "{stderr}");
+}
+
+#[test]
+fn demo_refuses_simulation_flags_without_sim() {
+    for flag in [
+        &["--json", "out.json"][..],
+        &["--seed", "3"],
+        &["--latency-us", "2"],
+        &["--bandwidth-gbps", "1"],
+    ] {
+        let args = [&["demo", "--sizes", "8"][..], flag].concat();
+        let stderr = navette_fails(&args, 2);
+        assert!(
+            stderr.contains("required arguments were not provided") && stderr.contains("--sim"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn demo_help_says_what_it_runs() {
+    let top = navette_ok(&["--help"]);
+    let demo_line = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("demo"))
+        .expect("a demo line");
+    assert!(demo_line.contains("shared memory"), "{top}");
+    let help = navette_ok(&["demo", "--help"]);
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for says in [
+        "NAVETTE_DRIVER=tcp",
+        "with --sim, 20, or 5 from 1 MiB on",
+        "from 8 to 100000 round trips",
+        "Seed of the simulated network (--sim only)",
+    ] {
+        assert!(flat.contains(says), "{says:?} missing: {help}");
+    }
+}
+
+#[test]
+fn demo_and_bench_need_two_ranks() {
+    let navette = env!("CARGO_BIN_EXE_navette");
+    for command in [
+        &["demo", "--sizes", "8"][..],
+        &["bench", "pingpong", "--sizes", "8"],
+    ] {
+        let out = Command::new(navette)
+            .args(["run", "-n", "1", "--", navette])
+            .args(command)
+            .output()
+            .expect("the binary starts");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let says = format!("navette {} needs 2 ranks, and this job has 1", command[0]);
+        assert!(stderr.contains(&says), "{stderr}");
+        assert!(!stderr.contains("no open rail"), "{stderr}");
+    }
+}
+
+#[test]
+fn output_errors_are_not_blamed_on_the_baseline() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("no /dev/full: nothing to write to that fails");
+        return;
+    }
+    let navette = env!("CARGO_BIN_EXE_navette");
+    for command in [
+        "bench pingpong --sizes 8 --iterations 20",
+        "demo --sizes 8 --iterations 20",
+    ] {
+        // Each rank's own standard output is the full device.
+        let script = format!("exec \"$0\" {command} >/dev/full");
+        let out = Command::new(navette)
+            .args(["run", "-n", "2", "--", "sh", "-c", &script, navette])
+            .output()
+            .expect("the binary starts");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains("navette: error: cannot write the output: "),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("raw TCP"), "{command}: {stderr}");
+        assert!(!stderr.contains("caused by"), "said once: {stderr}");
+    }
+}
+
+/// An error whose message says nothing of its cause.
+#[derive(Debug, thiserror::Error)]
+#[error("the job failed")]
+struct Outer(#[source] std::io::Error);
+
+#[test]
+fn error_reports_name_each_cause_once() {
+    let err = CliError::WriteJson {
+        path: "/x/out.json".into(),
+        source: std::io::Error::other("no space left"),
+    };
+    assert_eq!(
+        navette_cli::error_report(&err),
+        "navette: error: cannot write /x/out.json: no space left\n"
+    );
+    let err = Outer(std::io::Error::other("connection reset"));
+    assert_eq!(
+        navette_cli::error_report(&err),
+        "navette: error: the job failed\n  caused by: connection reset\n"
+    );
+    // A transparent wrapper adds no line of its own.
+    let bench = navette_cli::bench::BenchError::Output(std::io::Error::other("broken pipe"));
+    assert_eq!(
+        navette_cli::error_report(&CliError::Bench(bench)),
+        "navette: error: cannot write the output: broken pipe\n"
+    );
+}

@@ -93,3 +93,79 @@ fn sigterm_ends_every_rank_and_exits_with_143() {
         "rank process {rank_pid} still runs: {stat}"
     );
 }
+
+#[test]
+fn more_ranks_than_one_host_takes_are_refused_before_starting() {
+    let out = navette_run(&["-n", "4097", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("4097") && err.contains("1..=4096"), "{err}");
+}
+
+#[test]
+fn a_closed_standard_error_keeps_the_exit_code() {
+    // The summary line cannot be written: the job's code still comes out,
+    // not a panic's.
+    let navette = env!("CARGO_BIN_EXE_navette");
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec '{navette}' run -n 2 -- sh -c 'exit 3' 2>&-"),
+        ])
+        .output()
+        .expect("sh runs");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
+
+#[test]
+fn a_rank_that_ends_before_the_bootstrap_fails_its_peer_instead_of_hanging() {
+    // Rank 1 exits at once, successfully; rank 0's node waits for it in a
+    // bootstrap fence, which now fails (the timeout is only a guard).
+    let navette = env!("CARGO_BIN_EXE_navette");
+    let script = format!(
+        "if [ \"$NAVETTE_RANK\" = 0 ]; then exec '{navette}' bench pingpong --sizes 8 --iterations 5; fi"
+    );
+    let out = navette_run(&["-n", "2", "--timeout", "120", "--", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank 1 left"), "{err}");
+}
+
+#[test]
+fn settings_that_are_not_utf8_or_not_filters_are_said() {
+    use std::os::unix::ffi::OsStrExt;
+    let navette = env!("CARGO_BIN_EXE_navette");
+    let bench = [
+        "run",
+        "-n",
+        "2",
+        "--",
+        navette,
+        "bench",
+        "pingpong",
+        "--sizes",
+        "8",
+        "--iterations",
+        "5",
+    ];
+    let out = Command::new(navette)
+        .args(bench)
+        .env("NAVETTE_DRIVER", std::ffi::OsStr::from_bytes(b"sh\xffm"))
+        .output()
+        .expect("navette runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NAVETTE_DRIVER") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+    // A log filter that does not parse is said, and the run goes on.
+    let out = Command::new(navette)
+        .args(bench)
+        .env("NAVETTE_LOG", "x=notalevel")
+        .output()
+        .expect("navette runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NAVETTE_LOG is not a log filter"), "{err}");
+}

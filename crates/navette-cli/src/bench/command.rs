@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use navette::tcp::Congestion;
 use navette::{RuntimeConfig, init_with};
 use navette_session::{Bootstrap, env};
 
@@ -63,8 +64,8 @@ pub struct BenchArgs {
     /// What to measure.
     #[arg(value_enum)]
     pub pattern: Pattern,
-    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024.
-    /// multiseg: bytes per segment; indexed: the large block (the message
+    /// Message sizes, comma-separated; suffixes K, M, G are powers of 1024;
+    /// each at most 1G. multiseg: bytes per segment; indexed: the large block (the message
     /// has a 64-byte block more); rpc, rpc_rate: the call's body; migrate:
     /// the task's state, 25 B to 64K [default: 1,8,64,512,4K,32K,256K,1M,4M,16M;
     /// multiseg 4,64,1K; indexed 256K; rpc 0,64,1K,16K,256K,1M; migrate
@@ -77,12 +78,13 @@ pub struct BenchArgs {
     /// Client threads of rpc_rate, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_THREADS)]
     pub threads: Vec<usize>,
-    /// Timed iterations per size [default: more for small sizes; migrate
-    /// 1000 round trips; rpc_rate: calls over all threads].
-    #[arg(long)]
+    /// Timed iterations per size, at least 1 [default: more for small
+    /// sizes; migrate 1000 round trips; rpc_rate: calls over all threads].
+    #[arg(long, value_parser = crate::args::parse_iterations)]
     pub iterations: Option<u32>,
-    /// Messages in flight per iteration of `stream`.
-    #[arg(long, default_value_t = 64)]
+    /// Messages in flight per iteration of `stream`: 1 to 4096, whose bytes
+    /// (window × size) are at most 4 GiB.
+    #[arg(long, default_value_t = 64, value_parser = crate::args::parse_window)]
     pub window: usize,
     /// Also measure this baseline between the same ranks, in the same run.
     #[arg(long, value_enum)]
@@ -94,35 +96,38 @@ pub struct BenchArgs {
 
 /// Runs `navette bench`; the exit code when it launched its own ranks.
 pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchError> {
-    if std::env::var_os(env::BOOTSTRAP).is_none() {
-        return Ok(Some(self_launch()?));
-    }
-    let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
-    if bootstrap.size() < 2 {
-        return Err(BenchError::Setup("navette bench needs 2 ranks".into()));
-    }
-    let runtime = RuntimeConfig::default();
-    let tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
-    let node = init_with(Arc::clone(&bootstrap), runtime)?;
     let sizes = match &args.sizes {
         Some(sizes) => sizes.0.clone(),
         None => crate::sizes::parse_sizes(args.pattern.default_sizes())
             .map_err(|e| BenchError::Setup(format!("default sizes: {e}")))?,
     };
-    let config = BenchConfig {
+    let mut config = BenchConfig {
         pattern: args.pattern,
         sizes,
         segments: args.segments.clone(),
         threads: args.threads.clone(),
         iterations: args.iterations,
-        window: args.window.max(1),
+        window: args.window,
         baseline: args.baseline,
-        transport: node.driver_name().to_owned(),
-        tcp_congestion,
+        // Known once the node runs.
+        transport: String::new(),
+        tcp_congestion: Congestion::default(),
         strategy: document::strategy_from_env(),
     };
+    // Checked before any rank starts: a bad set of cases is reported once,
+    // by the command the user ran.
+    let cases = super::cases(&config)?.len();
+    if std::env::var_os(env::BOOTSTRAP).is_none() {
+        return Ok(Some(self_launch()?));
+    }
+    let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
+    two_ranks(bootstrap.as_ref(), "navette bench")?;
+    let runtime = RuntimeConfig::default();
+    config.tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
+    let node = init_with(Arc::clone(&bootstrap), runtime)?;
+    config.transport = node.driver_name().to_owned();
     let rank = node.rank();
-    let progress = progress_bar(rank, super::cases(&config)?.len());
+    let progress = progress_bar(rank, cases);
     // While the bar draws on the terminal, the table goes there too, above
     // it (our standard output is the launcher's pipe: its lines would land
     // in the middle of the bar).
@@ -146,21 +151,32 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     progress.finish_and_clear();
     node.finalize()?;
     if let Some(e) = write_error {
-        return Err(e.into());
+        return Err(BenchError::Output(e));
     }
     if let (0, Some(path)) = (rank, &args.json) {
         BenchOutput::new(document::rows(&config, &figures))
             .write(path)
             .map_err(|e| BenchError::Setup(format!("cannot write {}: {e}", path.display())))?;
-        writeln!(out, "Wrote {}", path.display())?;
+        writeln!(out, "Wrote {}", path.display()).map_err(BenchError::Output)?;
     }
     Ok(None)
+}
+
+/// Refuses a job of fewer than 2 ranks: rank 0 exchanges with rank 1
+/// (ranks from 2 on take no part).
+fn two_ranks(bootstrap: &dyn Bootstrap, command: &'static str) -> Result<(), BenchError> {
+    match bootstrap.size() {
+        ranks @ 0..2 => Err(BenchError::Ranks { command, ranks }),
+        _ => Ok(()),
+    }
 }
 
 /// `navette demo`: on two ranks of the embedded launcher, over the default
 /// driver (shared memory; `NAVETTE_DRIVER=tcp` for tcp), a ping-pong and an
 /// RPC-shaped message — over tcp each beside raw TCP between the same
-/// ranks; rank 0 prints the tables.
+/// ranks; rank 0 prints the tables. `iterations` as `navette bench`'s
+/// (by default [`super::default_iterations`]: 1 GiB of traffic per size,
+/// 8 to 100 000 round trips).
 pub fn demo(
     sizes: &[usize],
     iterations: Option<u32>,
@@ -170,10 +186,17 @@ pub fn demo(
         return Ok(Some(self_launch()?));
     }
     let bootstrap: Arc<dyn Bootstrap> = Arc::from(navette_session::from_env()?);
+    two_ranks(bootstrap.as_ref(), "navette demo")?;
     let runtime = RuntimeConfig::default();
     let tcp_congestion = runtime.tcp.congestion.clone().from_env()?;
     let node = init_with(Arc::clone(&bootstrap), runtime)?;
     let rank = node.rank();
+    let mut write_error = None;
+    let mut emit = |text: std::fmt::Arguments<'_>| {
+        if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
+            write_error.get_or_insert(e);
+        }
+    };
     for pattern in [Pattern::Pingpong, Pattern::Rpc] {
         let config = BenchConfig {
             pattern,
@@ -188,19 +211,24 @@ pub fn demo(
             strategy: document::strategy_from_env(),
         };
         if rank == 0 {
-            writeln!(out)?;
-            out.write_all(table_header(&config).as_bytes())?;
+            emit(format_args!("\n{}", table_header(&config)));
         }
-        let figures = run_rank(&node, bootstrap.as_ref(), &config, |_| {})?;
-        for f in &figures {
-            writeln!(out, "{}", table_row(f))?;
-        }
+        // Each row as it comes; a failed write ends nothing before the
+        // peer is done (it would wait for us), and is reported at the end.
+        run_rank(&node, bootstrap.as_ref(), &config, |f| {
+            emit(format_args!("{}\n", table_row(f)));
+        })?;
     }
     if rank == 0 {
-        writeln!(out, "\nEvery message was verified byte for byte.")?;
+        emit(format_args!(
+            "\nEvery message was verified byte for byte.\n"
+        ));
     }
     node.finalize()?;
-    Ok(None)
+    match write_error {
+        Some(e) => Err(BenchError::Output(e)),
+        None => Ok(None),
+    }
 }
 
 /// A bar on rank 0's standard error, drawn only when it is a terminal.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use navette::{Gate, Node, ReceiveMode, SendMode};
 
-use super::{BenchError, Role, TAG, pattern};
+use super::{BenchError, Role, TAG, pattern, zeroed};
 
 /// Bytes of the first block.
 pub const HEAD: usize = 64;
@@ -47,8 +47,8 @@ pub(super) fn navette_indexed(
         .ok_or_else(|| BenchError::Setup(format!("indexed: {size} bytes is under {HEAD}")))?;
     let gate = role.peer(node);
     // Four separate allocations: what goes out, what comes in.
-    let (head_out, body_out) = (pattern(HEAD, size, 0), pattern(large, size, 1));
-    let (mut head_in, mut body_in) = (vec![0u8; HEAD], vec![0u8; large]);
+    let (head_out, body_out) = (pattern(HEAD, size, 0)?, pattern(large, size, 1)?);
+    let (mut head_in, mut body_in) = (vec![0u8; HEAD], zeroed(large)?);
     let elapsed = super::time_rounds(warm, count, || -> navette::Result<()> {
         if role == Role::Client {
             send_message(node, gate, &head_out, &body_out)?;

@@ -139,7 +139,55 @@ pub enum BenchError {
     Bootstrap(#[from] BootstrapError),
     /// The baseline's sockets failed.
     #[error("raw TCP baseline: {0}")]
-    Io(#[from] std::io::Error),
+    RawTcp(#[source] std::io::Error),
+    /// Writing the table or the closing lines to the output failed.
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
+    /// The command runs on a job of fewer than 2 ranks.
+    #[error(
+        "{command} needs 2 ranks, and this job has {ranks}: run it alone (it starts its own 2) \
+         or under `navette run -n 2`"
+    )]
+    Ranks {
+        /// The command, as `navette bench`.
+        command: &'static str,
+        /// The job's ranks.
+        ranks: u32,
+    },
+    /// `iterations` of `Some(0)`.
+    #[error("--iterations must be at least 1")]
+    NoIterations,
+    /// A stream's window or a series of segments would hold too much.
+    #[error(
+        "{pattern}: {count} {what} of {} each hold {} bytes at once, over the 4 GiB \
+         ({MAX_IN_FLIGHT} bytes) allowed: lower {option} or --sizes",
+        crate::sizes::ShortSize(*.size),
+        (*.count as u128) * (*.size as u128)
+    )]
+    TooMuchInFlight {
+        /// The pattern.
+        pattern: &'static str,
+        /// Messages of the window, or segments of the series.
+        count: usize,
+        /// `"messages in flight"` or `"segments"`.
+        what: &'static str,
+        /// The option that sets `count`.
+        option: &'static str,
+        /// Bytes per message.
+        size: usize,
+    },
+    /// `stream` with a window of 0.
+    #[error("stream: --window must be at least 1")]
+    NoWindow,
+    /// A buffer for the messages could not be allocated.
+    #[error("cannot allocate a message buffer of {size} bytes")]
+    Alloc {
+        /// The buffer's length.
+        size: usize,
+        /// Why.
+        #[source]
+        source: std::collections::TryReserveError,
+    },
     /// Setting up failed.
     #[error("{0}")]
     Setup(String),
@@ -250,11 +298,32 @@ impl Case {
 /// The rows `config` measures, in order: for multiseg every size for each
 /// segment count; for indexed each size taken as the large block, the row's
 /// size being both blocks ([`indexed::HEAD`] more); else each size.
+///
+/// Also checks what every case shares: at least 1 iteration if a count is
+/// given, and for stream a window of 1 or more messages whose bytes stay
+/// within [`MAX_IN_FLIGHT`].
 pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
     let plain = |size| Case {
         segments: None,
         threads: None,
         size,
+    };
+    if config.iterations == Some(0) {
+        return Err(BenchError::NoIterations);
+    }
+    // Bytes held at once by `count` messages of each size.
+    let too_much = |count: usize, what: &'static str, option: &'static str| {
+        config
+            .sizes
+            .iter()
+            .find(|&&size| (count as u128) * (size as u128) > u128::from(MAX_IN_FLIGHT))
+            .map(|&size| BenchError::TooMuchInFlight {
+                pattern: config.pattern.name(),
+                count,
+                what,
+                option,
+                size,
+            })
     };
     match config.pattern {
         Pattern::Multiseg => {
@@ -267,6 +336,13 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                     "{bad} segments: multiseg takes 1 to {} segments per series",
                     multiseg::MAX_SEGMENTS
                 )));
+            }
+            if let Some(err) = config
+                .segments
+                .iter()
+                .find_map(|&segments| too_much(segments, "segments", "--segments"))
+            {
+                return Err(err);
             }
             Ok(config
                 .segments
@@ -318,25 +394,77 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                 None => Ok(config.sizes.iter().copied().map(plain).collect()),
             }
         }
-        Pattern::Pingpong | Pattern::Stream | Pattern::Rpc => {
+        Pattern::Stream => {
+            if config.window == 0 {
+                return Err(BenchError::NoWindow);
+            }
+            if let Some(err) = too_much(config.window, "messages in flight", "--window") {
+                return Err(err);
+            }
             Ok(config.sizes.iter().copied().map(plain).collect())
         }
+        Pattern::Pingpong | Pattern::Rpc => Ok(config.sizes.iter().copied().map(plain).collect()),
     }
 }
 
+/// Most bytes a case holds in its messages at once: a stream's window
+/// (messages in flight times their size) or a multiseg series (segments
+/// times their size), 4 GiB. Each size is at most
+/// [`crate::sizes::MAX_SIZE`] already.
+pub const MAX_IN_FLIGHT: u64 = 4 << 30;
+
+/// An empty vector with room for `len` bytes, allocated without aborting
+/// the process when memory runs out.
+fn reserved(len: usize) -> Result<Vec<u8>, BenchError> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len)
+        .map_err(|source| BenchError::Alloc { size: len, source })?;
+    Ok(buf)
+}
+
+/// `len` bytes for a message, byte `i` being `fill(i)` (see [`reserved`]).
+fn buffer(len: usize, fill: impl Fn(usize) -> u8) -> Result<Vec<u8>, BenchError> {
+    let mut buf = reserved(len)?;
+    buf.extend((0..len).map(fill));
+    Ok(buf)
+}
+
+/// `len` zero bytes to receive into (see [`buffer`]).
+fn zeroed(len: usize) -> Result<Vec<u8>, BenchError> {
+    buffer(len, |_| 0)
+}
+
 /// The bytes sent at `size`: a pattern the receiver can check.
-fn payload(size: usize) -> Vec<u8> {
+fn payload(size: usize) -> Result<Vec<u8>, BenchError> {
     pattern(size, size, 0)
 }
 
 /// `len` bytes of the pattern of piece `index` (a segment, a block) of an
 /// exchange of `size`: different pieces differ, so one landing in
 /// another's place is caught. Piece 0 of `size` bytes is [`payload`].
-fn pattern(len: usize, size: usize, index: usize) -> Vec<u8> {
+fn pattern(len: usize, size: usize, index: usize) -> Result<Vec<u8>, BenchError> {
     let salt = size ^ index.wrapping_mul(101);
-    (0..len)
-        .map(|i| (i.wrapping_mul(31) ^ salt) as u8)
-        .collect()
+    buffer(len, |i| (i.wrapping_mul(31) ^ salt) as u8)
+}
+
+/// Whether `got` is the pattern of piece `index` of `len` bytes of an
+/// exchange of `size` (see [`pattern`]), without allocating it.
+fn is_pattern(got: &[u8], len: usize, size: usize, index: usize) -> bool {
+    let salt = size ^ index.wrapping_mul(101);
+    got.len() == len
+        && got
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i.wrapping_mul(31) ^ salt) as u8)
+}
+
+/// `elapsed` divided by `count`, 0 if `count` is (there is nothing to
+/// divide then).
+fn per(elapsed: Duration, count: u64) -> Duration {
+    match elapsed.as_nanos().checked_div(u128::from(count)) {
+        Some(nanos) => Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)),
+        None => Duration::ZERO,
+    }
 }
 
 /// Runs the benchmark on this rank; rank 0 gets a row per size through
@@ -352,12 +480,15 @@ pub fn run_rank(
         1 => Role::Server,
         _ => return Ok(Vec::new()),
     };
+    // Checked before the baseline connects: both ranks refuse alike,
+    // neither waiting for the other.
+    let cases = cases(config)?;
     let mut raw = match config.baseline {
         Some(Baseline::RawTcp) => Some(RawTcp::connect(bootstrap, role, &config.tcp_congestion)?),
         None => None,
     };
     let mut results = Vec::new();
-    for case in cases(config)? {
+    for case in cases {
         let (size, bytes) = (case.size, case.bytes());
         // An RPC's raw baseline carries its header too: the same bytes as
         // the call (and as MPI's two messages).
@@ -383,7 +514,7 @@ pub fn run_rank(
         let mut round_trips = 0u64;
         for (i, count) in split(iterations, slices).enumerate() {
             let warm = if i == 0 { warmup(iterations) } else { 0 };
-            round_trips += u64::from(warm + count);
+            round_trips += u64::from(warm) + u64::from(count);
             let window = config.window;
             navette += match config.pattern {
                 Pattern::Pingpong => navette_pingpong(node, role, size, warm, count)?,
@@ -415,14 +546,15 @@ pub fn run_rank(
                 };
             }
         }
+        let iterations_64 = u64::from(iterations);
         let figure = |elapsed: Duration| match config.pattern {
             Pattern::Pingpong
             | Pattern::Rpc
             | Pattern::Migrate
             | Pattern::Multiseg
-            | Pattern::Indexed => Figure::from_one_way(bytes, elapsed / (2 * iterations)),
+            | Pattern::Indexed => Figure::from_one_way(bytes, per(elapsed, 2 * iterations_64)),
             // A call's time, over all threads: the inverse of the rate.
-            Pattern::RpcRate => Figure::from_one_way(bytes, elapsed / iterations),
+            Pattern::RpcRate => Figure::from_one_way(bytes, per(elapsed, iterations_64)),
             Pattern::Stream => per_message(size, elapsed, iterations, config.window),
         };
         let rate_per_s = (config.pattern == Pattern::RpcRate && !navette.is_zero())
@@ -495,12 +627,13 @@ fn time_rounds<E>(
 
 /// The one-way figure of a stream: time per message sent.
 fn per_message(size: usize, elapsed: Duration, iterations: u32, window: usize) -> Figure {
-    let messages = (iterations * window as u32).max(1);
-    Figure::from_one_way(size, elapsed / messages)
+    let window = u64::try_from(window).unwrap_or(u64::MAX);
+    let messages = u64::from(iterations).saturating_mul(window);
+    Figure::from_one_way(size, per(elapsed, messages))
 }
 
 fn check(got: &[u8], size: usize, implementation: &'static str) -> Result<(), BenchError> {
-    if got == payload(size).as_slice() {
+    if is_pattern(got, size, size, 0) {
         Ok(())
     } else {
         Err(BenchError::Corrupt {
@@ -520,7 +653,7 @@ fn navette_pingpong(
     count: u32,
 ) -> Result<Duration, BenchError> {
     let peer = role.peer(node);
-    let mut buf = payload(size);
+    let mut buf = payload(size)?;
     let elapsed = time_rounds(warm, count, || -> navette::Result<()> {
         if role == Role::Client {
             node.send(peer, TAG, &buf)?;
@@ -542,7 +675,7 @@ fn raw_pingpong(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let mut buf = payload(size);
+    let mut buf = payload(size)?;
     let elapsed = time_rounds(warm, count, || -> std::io::Result<()> {
         if role == Role::Client {
             raw.send(&buf)?;
@@ -551,7 +684,8 @@ fn raw_pingpong(
             raw.recv(&mut buf)?;
             raw.send(&buf)
         }
-    })?;
+    })
+    .map_err(BenchError::RawTcp)?;
     check(&buf, size, "raw-tcp")?;
     Ok(elapsed)
 }
@@ -566,8 +700,12 @@ fn navette_stream(
     window: usize,
 ) -> Result<Duration, BenchError> {
     let peer = role.peer(node);
-    let data = Bytes::from(payload(size));
-    let mut buffers: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; size]).collect();
+    let data = Bytes::from(payload(size)?);
+    // Only the server receives into them.
+    let held = if role == Role::Server { window } else { 0 };
+    let mut buffers = (0..held)
+        .map(|_| zeroed(size))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut ack = [0u8; 1];
     let series = |count: u32| -> Result<(), BenchError> {
         for _ in 0..count {
@@ -614,11 +752,11 @@ fn raw_stream(
     count: u32,
     window: usize,
 ) -> Result<Duration, BenchError> {
-    let data = payload(size);
-    let mut buf = vec![0u8; size];
+    let data = payload(size)?;
+    let mut buf = zeroed(size)?;
     let mut ack = [0u8; 1];
     let series = |count: u32| -> std::io::Result<()> {
-        for _ in 0..count as usize * window {
+        for _ in 0..u64::from(count).saturating_mul(window as u64) {
             if role == Role::Client {
                 raw.send(&data)?;
             } else {
@@ -631,7 +769,7 @@ fn raw_stream(
             raw.send(&ack)
         }
     };
-    let elapsed = time_series(warm, count, series)?;
+    let elapsed = time_series(warm, count, series).map_err(BenchError::RawTcp)?;
     if role == Role::Server && buf != data {
         return Err(BenchError::Corrupt {
             pattern: "stream",
@@ -744,7 +882,34 @@ pub fn runs(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRun> {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use std::time::Duration;
+
+    use super::{is_pattern, pattern, per, per_message, split};
+
+    #[test]
+    fn huge_counts_divide_without_overflow() {
+        let hour = Duration::from_secs(3600);
+        // 2 × u32::MAX round trips' halves: no u32 product to overflow.
+        let each = per(hour, 2 * u64::from(u32::MAX));
+        assert_eq!(each, Duration::from_nanos(419));
+        assert_eq!(per(hour, 0), Duration::ZERO, "nothing to divide");
+        // 10^15 ns over u32::MAX × 4096 messages: 56 ns each.
+        let figure = per_message(8, Duration::from_secs(1_000_000), u32::MAX, 4096);
+        assert!((figure.latency_us - 0.056).abs() < 1e-9, "{figure:?}");
+        let none = per_message(8, hour, 0, 64);
+        assert_eq!(none.latency_us, 0.0);
+    }
+
+    #[test]
+    fn patterns_are_checked_in_place() {
+        let piece = pattern(1000, 5000, 3).unwrap();
+        assert!(is_pattern(&piece, 1000, 5000, 3));
+        assert!(!is_pattern(&piece, 1000, 5000, 2), "another piece");
+        assert!(!is_pattern(&piece[1..], 1000, 5000, 3), "shorter");
+        let mut damaged = piece;
+        damaged[999] ^= 1;
+        assert!(!is_pattern(&damaged, 1000, 5000, 3));
+    }
 
     #[test]
     fn slices_cover_the_iterations_without_empty_ones() {

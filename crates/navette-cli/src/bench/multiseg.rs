@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use navette::{ChannelId, Gate, Node, Received, Request, wait_all_into};
 
-use super::{BenchError, Role, pattern};
+use super::{BenchError, Role, is_pattern, pattern, zeroed};
 
 /// Most segments per series (the channels are numbered in 16 bits).
 pub const MAX_SEGMENTS: usize = 1024;
@@ -67,8 +67,12 @@ pub(super) fn navette_multiseg(
     let flows = (0..segments)
         .map(|k| flow(k, peer))
         .collect::<Result<Vec<_>, _>>()?;
-    let data: Vec<Vec<u8>> = (0..segments).map(|k| pattern(size, size, k)).collect();
-    let mut buffers: Vec<Vec<u8>> = vec![vec![0; size]; segments];
+    let data = (0..segments)
+        .map(|k| pattern(size, size, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut buffers = (0..segments)
+        .map(|_| zeroed(size))
+        .collect::<Result<Vec<_>, _>>()?;
     // The request lists are reused from series to series: as MPI's program
     // keeps its request arrays, the loop allocates nothing of its own.
     let mut recvs = Vec::with_capacity(segments);
@@ -103,7 +107,7 @@ pub(super) fn navette_multiseg(
         && buffers
             .iter()
             .enumerate()
-            .all(|(k, got)| *got == pattern(size, size, k));
+            .all(|(k, got)| is_pattern(got, size, size, k));
     if !intact {
         return Err(BenchError::Corrupt {
             pattern: "multiseg",

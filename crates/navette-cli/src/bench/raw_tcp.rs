@@ -29,11 +29,11 @@ impl RawTcp {
         const KEY: &str = "bench-raw-tcp-addr";
         let stream = match role {
             Role::Server => {
-                let listener = TcpListener::bind("127.0.0.1:0")?;
-                let addr = listener.local_addr()?.to_string();
-                bootstrap.put(KEY, addr.as_bytes())?;
+                let listener = TcpListener::bind("127.0.0.1:0").map_err(BenchError::RawTcp)?;
+                let addr = listener.local_addr().map_err(BenchError::RawTcp)?;
+                bootstrap.put(KEY, addr.to_string().as_bytes())?;
                 bootstrap.fence()?;
-                listener.accept()?.0
+                listener.accept().map_err(BenchError::RawTcp)?.0
             }
             Role::Client => {
                 bootstrap.fence()?;
@@ -41,13 +41,17 @@ impl RawTcp {
                 let addr: SocketAddr = String::from_utf8_lossy(&addr)
                     .parse()
                     .map_err(|e| BenchError::Setup(format!("bad baseline address: {e}")))?;
-                TcpStream::connect(addr)?
+                TcpStream::connect(addr).map_err(BenchError::RawTcp)?
             }
         };
-        stream.set_nodelay(true)?;
-        stream.set_nonblocking(true)?;
+        let setup = |stream: &TcpStream| {
+            stream.set_nodelay(true)?;
+            stream.set_nonblocking(true)?;
+            stream.peer_addr()
+        };
+        let peer = setup(&stream).map_err(BenchError::RawTcp)?;
         congestion
-            .apply(&stream, stream.peer_addr()?.ip())
+            .apply(&stream, peer.ip())
             .map_err(|e| BenchError::Setup(format!("congestion control {congestion}: {e}")))?;
         Ok(Self { stream })
     }

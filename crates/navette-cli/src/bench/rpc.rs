@@ -20,7 +20,7 @@ use navette::rpc::{Call, HandlerError, HandlerMode, HandlerResult, ServiceName};
 use navette::{Node, NodeCore, Rank, ReceiveMode, SendMode};
 use parking_lot::Mutex;
 
-use super::{BenchError, Role, payload};
+use super::{BenchError, Role, payload, reserved};
 
 const RPC: &str = "navette.bench.rpc";
 const MIGRATE: &str = "navette.bench.migrate";
@@ -101,6 +101,8 @@ fn serve_rpc(services: &Services, call: Call<'_>) -> HandlerResult {
     args.unpack_express(&mut header, SendMode::Safer)?;
     let len = usize::try_from(u64::from_le_bytes(header))?;
     let mut body = BODIES.with_borrow_mut(Vec::pop).unwrap_or_default();
+    body.try_reserve_exact(len.saturating_sub(body.len()))
+        .map_err(|e| HandlerError::new(format!("a body of {len} bytes: {e}")))?;
     body.resize(len, 0);
     if len > 0 {
         args.unpack_cheaper(&mut body, SendMode::Cheaper)?;
@@ -126,14 +128,16 @@ fn pack_rpc<'a>(
 }
 
 /// One call of the rpc shape from `node` to `peer`; the reply's body lands
-/// in `back`.
+/// in `back`, which must have room for `body` (a reply of another length
+/// is an error of `pattern`).
 fn call_rpc(
     node: &Node,
     services: &Services,
     peer: Rank,
     body: &[u8],
     back: &mut Vec<u8>,
-) -> navette::Result<()> {
+    pattern: &'static str,
+) -> Result<(), BenchError> {
     let header = (body.len() as u64).to_le_bytes();
     let reply = node
         .call(peer, &services.rpc, |msg| pack_rpc(msg, &header, body))?
@@ -141,10 +145,10 @@ fn call_rpc(
     let mut msg = reply.unpacking();
     let mut len = [0u8; HEADER];
     msg.unpack_express(&mut len, SendMode::Safer)?;
-    back.resize(
-        usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX),
-        0,
-    );
+    if u64::from_le_bytes(len) != body.len() as u64 {
+        return Err(corrupt(pattern, body.len()));
+    }
+    back.resize(body.len(), 0);
     if !back.is_empty() {
         msg.unpack_cheaper(back, SendMode::Cheaper)?;
     }
@@ -154,8 +158,7 @@ fn call_rpc(
 
 /// Serves until `calls` more rpc calls than the cases before expected
 /// have been served.
-fn serve(node: &Node, services: &Services, calls: u32) -> navette::Result<()> {
-    let calls = u64::from(calls);
+fn serve(node: &Node, services: &Services, calls: u64) -> navette::Result<()> {
     let target = services.expected.fetch_add(calls, Ordering::AcqRel) + calls;
     node.serve_until(|| services.served.load(Ordering::Acquire) >= target)
 }
@@ -165,7 +168,7 @@ fn serve(node: &Node, services: &Services, calls: u32) -> navette::Result<()> {
 fn client_side(
     node: &Node,
     role: Role,
-    calls: u32,
+    calls: u64,
 ) -> Result<Option<(&'static Services, Rank)>, BenchError> {
     let services = services(node)?;
     if role == Role::Server {
@@ -183,13 +186,14 @@ pub(super) fn navette_rpc(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let Some((services, peer)) = client_side(node, role, warm + count)? else {
+    let Some((services, peer)) = client_side(node, role, u64::from(warm) + u64::from(count))?
+    else {
         return Ok(Duration::ZERO);
     };
-    let body = payload(size);
-    let mut back = Vec::with_capacity(size);
+    let body = payload(size)?;
+    let mut back = reserved(size)?;
     let elapsed = super::time_rounds(warm, count, || {
-        call_rpc(node, services, peer, &body, &mut back)
+        call_rpc(node, services, peer, &body, &mut back, "rpc")
     })?;
     if back != body {
         return Err(corrupt("rpc", size));
@@ -208,13 +212,14 @@ pub(super) fn navette_rpc_rate(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let Some((services, peer)) = client_side(node, role, warm + count)? else {
+    let Some((services, peer)) = client_side(node, role, u64::from(warm) + u64::from(count))?
+    else {
         return Ok(Duration::ZERO);
     };
-    let body = payload(size);
-    let mut back = Vec::with_capacity(size);
+    let body = payload(size)?;
+    let mut back = reserved(size)?;
     for _ in 0..warm {
-        call_rpc(node, services, peer, &body, &mut back)?;
+        call_rpc(node, services, peer, &body, &mut back, "rpc_rate")?;
     }
     let threads = threads.max(1);
     let start = Barrier::new(threads);
@@ -225,11 +230,13 @@ pub(super) fn navette_rpc_rate(
                 let calls = share(count, threads, t);
                 let (body, start, first) = (&body, &start, &first);
                 s.spawn(move || -> Result<Instant, BenchError> {
-                    let mut back = Vec::with_capacity(body.len());
+                    let back = reserved(body.len());
                     start.wait();
+                    // After the barrier, which every thread must reach.
+                    let mut back = back?;
                     first.lock().get_or_insert_with(Instant::now);
                     for _ in 0..calls {
-                        call_rpc(node, services, peer, body, &mut back)?;
+                        call_rpc(node, services, peer, body, &mut back, "rpc_rate")?;
                     }
                     if calls > 0 && back != *body {
                         return Err(corrupt("rpc_rate", body.len()));
@@ -280,7 +287,7 @@ pub(super) fn navette_migrate(
 ) -> Result<Duration, BenchError> {
     let services = services(node)?;
     let peer = role.peer(node).peer;
-    let mut state = Task::new(size.max(TASK_MIN));
+    let mut state = Task::new(size.max(TASK_MIN))?;
     let elapsed = super::time_rounds(warm, count, || -> Result<(), BenchError> {
         if role == Role::Client {
             ship(node, services, peer, &state.bytes)?;
@@ -370,9 +377,9 @@ fn mix(checksum: u64, hops: u64) -> u64 {
 }
 
 impl Task {
-    fn new(size: usize) -> Self {
+    fn new(size: usize) -> Result<Self, BenchError> {
         let mut task = Self {
-            bytes: payload(size),
+            bytes: payload(size)?,
         };
         task.set(0, TASK_ID);
         task.set(1, 0);
@@ -380,7 +387,7 @@ impl Task {
         if let Some(last) = task.bytes.last_mut() {
             *last = TASK_END;
         }
-        task
+        Ok(task)
     }
 
     /// Header word `i` (id, hops, checksum).
@@ -443,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_task_follows_itself_one_hop_on_and_nothing_else() {
-        let start = Task::new(650);
+        let start = Task::new(650).unwrap();
         let mut moved = Task {
             bytes: start.bytes.clone(),
         };

@@ -54,12 +54,28 @@ pub fn tunables() -> Vec<Tunable> {
 
 fn runtime_config() -> Vec<Tunable> {
     let driver = navette::RuntimeConfig::default().driver;
-    vec![tunable(
-        "RuntimeConfig",
-        "driver (env NAVETTE_DRIVER)",
-        format!("{driver:?}").to_lowercase(),
-        "auto (shared memory between the ranks of one host), shm, tcp or shm+tcp (both rails to every peer)",
-    )]
+    vec![
+        tunable(
+            "RuntimeConfig",
+            "driver (env NAVETTE_DRIVER)",
+            format!("{driver:?}").to_lowercase(),
+            "auto (shared memory between the ranks of one host), shm, tcp or shm+tcp (both rails to every peer)",
+        ),
+        tunable(
+            "RuntimeConfig",
+            "log filter (env NAVETTE_LOG)",
+            "warn",
+            "what the log on standard error shows: a tracing filter such as debug or \
+             navette::shm=trace (one that does not parse is said, and warnings are logged)",
+        ),
+        tunable(
+            "RuntimeConfig",
+            "counters at finalize (env NAVETTE_STATS)",
+            "off",
+            "PATH writes each rank's counters as JSON at finalize, to PATH with {rank} \
+             replaced, else PATH.RANK (PATH alone for a job of one); - to standard error",
+        ),
+    ]
 }
 
 fn shm_config() -> Vec<Tunable> {

@@ -4,8 +4,10 @@
 //! `[rank] ` prefix, and exit with the job's code: the first failing
 //! rank's exit code (128 + signal number if a signal killed it), 124 on
 //! timeout, 128 + signal number if `navette` itself was interrupted
-//! (SIGINT, SIGTERM or SIGHUP end every rank first), 0 if all succeeded;
-//! 127 if the program cannot be found, 126 if it cannot be executed.
+//! (SIGINT, SIGTERM or SIGHUP end every rank first), 0 if all succeeded
+//! (1 if their output could not all be written: a full disk, an I/O
+//! error; not a closed pipe); 127 if the program cannot be found, 126 if
+//! it cannot be executed. At most 4096 ranks.
 
 use std::ffi::OsString;
 use std::fs::File;

@@ -119,31 +119,6 @@ mod tests {
         assert_eq!(run(b"", "[1] "), b"");
     }
 
-    /// A writer that fails every write with `kind`.
-    struct Failing(io::ErrorKind);
-
-    impl Write for Failing {
-        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
-            Err(self.0.into())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_failed_write_is_kept_and_a_gone_reader_is_not() {
-        let full = Sink::new(Box::new(Failing(io::ErrorKind::StorageFull)));
-        forward(&b"a\nb\n"[..], "[0] ", &full);
-        assert!(full.lost().is_some(), "the lines were lost");
-        let gone = Sink::new(Box::new(Failing(io::ErrorKind::BrokenPipe)));
-        forward(&b"a\n"[..], "", &gone);
-        assert_eq!(gone.lost(), None);
-        let fine = Sink::new(Box::new(Buf::default()));
-        forward(&b"a\n"[..], "", &fine);
-        assert_eq!(fine.lost(), None);
-    }
-
     #[test]
     fn long_lines_are_cut() {
         let input = vec![b'x'; MAX_LINE * 2 + 5];

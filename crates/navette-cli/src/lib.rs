@@ -7,7 +7,7 @@
 //!   simulated cluster in one process, timed in virtual time; see
 //!   [`demo`]. Every byte is checked.
 //! - `navette bench PATTERN`: the benchmarks as rank programs; see
-//!   [`bench`].
+//!   [`mod@bench`].
 //! - `navette info config`: every tunable with its default and help; see
 //!   [`info`].
 //! - `navette run -n N -- prog args…`: start `N` local ranks with the

@@ -172,6 +172,22 @@ fn info_config_prints_the_defaults() {
         .find(|l| l.trim_start().starts_with("rdv_threshold"))
         .expect("an rdv_threshold line");
     assert!(line.contains(&threshold), "{line}");
+    // Every environment variable the library reads is listed.
+    for var in [
+        navette::DRIVER_VAR,
+        navette::STRATEGY_VAR,
+        navette::LOG_VAR,
+        navette::STATS_VAR,
+        navette::shm::COPY_VAR,
+        navette::shm::SHARE_VAR,
+        navette::shm::LIVENESS_VAR,
+        navette::shm::STAGE_VAR,
+        navette::tcp::CONGESTION_VAR,
+        navette::tcp::KEEPALIVE_VAR,
+        navette::tcp::links::LINKS_VAR,
+    ] {
+        assert!(text.contains(&format!("env {var}")), "{var} missing");
+    }
 }
 
 fn navette_bin(args: &[&str]) -> std::process::Output {

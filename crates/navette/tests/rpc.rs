@@ -688,3 +688,17 @@ fn a_reply_waiting_outside_the_engine_learns_that_its_server_is_lost() {
         release.store(true, Ordering::Release);
     });
 }
+
+#[test]
+fn a_deadline_past_what_an_instant_holds_is_none() {
+    let (cluster, _release) = slow_and_echo();
+    serving(&cluster, |node| {
+        let body = pattern(100, 3);
+        let reply = start_echo(node, 1, "echo", &body)
+            .unwrap()
+            .timeout(Duration::MAX)
+            .wait()
+            .unwrap();
+        check(&receive_echo(reply).unwrap(), 100, 3);
+    });
+}

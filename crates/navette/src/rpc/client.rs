@@ -81,6 +81,13 @@ impl Node {
     /// without blocking: the returned request borrows what was packed
     /// CHEAPER until its arguments have left (by rendezvous, when the
     /// handler takes them) and its reply has come.
+    ///
+    /// Known defect: the engine reads large CHEAPER arguments from the
+    /// caller's memory until the handler takes them, and only dropping or
+    /// waiting for the request ends that. A request leaked with
+    /// `mem::forget` ends the borrow early, and the engine may then read
+    /// memory its owner changed or freed (SECURITY.md, "Known defect").
+    /// Never forget a `CallRequest`; pack SAFER what must outlive it.
     pub fn call<'a>(
         &self,
         peer: Rank,
@@ -184,8 +191,10 @@ fn finish_call<'n, 'a>(
 impl<'n> CallRequest<'n, '_> {
     /// Fails the call with [`RpcError::DeadlineExceeded`] if its reply has
     /// not come `after` from now.
+    /// A deadline too far to tell from never (past what [`Instant`] can
+    /// hold) is none.
     pub fn timeout(mut self, after: Duration) -> Self {
-        self.deadline = Some((Instant::now() + after, after));
+        self.deadline = Instant::now().checked_add(after).map(|at| (at, after));
         self
     }
 

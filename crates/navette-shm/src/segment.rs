@@ -82,6 +82,17 @@ pub struct SegmentConfig {
     pub cell_size: usize,
 }
 
+impl SegmentConfig {
+    /// Checks this geometry for a job of `ranks`, as [`Segment::create`]
+    /// does: every rank can refuse a bad one before the job's first fence,
+    /// rather than wait there for a creator that failed.
+    pub fn check(&self, ranks: u32) -> Result<(), ShmError> {
+        Geometry::new(ranks, self)
+            .map(drop)
+            .map_err(ShmError::Config)
+    }
+}
+
 impl Default for SegmentConfig {
     fn default() -> Self {
         Self {

@@ -1006,3 +1006,32 @@ fn calls_that_find_the_ring_full_go_the_usual_way_and_get_their_replies() {
         }
     });
 }
+
+/// A geometry the segment cannot have is refused by every rank, each with
+/// the reason, before the job's first fence: no rank waits there for a
+/// creator that failed.
+#[test]
+fn a_bad_geometry_is_refused_by_every_rank() {
+    let ranks = LocalBootstrap::job(2, fresh_job_id(), JOB_KEY);
+    let mut config = RuntimeConfig::default();
+    config.shm.ring_cells = 3;
+    let outcomes: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .into_iter()
+            .map(|rank| {
+                let config = config.clone();
+                s.spawn(move || match init_shm(std::sync::Arc::new(rank), config) {
+                    Ok(_) => "initialized".to_owned(),
+                    Err(e) => e.to_string(),
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for outcome in &outcomes {
+        assert!(
+            outcome.contains("configuration") && outcome.contains("power of two"),
+            "{outcomes:?}"
+        );
+    }
+}

@@ -625,6 +625,11 @@ fn set_up(bootstrap: &dyn Bootstrap, config: &ShmConfig, probe: &u64) -> Result<
         ring_cells: config.ring_cells,
         cell_size: config.cell_size,
     };
+    // Checked on every rank, not only by the creator: each refuses a bad
+    // geometry itself instead of waiting in the fence below for rank 0.
+    geometry
+        .check(size)
+        .map_err(|e| shm_error("configuration", e))?;
     let created = if rank == 0 {
         Some(Segment::create(job, size, &geometry).map_err(|e| shm_error("create", e))?)
     } else {

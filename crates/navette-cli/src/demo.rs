@@ -432,12 +432,7 @@ impl Series<'_> {
         let server = server.map_err(|_| panicked);
         let elapsed = client?;
         server??;
-        // In nanoseconds: 2 × iterations may not fit in a u32.
-        let round_trips = 2 * u128::from(self.iterations);
-        let nanos = elapsed.as_nanos().checked_div(round_trips).unwrap_or(0);
-        Ok(Duration::from_nanos(
-            u64::try_from(nanos).unwrap_or(u64::MAX),
-        ))
+        Ok(crate::buffers::per(elapsed, 2 * u64::from(self.iterations)))
     }
 
     /// Exchanges of the series, warm-up included.
@@ -549,20 +544,12 @@ impl Side<'_> {
 
     /// `len` zero bytes, or the error saying they could not be allocated.
     fn zeroed(&self, len: usize) -> Result<Vec<u8>, DemoError> {
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len)
-            .map_err(|source| self.alloc_failed(len, source))?;
-        buf.resize(len, 0);
-        Ok(buf)
-    }
-
-    fn alloc_failed(&self, len: usize, source: std::collections::TryReserveError) -> DemoError {
-        DemoError::Alloc {
+        crate::buffers::filled(len, |_| 0).map_err(|source| DemoError::Alloc {
             pattern: self.pattern,
             size: self.series.size,
             len,
             source,
-        }
+        })
     }
 
     fn failed(&self, source: navette::Error) -> DemoError {

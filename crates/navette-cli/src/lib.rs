@@ -20,6 +20,7 @@
 
 pub mod args;
 pub mod bench;
+mod buffers;
 pub mod demo;
 pub mod info;
 pub mod json;

@@ -100,7 +100,7 @@ impl LauncherClient {
             })?;
         match reply {
             Reply::Welcome => {
-                client.with_stream(|s| s.set_read_timeout(None))?;
+                client.stream()?.set_read_timeout(None)?;
                 Ok(client)
             }
             Reply::Refused(reason) => Err(BootstrapError::Refused(reason)),
@@ -108,25 +108,17 @@ impl LauncherClient {
         }
     }
 
-    /// Runs `f` on the connection, under its lock.
-    fn with_stream<R>(
-        &self,
-        f: impl FnOnce(&mut UnixStream) -> std::io::Result<R>,
-    ) -> Result<R, BootstrapError> {
-        let mut stream = self
-            .stream
+    /// The connection, locked: calls from several threads go one by one.
+    fn stream(&self) -> Result<std::sync::MutexGuard<'_, UnixStream>, BootstrapError> {
+        self.stream
             .lock()
-            .map_err(|_| BootstrapError::Server("a thread panicked during a call".into()))?;
-        Ok(f(&mut stream)?)
+            .map_err(|_| BootstrapError::Server("a thread panicked during a call".into()))
     }
 
     /// Sends one request and reads its reply.
     fn call(&self, request: &Request) -> Result<Reply, BootstrapError> {
         let body = request.encode()?;
-        let mut stream = self
-            .stream
-            .lock()
-            .map_err(|_| BootstrapError::Server("a thread panicked during a call".into()))?;
+        let mut stream = self.stream()?;
         protocol::write_frame(&mut *stream, &body)?;
         match protocol::read_frame(&mut *stream) {
             Ok(Some(body)) => Ok(Reply::decode(&body)?),

@@ -25,6 +25,7 @@ use navette::tcp::Congestion;
 use navette::{Node, wait_all};
 use navette_session::{Bootstrap, BootstrapError};
 
+use crate::buffers::per;
 use crate::json::BenchRun;
 use raw_tcp::RawTcp;
 
@@ -413,23 +414,17 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
 /// [`crate::sizes::MAX_SIZE`] already.
 pub const MAX_IN_FLIGHT: u64 = 4 << 30;
 
-/// An empty vector with room for `len` bytes, allocated without aborting
-/// the process when memory runs out.
+/// An empty vector with room for `len` bytes (see [`crate::buffers`]).
 fn reserved(len: usize) -> Result<Vec<u8>, BenchError> {
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(len)
-        .map_err(|source| BenchError::Alloc { size: len, source })?;
-    Ok(buf)
+    crate::buffers::with_room(len).map_err(|source| BenchError::Alloc { size: len, source })
 }
 
-/// `len` bytes for a message, byte `i` being `fill(i)` (see [`reserved`]).
+/// `len` bytes for a message, byte `i` being `fill(i)`.
 fn buffer(len: usize, fill: impl Fn(usize) -> u8) -> Result<Vec<u8>, BenchError> {
-    let mut buf = reserved(len)?;
-    buf.extend((0..len).map(fill));
-    Ok(buf)
+    crate::buffers::filled(len, fill).map_err(|source| BenchError::Alloc { size: len, source })
 }
 
-/// `len` zero bytes to receive into (see [`buffer`]).
+/// `len` zero bytes to receive into.
 fn zeroed(len: usize) -> Result<Vec<u8>, BenchError> {
     buffer(len, |_| 0)
 }
@@ -456,15 +451,6 @@ fn is_pattern(got: &[u8], len: usize, size: usize, index: usize) -> bool {
             .iter()
             .enumerate()
             .all(|(i, &b)| b == (i.wrapping_mul(31) ^ salt) as u8)
-}
-
-/// `elapsed` divided by `count`, 0 if `count` is (there is nothing to
-/// divide then).
-fn per(elapsed: Duration, count: u64) -> Duration {
-    match elapsed.as_nanos().checked_div(u128::from(count)) {
-        Some(nanos) => Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)),
-        None => Duration::ZERO,
-    }
 }
 
 /// Runs the benchmark on this rank; rank 0 gets a row per size through
@@ -884,7 +870,8 @@ pub fn runs(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRun> {
 mod tests {
     use std::time::Duration;
 
-    use super::{is_pattern, pattern, per, per_message, split};
+    use super::{is_pattern, pattern, per_message, split};
+    use crate::buffers::per;
 
     #[test]
     fn huge_counts_divide_without_overflow() {

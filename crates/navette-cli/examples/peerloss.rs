@@ -193,12 +193,10 @@ fn survive(node: &Node, echoed: Option<&AtomicU32>) -> Result<()> {
         None => {
             let body = pattern(u64::from(me) + 10);
             let len = (body.len() as u64).to_le_bytes();
-            let reply = node
-                .call(0, "echo", |msg| {
-                    msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
-                    msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-                })?
-                .wait()?;
+            let reply = node.call_wait(0, "echo", |msg| {
+                msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+            })?;
             let mut back = vec![0u8; body.len()];
             let mut msg = reply.unpacking();
             msg.unpack_cheaper(&mut back, SendMode::Cheaper)?;

@@ -382,12 +382,10 @@ fn call(node: &Node, plan: Plan, round: u64) -> Result<()> {
     let len = plan.size(round, me, server, Kind::Call);
     let head = header(round, me, len);
     let body = plan.payload(round, me, server, Kind::Call, len);
-    let reply = node
-        .call(server, SERVICE, |msg| {
-            msg.pack(&head, SendMode::Safer, ReceiveMode::Express)?;
-            msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
-        })?
-        .wait()?;
+    let reply = node.call_wait(server, SERVICE, |msg| {
+        msg.pack(&head, SendMode::Safer, ReceiveMode::Express)?;
+        msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+    })?;
     let mut back = vec![0u8; plan.size(round, server, me, Kind::Reply)];
     let mut msg = reply.unpacking();
     msg.unpack_cheaper(&mut back, SendMode::Cheaper)?;

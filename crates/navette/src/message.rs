@@ -35,8 +35,12 @@
 //!   or at once by a CHEAPER unpack (which never waits).
 //!
 //! Caller memory is lent to the engine only inside a blocking call
-//! (`end_packing`, `unpack_express`, `end_unpacking`), so dropping or
-//! leaking a message can never leave the engine with a dangling buffer.
+//! (`end_packing`, `unpack_express`, `end_unpacking`, an RPC's
+//! `call_wait` or reply), so dropping or leaking a message or a request
+//! can never leave the engine with a dangling buffer. An RPC call that
+//! returns at once ([`Node::call`]) copies what it would have lent, as it
+//! is submitted; [`Packing::pack_bytes`] hands over shared bytes instead,
+//! which the engine keeps until they have left.
 //! Dropping an unfinished message abandons it: the peer's matching side
 //! gets an error instead of waiting forever.
 
@@ -44,6 +48,7 @@ use std::borrow::Borrow;
 use std::cell::Cell;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use smallvec::SmallVec;
 
 use navette_core::{
@@ -98,6 +103,12 @@ struct PackingCore<'n> {
     table: bool,
     /// An RPC call's reply receive, armed before the call can leave.
     reply: Option<ReplyArm>,
+    /// Borrowed pieces may be lent to the engine past the message's end
+    /// ([`Packing::end_later`]); `false` for a call that returns at once,
+    /// whose caller could leak its request and end the borrow while the
+    /// engine still reads: such a piece is copied instead (see
+    /// [`Packing::copy_what_it_would_lend`]).
+    lend: bool,
 }
 
 /// The reply receive of an RPC call. It must be made before the call
@@ -161,6 +172,9 @@ enum OutData<'a> {
     Small(&'a [u8]),
     Borrowed(&'a [u8]),
     Cells(&'a [Cell<u8>]),
+    /// A CHEAPER piece the message owns a share of ([`Packing::pack_bytes`]):
+    /// read where it is, never copied, kept by the engine until sent.
+    Shared(Bytes),
 }
 
 /// A piece as it is handed to the engine on the usual path.
@@ -179,6 +193,8 @@ enum Handed<'a> {
     /// The caller's memory, lent until sent.
     Lent(&'a [u8]),
     Cells(&'a [Cell<u8>]),
+    /// Bytes the engine keeps a share of until sent.
+    Shared(Bytes),
 }
 
 #[derive(Debug)]
@@ -319,6 +335,7 @@ impl<'n, 'a> Packing<'n, 'a> {
                 copied_unsent: 0,
                 table: gate.channel == ChannelId::RPC,
                 reply,
+                lend: true,
             },
             held: None,
             deferred: SmallVec::new(),
@@ -344,6 +361,21 @@ impl<'n, 'a> Packing<'n, 'a> {
         self.push(OutPiece {
             data,
             send: SendMode::Safer,
+            recv,
+        });
+        Ok(())
+    }
+
+    /// Packs `data` CHEAPER from bytes the message shares: never copied by
+    /// Navette, whatever its length (a large piece leaves by rendezvous,
+    /// straight from them), and kept alive by the engine until it has left,
+    /// however the message or its request ends. The way to send large
+    /// arguments from a call that returns at once ([`Node::call`]) without
+    /// a copy.
+    pub fn pack_bytes(&mut self, data: impl Into<Bytes>, recv: ReceiveMode) -> Result<()> {
+        self.push(OutPiece {
+            data: OutData::Shared(data.into()),
+            send: SendMode::Cheaper,
             recv,
         });
         Ok(())
@@ -400,6 +432,7 @@ impl<'n, 'a> Packing<'n, 'a> {
                 OutData::Copy(buf) => buf.as_slice(),
                 &OutData::Inline(start, len) => &self.copies[start..start + len],
                 OutData::Small(data) | OutData::Borrowed(data) => data,
+                OutData::Shared(bytes) => bytes.as_ref(),
                 OutData::Cells(_) => return None,
             };
             *now = NowPiece {
@@ -476,6 +509,17 @@ impl<'n, 'a> Packing<'n, 'a> {
         Some(sent?.map(|_| ()))
     }
 
+    /// Makes the message copy, as it is submitted, the borrowed pieces it
+    /// would lend to the engine past its end (CHEAPER ones above the
+    /// rendezvous threshold, LATER ones): for a call that returns before
+    /// they have left. Its request may be leaked (`mem::forget`), which
+    /// ends their borrow with nothing run; the engine must then read
+    /// nothing of the caller's. Pieces sent at once, before the message
+    /// ends, are still read where they are.
+    pub(crate) fn copy_what_it_would_lend(&mut self) {
+        self.core.lend = false;
+    }
+
     /// What became of an RPC call's reply receive ([`ReplyArm`]): armed
     /// once the call left (or is on its way), still pending if it did not
     /// begin. Taken once, by the call.
@@ -522,6 +566,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         let node = self.core.node;
         self.core.begun().expect("an ending message is open")?;
         let copy_below = self.core.copy_below;
+        let may_lend = self.core.lend;
         let mut lent: Vec<Registration<'a>> = Vec::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
@@ -543,8 +588,15 @@ impl<'n, 'a> Packing<'n, 'a> {
                     {
                         Handed::Owned(data.to_vec(), data.len())
                     }
-                    OutData::Borrowed(data) => Handed::Lent(data),
-                    OutData::Cells(data) => Handed::Cells(data),
+                    OutData::Borrowed(data) if may_lend => Handed::Lent(data),
+                    OutData::Cells(data) if may_lend => Handed::Cells(data),
+                    OutData::Borrowed(data) => Handed::Owned(data.to_vec(), data.len()),
+                    OutData::Cells(data) => {
+                        let copy: Vec<u8> = data.iter().map(Cell::get).collect();
+                        let len = copy.len();
+                        Handed::Owned(copy, len)
+                    }
+                    OutData::Shared(bytes) => Handed::Shared(bytes),
                 },
                 modes: (piece.send, piece.recv),
                 last,
@@ -561,6 +613,7 @@ impl<'n, 'a> Packing<'n, 'a> {
                         s.engine.count_send_copy(out, copied);
                         (s.mem.insert_owned(buf), true)
                     }
+                    Handed::Shared(bytes) => (s.mem.insert_shared(bytes), true),
                     Handed::Lent(data) => lend(&mut lent, node.lend(s, data)),
                     Handed::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
                 };
@@ -588,7 +641,7 @@ pub(crate) struct Sent<'n, 'a> {
     lent: Vec<Registration<'a>>,
 }
 
-impl Sent<'_, '_> {
+impl<'n> Sent<'n, '_> {
     /// Waits until every piece has left the caller's memory; the first
     /// failed piece's error is returned.
     pub(crate) fn wait(self) -> Result<()> {
@@ -603,6 +656,21 @@ impl Sent<'_, '_> {
             return Ok(true);
         }
         self.wait_submitted(deadline)
+    }
+
+    /// The same pieces, borrowing nothing: `None` (the pieces then fail,
+    /// as the value drops) if some of the caller's memory is lent, which
+    /// a message told to copy it ([`Packing::copy_what_it_would_lend`])
+    /// never does.
+    pub(crate) fn unlent(mut self) -> Option<Sent<'n, 'static>> {
+        if !self.lent.is_empty() {
+            return None;
+        }
+        Some(Sent {
+            node: self.node,
+            pieces: std::mem::take(&mut self.pieces),
+            lent: Vec::new(),
+        })
     }
 
     /// Forgets the pieces and releases the memory lent (as the value

@@ -702,3 +702,117 @@ fn a_deadline_past_what_an_instant_holds_is_none() {
         check(&receive_echo(reply).unwrap(), 100, 3);
     });
 }
+
+/// Registers on `node` the inline service "keep", which keeps the body of
+/// each call (in the echo's shape) in the returned list and replies with
+/// nothing.
+fn register_keep(node: &Node) -> Arc<std::sync::Mutex<Vec<Vec<u8>>>> {
+    let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let list = Arc::clone(&kept);
+    node.register_service("keep", HandlerMode::Inline, move |call| {
+        let (_, body, responder) = common::unpack_echo_args(call, SendMode::Safer)?;
+        list.lock().unwrap().push(body);
+        responder.reply(|_| Ok(()))?;
+        Ok(())
+    })
+    .unwrap();
+    kept
+}
+
+/// Bytes `node` copied while `run` ran.
+fn copied_by<R>(node: &Node, run: impl FnOnce() -> R) -> (R, u64) {
+    let before = node.bytes_copied();
+    let out = run();
+    (out, node.bytes_copied() - before)
+}
+
+/// A call that returns at once borrows none of its arguments: a request
+/// leaked with `mem::forget` (its borrow then ends with nothing run) leaves
+/// the engine reading nothing of the caller's. The large body was copied
+/// as it was submitted, so the handler gets what was packed, not what the
+/// caller wrote over it afterwards (before, it read the new bytes, or
+/// crashed once they were freed).
+#[test]
+fn a_leaked_call_reads_nothing_of_its_callers_memory() {
+    let cluster = ranks(2);
+    let kept = register_keep(cluster.node(1));
+    let len = 16 * RDV;
+    serving(&cluster, |node| {
+        let mut body = pattern(len, 7);
+        let (request, copied) = copied_by(node, || start_echo(node, 1, "keep", &body).unwrap());
+        std::mem::forget(request);
+        assert!(copied >= len as u64, "the body was copied: {copied} bytes");
+        body.fill(0);
+        drop(body);
+        // Calls to one inline service run in order: once this one's reply
+        // has come, the leaked call's handler has kept its body.
+        start_echo(node, 1, "keep", b"after")
+            .unwrap()
+            .wait()
+            .unwrap();
+    });
+    let kept = kept.lock().unwrap();
+    assert_eq!(kept.len(), 2);
+    check(&kept[0], len, 7);
+}
+
+/// Large arguments go without a copy by the caller's node both ways that
+/// keep them safe: shared bytes, which the engine keeps until they have
+/// left (even past a leaked request), and a blocking call, which lends
+/// them until its reply.
+#[test]
+fn shared_and_lent_arguments_leave_without_a_copy() {
+    let cluster = ranks(2);
+    let kept = register_keep(cluster.node(1));
+    let len = 16 * RDV;
+    let header = (len as u64).to_le_bytes();
+    serving(&cluster, |node| {
+        let (request, shared) = copied_by(node, || {
+            node.call(1, "keep", |msg| {
+                msg.pack_safer(&header, ReceiveMode::Express)?;
+                msg.pack_bytes(pattern(len, 8), ReceiveMode::Cheaper)
+            })
+            .unwrap()
+        });
+        std::mem::forget(request);
+        let body = pattern(len, 9);
+        let (_, lent) = copied_by(node, || {
+            node.call_wait(1, "keep", |msg| {
+                msg.pack_safer(&header, ReceiveMode::Express)?;
+                msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+            })
+            .unwrap()
+            .end()
+            .unwrap();
+        });
+        assert!(shared < len as u64, "shared bytes copied: {shared}");
+        assert!(lent < len as u64, "lent bytes copied: {lent}");
+    });
+    let kept = kept.lock().unwrap();
+    assert_eq!(kept.len(), 2);
+    check(&kept[0], len, 8);
+    check(&kept[1], len, 9);
+}
+
+/// [`Node::call_wait_timeout`] gives up as a call's timeout does, and
+/// releases the arguments it lent.
+#[test]
+fn a_blocking_call_past_its_deadline_fails() {
+    let (cluster, release) = slow_and_echo();
+    serving(&cluster, |node| {
+        let body = pattern(16 * RDV, 4);
+        let late = node.call_wait_timeout(1, "slow", Duration::from_millis(20), |msg| {
+            msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+        });
+        assert!(matches!(
+            rpc_error(late),
+            RpcError::DeadlineExceeded { peer: 1, .. }
+        ));
+        release.store(true, Ordering::Release);
+        let reply = node.call_wait(1, "echo", |msg| {
+            msg.pack_safer(&(5u64).to_le_bytes(), ReceiveMode::Express)?;
+            msg.pack(b"fresh", SendMode::Cheaper, ReceiveMode::Cheaper)
+        });
+        assert_eq!(receive_echo(reply.unwrap()).unwrap(), b"fresh");
+    });
+}

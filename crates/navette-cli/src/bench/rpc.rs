@@ -139,9 +139,7 @@ fn call_rpc(
     pattern: &'static str,
 ) -> Result<(), BenchError> {
     let header = (body.len() as u64).to_le_bytes();
-    let reply = node
-        .call(peer, &services.rpc, |msg| pack_rpc(msg, &header, body))?
-        .wait()?;
+    let reply = node.call_wait(peer, &services.rpc, |msg| pack_rpc(msg, &header, body))?;
     let mut msg = reply.unpacking();
     let mut len = [0u8; HEADER];
     msg.unpack_express(&mut len, SendMode::Safer)?;

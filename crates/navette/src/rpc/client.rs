@@ -21,13 +21,13 @@ use crate::{Error, Node, Packing, ReceiveMode, Result, Unpacking};
 /// brings its reply). Dropping it abandons the call: its reply, when it
 /// comes, is dropped.
 #[must_use = "a call's outcome is known only by waiting for its reply"]
-pub struct CallRequest<'n, 'a> {
+pub struct CallRequest<'n> {
     node: &'n Node,
     peer: Rank,
     service: ServiceName,
-    /// The arguments, while some may still be leaving the caller's memory
-    /// (borrowed until then).
-    sending: Option<Sent<'n, 'a>>,
+    /// The arguments, while some may still be leaving. They borrow
+    /// nothing of the caller's (see [`Node::call`]).
+    sending: Option<Sent<'n, 'static>>,
     /// Why the arguments failed to leave, if they did: the call's error,
     /// unless the reply (a server that refused them) says more.
     send_failed: Option<Error>,
@@ -40,7 +40,7 @@ pub struct CallRequest<'n, 'a> {
     deadline: Option<(Instant, Duration)>,
 }
 
-impl fmt::Debug for CallRequest<'_, '_> {
+impl fmt::Debug for CallRequest<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallRequest")
             .field("peer", &self.peer)
@@ -78,23 +78,71 @@ impl<'n> Reply<'n> {
 
 impl Node {
     /// Calls `service` at rank `peer` with the arguments `pack` packs,
-    /// without blocking: the returned request borrows what was packed
-    /// CHEAPER until its arguments have left (by rendezvous, when the
-    /// handler takes them) and its reply has come.
+    /// without blocking: the returned request ([`CallRequest::wait`], or
+    /// `.await`) gives the reply.
     ///
-    /// Known defect: the engine reads large CHEAPER arguments from the
-    /// caller's memory until the handler takes them, and only dropping or
-    /// waiting for the request ends that. A request leaked with
-    /// `mem::forget` ends the borrow early, and the engine may then read
-    /// memory its owner changed or freed (SECURITY.md, "Known defect").
-    /// Never forget a `CallRequest`; pack SAFER what must outlive it.
+    /// The request borrows none of the arguments: a call small enough to
+    /// leave at once (the usual one) is read where its pieces are, and a
+    /// larger one copies, as it is submitted, the pieces that would leave
+    /// after `call` returns (CHEAPER ones above the rendezvous threshold,
+    /// LATER ones). To send large arguments without a copy, pack them as
+    /// shared bytes ([`Packing::pack_bytes`]), which the engine keeps until
+    /// they have left, or make the call with [`Node::call_wait`], which
+    /// lends them until the reply. (A request that borrowed them could be
+    /// leaked with `mem::forget`, ending the borrow while the engine still
+    /// read them: SECURITY.md.)
     pub fn call<'a>(
         &self,
         peer: Rank,
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
-    ) -> Result<CallRequest<'_, 'a>> {
-        let service = service.into();
+    ) -> Result<CallRequest<'_>> {
+        let (mut request, sent) = self.begin_call(peer, service.into(), false, pack)?;
+        let sent = sent
+            .unlent()
+            .expect("a call that returns at once lends nothing");
+        request.sending = Some(sent);
+        Ok(request)
+    }
+
+    /// Calls `service` at rank `peer` with the arguments `pack` packs and
+    /// waits for the reply (as [`Node::call`] then [`CallRequest::wait`]),
+    /// lending the arguments to the engine until they have left: a large
+    /// CHEAPER piece leaves by rendezvous straight from the caller's
+    /// memory, never copied.
+    pub fn call_wait<'a>(
+        &self,
+        peer: Rank,
+        service: impl Into<ServiceName>,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<Reply<'_>> {
+        let (request, sent) = self.begin_call(peer, service.into(), true, pack)?;
+        request.wait_lending(sent)
+    }
+
+    /// [`Node::call_wait`], failed with [`RpcError::DeadlineExceeded`] if
+    /// the reply has not come `after` from now (as
+    /// [`CallRequest::timeout`]).
+    pub fn call_wait_timeout<'a>(
+        &self,
+        peer: Rank,
+        service: impl Into<ServiceName>,
+        after: Duration,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<Reply<'_>> {
+        let (request, sent) = self.begin_call(peer, service.into(), true, pack)?;
+        request.timeout(after).wait_lending(sent)
+    }
+
+    /// Sends a call: its request, its arguments not yet waited for (none
+    /// lent unless `lend`, see [`Packing::copy_what_it_would_lend`]).
+    fn begin_call<'a>(
+        &self,
+        peer: Rank,
+        service: ServiceName,
+        lend: bool,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<(CallRequest<'_>, Sent<'_, 'a>)> {
         let call = self.rpc().next_call();
         // The reply's receive is made before the call leaves, under the
         // lock that numbers or writes it: a reply is never unexpected,
@@ -109,6 +157,9 @@ impl Node {
         // not leave has sent an empty aborted message in its place.
         let (sent, arm) =
             self.with_rpc_packing(peer, wire::call_tag(service.id()), Some(want), |msg| {
+                if !lend {
+                    msg.copy_what_it_would_lend();
+                }
                 let sent = finish_call(msg, &service, call, false, pack);
                 (sent, msg.take_reply())
             });
@@ -133,7 +184,7 @@ impl Node {
             deadline: None,
         };
         match sent {
-            Ok(sent) => request.sending = Some(sent),
+            Ok(sent) => Ok((request, sent)),
             Err(err) => {
                 // Nothing of the call left, but for an empty aborted
                 // message if it was packed in part (abandoned above): no
@@ -144,10 +195,9 @@ impl Node {
                 if std::mem::take(&mut request.lean) {
                     request.node.drop_whole(WholeFor::Reply);
                 }
-                return Err(err);
+                Err(err)
             }
         }
-        Ok(request)
     }
 
     /// Calls `service` at rank `peer` with no reply: returns once the
@@ -188,7 +238,7 @@ fn finish_call<'n, 'a>(
     msg.end_later()
 }
 
-impl<'n> CallRequest<'n, '_> {
+impl<'n> CallRequest<'n> {
     /// Fails the call with [`RpcError::DeadlineExceeded`] if its reply has
     /// not come `after` from now.
     /// A deadline too far to tell from never (past what [`Instant`] can
@@ -222,13 +272,35 @@ impl<'n> CallRequest<'n, '_> {
     /// abandoned while packing it [`crate::RequestError::Aborted`].
     pub fn wait(mut self) -> Result<Reply<'n>> {
         if let Some(sending) = self.sending.take() {
-            match sending.wait_until(self.deadline.map(|(at, _)| at)) {
-                Ok(true) => {}
-                Ok(false) => return Err(self.abandon()),
-                Err(sent @ Error::Request(_)) => self.send_failed = Some(sent),
-                Err(other) => return Err(other),
-            }
+            self.wait_sent(sending)?;
         }
+        self.wait_reply()
+    }
+
+    /// [`Self::wait`] for a call whose arguments, `sent`, may be lent
+    /// ([`Node::call_wait`]): they are waited for (and their memory
+    /// released) before this returns, whatever happens.
+    fn wait_lending(mut self, sent: Sent<'n, '_>) -> Result<Reply<'n>> {
+        self.wait_sent(sent)?;
+        self.wait_reply()
+    }
+
+    /// Waits until the arguments have left (or failed to: the call's
+    /// error, unless the reply says more), or the deadline passes.
+    fn wait_sent(&mut self, sent: Sent<'n, '_>) -> Result<()> {
+        match sent.wait_until(self.deadline.map(|(at, _)| at)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.abandon()),
+            Err(failed @ Error::Request(_)) => {
+                self.send_failed = Some(failed);
+                Ok(())
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Waits for the reply, the arguments gone.
+    fn wait_reply(mut self) -> Result<Reply<'n>> {
         if self.lean && !self.wait_lean()? {
             return Err(self.abandon());
         }
@@ -376,7 +448,7 @@ impl<'n> CallRequest<'n, '_> {
     }
 }
 
-impl CallRequest<'_, '_> {
+impl CallRequest<'_> {
     /// Abandons the reply's receive; if the reply may still come, the
     /// node's progress drops it when it does.
     fn give_up(&mut self) {
@@ -390,7 +462,7 @@ impl CallRequest<'_, '_> {
     }
 }
 
-impl Drop for CallRequest<'_, '_> {
+impl Drop for CallRequest<'_> {
     fn drop(&mut self) {
         self.give_up();
     }
@@ -410,7 +482,7 @@ fn read_detail(mut msg: Unpacking<'_, '_>, len: u32) -> Result<String> {
     Ok(String::from_utf8_lossy(&text).into_owned())
 }
 
-impl<'n> Future for CallRequest<'n, '_> {
+impl<'n> Future for CallRequest<'n> {
     type Output = Result<Reply<'n>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -448,7 +520,7 @@ impl<'n> Future for CallRequest<'n, '_> {
     }
 }
 
-impl<'n> CallRequest<'n, '_> {
+impl<'n> CallRequest<'n> {
     /// For a future whose reply's receive waits outside the engine: after
     /// a round of progress, takes it back if it settled. A progress thread
     /// wakes only requests, so with one running it is posted at once.

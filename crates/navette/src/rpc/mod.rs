@@ -10,6 +10,14 @@
 //! with an error. The caller gets a [`CallRequest`] (test, wait, or
 //! `.await`) whose [`Reply`] it unpacks the same way.
 //!
+//! A call that returns at once ([`Node::call`](crate::Node::call))
+//! borrows none of its arguments, so its request may outlive them: it
+//! copies large borrowed pieces as they are submitted, and sends shared
+//! bytes ([`Packing::pack_bytes`](crate::Packing::pack_bytes)) without a
+//! copy. A blocking call ([`Node::call_wait`](crate::Node::call_wait))
+//! lends its arguments until the reply, and sends them by rendezvous
+//! straight from the caller's memory, as below.
+//!
 //! ```
 //! use navette::rpc::{HandlerMode, ServiceName};
 //! use navette::{ReceiveMode, SendMode, sim::SimCluster};
@@ -36,12 +44,10 @@
 //!     let body = vec![3u8; 100_000]; // above the rendezvous threshold
 //!     let len = (body.len() as u32).to_le_bytes();
 //!     let reply = client
-//!         .call(1, "sum", |msg| {
+//!         .call_wait(1, "sum", |msg| {
 //!             msg.pack(&len, SendMode::Safer, ReceiveMode::Express)?;
 //!             msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
 //!         })
-//!         .unwrap()
-//!         .wait()
 //!         .unwrap();
 //!     let mut msg = reply.unpacking();
 //!     let mut sum = [0u8; 8];

@@ -40,7 +40,7 @@ impl Node {
                 .map_err(|e| HandlerError::new(format!("arguments of {service:?}: {e}")))?;
             let result = handler(from, args)?;
             let bytes = postcard::to_allocvec(&result)?;
-            responder.reply(|msg| pack_value(msg, &bytes))?;
+            responder.reply(|msg| pack_value(msg, bytes))?;
             Ok(())
         })
     }
@@ -56,7 +56,7 @@ impl Node {
         let service = service.into();
         let bytes = encode(&service, args)?;
         let reply = self
-            .call(peer, &service, |msg| pack_value(msg, &bytes))?
+            .call(peer, &service, |msg| pack_value(msg, bytes))?
             .wait()?;
         decode_reply(reply, &service)
     }
@@ -71,7 +71,7 @@ impl Node {
         let service = service.into();
         let bytes = encode(&service, args)?;
         let reply = self
-            .call(peer, &service, |msg| pack_value(msg, &bytes))?
+            .call(peer, &service, |msg| pack_value(msg, bytes))?
             .await?;
         decode_reply(reply, &service)
     }
@@ -86,7 +86,7 @@ impl Node {
     ) -> Result<()> {
         let service = service.into();
         let bytes = encode(&service, args)?;
-        self.call_one_way(peer, &service, |msg| pack_value(msg, &bytes))
+        self.call_one_way(peer, &service, |msg| pack_value(msg, bytes))
     }
 }
 
@@ -112,12 +112,13 @@ fn decode_reply<R: DeserializeOwned>(reply: Reply<'_>, service: &ServiceName) ->
     }
 }
 
-/// Packs an encoded value: its length, then its bytes.
-fn pack_value<'a>(msg: &mut Packing<'_, 'a>, bytes: &'a [u8]) -> Result<()> {
+/// Packs an encoded value: its length, then its bytes, shared with the
+/// message (never copied, even by a call that returns at once).
+fn pack_value(msg: &mut Packing<'_, '_>, bytes: Vec<u8>) -> Result<()> {
     let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     msg.pack_safer(&len.to_le_bytes(), ReceiveMode::Express)?;
     if !bytes.is_empty() {
-        msg.pack(bytes, SendMode::Cheaper, ReceiveMode::Cheaper)?;
+        msg.pack_bytes(bytes, ReceiveMode::Cheaper)?;
     }
     Ok(())
 }

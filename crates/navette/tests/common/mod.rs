@@ -134,12 +134,12 @@ pub fn call_echo(
 
 /// Calls `service` at `peer` with `body` in the echo shape, without
 /// waiting.
-pub fn start_echo<'n, 'a>(
+pub fn start_echo<'n>(
     node: &'n navette::Node,
     peer: u32,
     service: &str,
-    body: &'a [u8],
-) -> navette::Result<navette::rpc::CallRequest<'n, 'a>> {
+    body: &[u8],
+) -> navette::Result<navette::rpc::CallRequest<'n>> {
     let len = (body.len() as u64).to_le_bytes();
     node.call(peer, service, |msg| {
         msg.pack_safer(&len, ReceiveMode::Express)?;

@@ -77,6 +77,33 @@ pub enum Violation {
     },
 }
 
+/// How many pieces a sender packed, as far as its receiver can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PiecesSent {
+    /// This many.
+    Exactly(u32),
+    /// More than this many (the receiver ended before the rest).
+    MoreThan(u32),
+}
+
+impl std::fmt::Display for PiecesSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exactly(n) => write!(f, "{n}"),
+            Self::MoreThan(n) => write!(f, "more than {n}"),
+        }
+    }
+}
+
+impl PiecesSent {
+    fn less(self, hidden: u32) -> Self {
+        match self {
+            Self::Exactly(n) => Self::Exactly(n.saturating_sub(hidden)),
+            Self::MoreThan(n) => Self::MoreThan(n.saturating_sub(hidden)),
+        }
+    }
+}
+
 /// Why one request failed; the others go on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -118,8 +145,8 @@ pub enum RequestError {
     /// The number of pieces differs between packing and unpacking.
     #[error("the sender packed {sent} pieces, the receiver unpacked {unpacked}")]
     PieceCountMismatch {
-        /// Pieces packed ("at least" when the sender had more).
-        sent: String,
+        /// Pieces packed, as far as the receiver can tell.
+        sent: PiecesSent,
         /// Pieces unpacked so far.
         unpacked: u32,
     },
@@ -146,6 +173,47 @@ pub enum RequestError {
         /// The peer.
         peer: Rank,
     },
+}
+
+impl RequestError {
+    /// The same failure told to a reader who never sees the message's
+    /// first `hidden` pieces (an RPC's call and reply begin with the
+    /// library's header): piece numbers and counts are theirs.
+    #[must_use]
+    pub fn hiding_pieces(self, hidden: u32) -> Self {
+        match self {
+            Self::SizeMismatch {
+                piece,
+                sent,
+                posted,
+            } => Self::SizeMismatch {
+                piece: piece.saturating_sub(hidden),
+                sent,
+                posted,
+            },
+            Self::ModeMismatch {
+                piece,
+                sent_send,
+                sent_recv,
+                posted_send,
+                posted_recv,
+            } => Self::ModeMismatch {
+                piece: piece.saturating_sub(hidden),
+                sent_send,
+                sent_recv,
+                posted_send,
+                posted_recv,
+            },
+            Self::PieceCountMismatch { sent, unpacked } => Self::PieceCountMismatch {
+                sent: sent.less(hidden),
+                unpacked: unpacked.saturating_sub(hidden),
+            },
+            Self::MessageFailed(first) => {
+                Self::MessageFailed(Box::new(first.hiding_pieces(hidden)))
+            }
+            other => other,
+        }
+    }
 }
 
 /// A misuse of the engine's API by its caller.

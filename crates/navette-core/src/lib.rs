@@ -45,7 +45,7 @@ pub use engine::{
     PostedNowOutcome, RailReport, RecvNow, RecvNowOutcome, RecvPiece, Report, StagedSend,
     WholeMessage, WholeNowOutcome,
 };
-pub use error::{ProtocolError, RequestError, UsageError, Violation};
+pub use error::{PiecesSent, ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};
 pub use memory::{Memory, VecMemory};
 pub use navette_wire::{Limits, ReceiveMode, SendMode};

@@ -176,7 +176,7 @@ fn receiver_unpacks_more() {
             assert_eq!(net.read(1, a.dest), msg[0].data);
             assert_eq!(net.read(1, b.dest), msg[1].data);
             let expected = RequestError::PieceCountMismatch {
-                sent: "2".into(),
+                sent: navette_core::PiecesSent::Exactly(2),
                 unpacked: 3,
             };
             assert_eq!(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-pub use navette_core::{ProtocolError, RequestError, UsageError};
+pub use navette_core::{PiecesSent, ProtocolError, RequestError, UsageError};
 
 /// What can go wrong with a call on a [`crate::Node`].
 #[derive(Debug, thiserror::Error)]

@@ -74,7 +74,7 @@ pub mod strategy {
 }
 
 pub use counters::STATS_VAR;
-pub use error::{Error, ProtocolError, RequestError, Result, UsageError};
+pub use error::{Error, PiecesSent, ProtocolError, RequestError, Result, UsageError};
 pub use message::{Packing, Unpacking};
 pub use navette_core::{
     ChannelId, EngineConfig, GateStats, Limits, OutsideReceive, PendingRequest, PendingState,

@@ -886,6 +886,16 @@ impl Drop for PackingCore<'_> {
     }
 }
 
+/// `result`, its piece numbers and counts those of a reader who never
+/// sees the message's first `hidden` pieces.
+#[inline(always)]
+fn told<T>(hidden: u32, result: Result<T>) -> Result<T> {
+    match result {
+        Err(Error::Request(err)) if hidden > 0 => Err(Error::Request(err.hiding_pieces(hidden))),
+        other => other,
+    }
+}
+
 /// A message being unpacked; see the [module docs](self).
 #[derive(Debug)]
 pub struct Unpacking<'n, 'a> {
@@ -917,9 +927,18 @@ struct UnpackingCore<N: Borrow<Node>> {
     whole: Option<WholeMessage>,
     /// Whether taking it whole was tried: only before the first piece.
     tried_whole: bool,
+    /// Pieces the reader never sees, read before it by the library (an
+    /// RPC's header): its errors number pieces from the one after.
+    hidden: u32,
 }
 
 impl<N: Borrow<Node>> UnpackingCore<N> {
+    /// `result` as the reader should be told it (see `hidden`).
+    #[inline(always)]
+    fn told<T>(&self, result: Result<T>) -> Result<T> {
+        told(self.hidden, result)
+    }
+
     /// The same message, held through `node` (a handle on the same node);
     /// this one is left holding nothing.
     fn move_to<M: Borrow<Node>>(&mut self, node: M) -> UnpackingCore<M> {
@@ -933,6 +952,7 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
             open: std::mem::replace(&mut self.open, false),
             whole: self.whole.take(),
             tried_whole: self.tried_whole,
+            hidden: self.hidden,
             table: self.table,
         }
     }
@@ -1050,6 +1070,7 @@ impl<'n> Unpacking<'n, '_> {
                 open: true,
                 whole: None,
                 tried_whole: false,
+                hidden: 0,
                 table: false,
             },
             cheaper: Vec::new(),
@@ -1075,10 +1096,18 @@ impl<'n> Unpacking<'n, '_> {
                 open: false,
                 whole: Some(whole),
                 tried_whole: true,
+                hidden: 0,
                 table: false,
             },
             cheaper: Vec::new(),
         }
+    }
+
+    /// From now on, errors number pieces from the next one: the one piece
+    /// read so far was the library's (an RPC's header), which the reader
+    /// never saw.
+    pub(crate) fn hide_header_piece(&mut self) {
+        self.core.hidden = 1;
     }
 
     /// The same message, read as an RPC call or reply: taken whole, a lone
@@ -1106,6 +1135,7 @@ impl<'n> Unpacking<'n, '_> {
                 open: false,
                 whole: None,
                 tried_whole: false,
+                hidden: 0,
                 table: false,
             },
             cheaper: Vec::new(),
@@ -1142,6 +1172,12 @@ impl<'a> Unpacking<'_, 'a> {
 
     /// Unpacks the next piece into `dest` and returns once it is there.
     pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
+        let unpacked = self.unpack_express_any(dest, send);
+        self.core.told(unpacked)
+    }
+
+    #[inline(always)]
+    fn unpack_express_any(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
         self.core.come_in()?;
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Express) {
             return landed;
@@ -1210,6 +1246,12 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest`, which stays borrowed until
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
+        let unpacked = self.unpack_cheaper_any(dest, send);
+        self.core.told(unpacked)
+    }
+
+    #[inline(always)]
+    fn unpack_cheaper_any(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
         // It returns at once: a message that has not come yet is posted,
         // and its pieces land as usual (by `end_unpacking`).
         self.core.post_outside();
@@ -1247,6 +1289,11 @@ impl<'a> Unpacking<'_, 'a> {
     /// Waits until the message is matched; returns its sender and tag. A
     /// failed match stays failed: asked again, the same error.
     pub fn status(&mut self) -> Result<Status> {
+        let status = self.status_any();
+        self.core.told(status)
+    }
+
+    fn status_any(&mut self) -> Result<Status> {
         self.core.come_in()?;
         if let Some(status) = self.core.matched {
             return Ok(status);
@@ -1284,7 +1331,14 @@ impl<'a> Unpacking<'_, 'a> {
 
     /// Lands every CHEAPER piece and checks that the sender packed exactly
     /// the pieces unpacked. Returns the sender, tag and total length.
-    pub fn end_unpacking(mut self) -> Result<Status> {
+    pub fn end_unpacking(self) -> Result<Status> {
+        let hidden = self.core.hidden;
+        let ended = self.end_unpacking_any();
+        told(hidden, ended)
+    }
+
+    #[inline(always)]
+    fn end_unpacking_any(mut self) -> Result<Status> {
         self.core.come_in()?;
         if let Some(whole) = self.core.whole.take() {
             return Ok(whole.end()?);

@@ -12,7 +12,8 @@ use common::{call_echo, check, cluster, echo, pattern, receive_echo, start_echo}
 use navette::rpc::{HandlerError, HandlerMode, RpcError, ServiceName};
 use navette::sim::SimCluster;
 use navette::{
-    ChannelId, Error, Node, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch, UsageError,
+    ChannelId, Error, Node, PiecesSent, ReceiveMode, RecvFrom, RequestError, SendMode, TagMatch,
+    UsageError,
 };
 
 const RDV: usize = 4096;
@@ -21,17 +22,23 @@ fn ranks(n: u32) -> SimCluster {
     cluster(n).rdv_threshold(RDV).build()
 }
 
-/// Runs `client` while every other node serves, then stops them.
+/// Runs `client` while every other node serves, then stops them (also
+/// when `client` panics: its failure is then reported, not a hang).
 fn serving<R>(cluster: &SimCluster, client: impl FnOnce(&Node) -> R) -> R {
+    struct Stop<'s>(&'s AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for node in &cluster.nodes()[1..] {
             let stop = &stop;
             s.spawn(move || node.serve_until(|| stop.load(Ordering::Acquire)).unwrap());
         }
-        let out = client(cluster.node(0));
-        stop.store(true, Ordering::Release);
-        out
+        let _stop = Stop(&stop);
+        client(cluster.node(0))
     })
 }
 
@@ -815,4 +822,65 @@ fn a_blocking_call_past_its_deadline_fails() {
         });
         assert_eq!(receive_echo(reply.unwrap()).unwrap(), b"fresh");
     });
+}
+
+/// Errors about pieces number them as the program packed them: an RPC's
+/// header, read by the library, is not counted (it was: the handler's
+/// first piece was "piece 1", and counts were one too many).
+#[test]
+fn piece_errors_number_the_programs_pieces_not_the_header() {
+    let cluster = ranks(2);
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let slot = Arc::clone(&seen);
+    cluster
+        .node(1)
+        .register_service("short", HandlerMode::Inline, move |call| {
+            let (mut args, responder) = call.split();
+            let mut first = [0u8; 4];
+            *slot.lock().unwrap() = args.unpack_express(&mut first, SendMode::Safer).err();
+            drop(args);
+            responder.reply(|msg| {
+                msg.pack_safer(b"one", ReceiveMode::Express)?;
+                msg.pack_safer(b"two", ReceiveMode::Express)
+            })?;
+            Ok(())
+        })
+        .unwrap();
+    serving(&cluster, |node| {
+        let reply = node
+            .call_wait(1, "short", |msg| {
+                msg.pack_safer(&[0u8; 8], ReceiveMode::Express)
+            })
+            .unwrap();
+        let mut msg = reply.unpacking();
+        let mut one = [0u8; 3];
+        msg.unpack_express(&mut one, SendMode::Safer).unwrap();
+        let end = msg.end_unpacking().unwrap_err();
+        assert!(
+            matches!(
+                end,
+                Error::Request(RequestError::PieceCountMismatch {
+                    sent: PiecesSent::MoreThan(1),
+                    unpacked: 1
+                })
+            ),
+            "{end:?}"
+        );
+        assert_eq!(
+            end.to_string(),
+            "the sender packed more than 1 pieces, the receiver unpacked 1"
+        );
+    });
+    let seen = seen.lock().unwrap().take();
+    assert!(
+        matches!(
+            seen,
+            Some(Error::Request(RequestError::SizeMismatch {
+                piece: 0,
+                sent: 8,
+                posted: 4
+            }))
+        ),
+        "{seen:?}"
+    );
 }

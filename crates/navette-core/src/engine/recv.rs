@@ -19,7 +19,9 @@ use crate::error::UsageError;
 use crate::memory::{self, Memory};
 use rustc_hash::FxHashMap;
 
-use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Source, Status, TagMatch};
+use crate::{
+    ChannelId, MemRef, Pending, PiecesSent, Rank, ReqId, RequestError, Source, Status, TagMatch,
+};
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Bound {
@@ -470,7 +472,7 @@ impl Engine {
             }
             if msg.last_paired {
                 let err = RequestError::PieceCountMismatch {
-                    sent: msg.paired.to_string(),
+                    sent: PiecesSent::Exactly(msg.paired),
                     unpacked: msg.paired + msg.posted.len() as u32,
                 };
                 self.fail_msg(key, err);
@@ -590,7 +592,7 @@ impl Engine {
             self.fail_msg(key, RequestError::Aborted);
         } else if !msg.arrived.is_empty() {
             let err = RequestError::PieceCountMismatch {
-                sent: format!("more than {}", msg.paired),
+                sent: PiecesSent::MoreThan(msg.paired),
                 unpacked: msg.paired,
             };
             self.fail_msg(key, err);

@@ -21,7 +21,7 @@ use super::now::WholePieces;
 use super::piece::{Body, Piece};
 use super::recv::{RecvPiece, check_piece};
 use super::{Engine, GateId};
-use crate::{ChannelId, ReqId, RequestError, Source, Status, TagMatch};
+use crate::{ChannelId, PiecesSent, ReqId, RequestError, Source, Status, TagMatch};
 
 /// A whole message out of the engine, to unpack piece by piece in the
 /// order it was packed.
@@ -304,7 +304,7 @@ impl WholeMessage {
         };
         let Some(unpacked) = whole.unpack_next(index, &spec, dest) else {
             let err = RequestError::PieceCountMismatch {
-                sent: index.to_string(),
+                sent: PiecesSent::Exactly(index),
                 unpacked: index + 1,
             };
             whole.failed = Some(err.clone());
@@ -397,7 +397,7 @@ impl WholeMessage {
         }
         if !whole.is_empty() {
             return Err(RequestError::PieceCountMismatch {
-                sent: format!("more than {}", whole.unpacked),
+                sent: PiecesSent::MoreThan(whole.unpacked),
                 unpacked: whole.unpacked,
             });
         }

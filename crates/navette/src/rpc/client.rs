@@ -420,6 +420,8 @@ impl<'n> CallRequest<'n> {
             // piece's.
             return Err(msg.status().err().unwrap_or(err));
         }
+        // The caller numbers the pieces it unpacks from its first.
+        msg.hide_header_piece();
         let header =
             ReplyHeader::decode(&raw).map_err(|source| RpcError::Malformed { peer, source })?;
         match header.kind {

@@ -221,6 +221,8 @@ fn take_call(rpc: &Rpc, node: &Node, peer: Rank, tag: u64, mut args: Unpacking<'
         }
         return;
     }
+    // The handler numbers the pieces it unpacks from its first.
+    args.hide_header_piece();
     let header = match CallHeader::decode(&raw, tag) {
         Ok(header) => header,
         Err(source) => {

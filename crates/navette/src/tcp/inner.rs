@@ -215,9 +215,14 @@ impl Inner {
         // one rendezvous fragment behind its header), whatever the
         // engine's wider limits allow.
         let mut limits = node.lock().engine.config().limits;
+        // `TcpDriver::bind` refused a fragment whose packet could not be
+        // described; saturating all the same (once, as the driver starts).
         let longest = caps
             .iter()
-            .map(|c| c.max_packet.max(c.max_fragment + RdvDataHeader::LEN))
+            .map(|c| {
+                c.max_packet
+                    .max(c.max_fragment.saturating_add(RdvDataHeader::LEN))
+            })
             .max()
             .unwrap_or(0);
         limits.max_body_len = limits

@@ -75,6 +75,7 @@ use mio::net::TcpListener;
 use mio::{Poll, Waker};
 use navette_core::RailCaps;
 use navette_session::Bootstrap;
+use navette_wire::RdvDataHeader;
 use parking_lot::Mutex;
 
 use crate::driver::Driver;
@@ -82,6 +83,36 @@ use crate::node::NodeCore;
 use crate::runtime::env_setting;
 use crate::{Error, Result};
 use inner::Inner;
+
+/// Longest packet body a tcp rail may be configured for
+/// ([`TcpConfig::caps`]' `max_packet`): what a packet header's 32-bit body
+/// length holds.
+pub const MAX_PACKET: usize = u32::MAX as usize;
+
+/// Longest rendezvous fragment a tcp rail may be configured for
+/// ([`TcpConfig::caps`]' `max_fragment`): a fragment travels behind its
+/// chunk header in one packet body of at most [`MAX_PACKET`] bytes.
+pub const MAX_FRAGMENT: usize = MAX_PACKET - RdvDataHeader::LEN;
+
+/// Refuses rail capabilities ([`TcpConfig::caps`]) that no packet could
+/// carry: a `max_packet` past [`MAX_PACKET`] or a `max_fragment` past
+/// [`MAX_FRAGMENT`] (whose packet's length, computed as the driver
+/// starts, would overflow).
+fn check_caps(caps: &RailCaps) -> Result<()> {
+    let too_long = |field: &str, value: usize, most: usize| {
+        Error::Config(format!(
+            "tcp caps.{field} of {value} bytes: at most {most} \
+             (a packet header holds a 32-bit body length)"
+        ))
+    };
+    if caps.max_packet > MAX_PACKET {
+        return Err(too_long("max_packet", caps.max_packet, MAX_PACKET));
+    }
+    if caps.max_fragment > MAX_FRAGMENT {
+        return Err(too_long("max_fragment", caps.max_fragment, MAX_FRAGMENT));
+    }
+    Ok(())
+}
 
 /// The bootstrap key under which each rank publishes its listening address
 /// (link 0's, with several links; [`LINKS_KEY`] has them all).
@@ -107,7 +138,10 @@ pub struct TcpConfig {
     /// What the engine is told about every tcp rail. Its `max_packet` and
     /// `max_fragment` also bound the packets accepted from peers (a longer
     /// one closes the connection before anything is allocated for it):
-    /// every rank of a job must use the same.
+    /// every rank of a job must use the same. A packet's header gives its
+    /// body's length in 32 bits, so `max_packet` is at most [`MAX_PACKET`]
+    /// and `max_fragment` at most [`MAX_FRAGMENT`] ([`TcpDriver::bind`]
+    /// refuses more).
     pub caps: RailCaps,
     /// Most connections allowed in their handshake at once; more are
     /// refused.
@@ -326,9 +360,13 @@ fn io_error(what: &str, err: std::io::Error) -> Error {
 impl TcpDriver {
     /// Binds a listener per link and publishes their addresses under
     /// [`LINKS_KEY`] (link 0's also under [`ADDR_KEY`]). Peers can dial
-    /// only after a fence of the bootstrap.
+    /// only after a fence of the bootstrap. A configuration the driver
+    /// could not apply is refused first ([`Error::Config`]): bad links,
+    /// rail capabilities past [`MAX_PACKET`] or [`MAX_FRAGMENT`], a
+    /// keepalive past the kernel's limit.
     pub fn bind(bootstrap: Arc<dyn Bootstrap>, config: &TcpConfig) -> Result<Arc<Self>> {
         links::validate(&config.links).map_err(|e| Error::Config(e.to_string()))?;
+        check_caps(&config.caps)?;
         if let Some(after) = config.keepalive {
             keepalive::check(after)?;
         }

@@ -228,6 +228,7 @@ fn engine_config() -> Vec<Tunable> {
     let section = "EngineConfig";
     let EngineConfig {
         rank,
+        size,
         limits,
         max_buffered_bytes,
         max_reorder_chunks,
@@ -247,6 +248,12 @@ fn engine_config() -> Vec<Tunable> {
             "rank",
             rank.to_string(),
             "this process's rank (set per node by the session)",
+        ),
+        tunable(
+            section,
+            "size",
+            size.map_or_else(|| "unset".to_owned(), |size| size.to_string()),
+            "number of ranks in the job (set per node by the session)",
         ),
         tunable(
             section,

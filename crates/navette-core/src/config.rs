@@ -12,6 +12,11 @@ use crate::{ChannelId, Rank};
 pub struct EngineConfig {
     /// This process's rank.
     pub rank: Rank,
+    /// The number of ranks in the job, if known (the session sets it per
+    /// node). A send that finds no rail to its peer then says why: the
+    /// peer is outside the job ([`crate::UsageError::NotInJob`]) rather
+    /// than unreachable.
+    pub size: Option<u32>,
     /// Bounds applied when decoding packets from peers.
     pub limits: Limits,
     /// Most bytes of unexpected eager data and out-of-order chunks held from
@@ -72,6 +77,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             rank: 0,
+            size: None,
             limits: Limits::default(),
             max_buffered_bytes: 1 << 30,
             max_reorder_chunks: 1 << 16,

@@ -220,9 +220,28 @@ impl RequestError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UsageError {
-    /// No open rail leads to the rank.
+    /// No open rail leads to the rank: a peer lost, or one no network
+    /// reaches. (A rank outside the job, or this process's own, gets
+    /// [`Self::NotInJob`] or [`Self::SendToSelf`] instead, where the
+    /// engine knows the job's size: [`crate::EngineConfig::size`].)
     #[error("no open rail to rank {0}")]
     NoRail(Rank),
+    /// A send to a rank outside the job: ranks run from 0 to the job's
+    /// size, excluded.
+    #[error("rank {rank} is not in the job of {size} ranks")]
+    NotInJob {
+        /// The rank named.
+        rank: Rank,
+        /// The job's size.
+        size: u32,
+    },
+    /// A send to this process's own rank: no rail leads from a rank to
+    /// itself.
+    #[error(
+        "sending to oneself (rank {0}) is not supported: no rail leads from a rank to itself \
+         (copy the data instead)"
+    )]
+    SendToSelf(Rank),
     /// The request is not a pending receive message.
     #[error("{0} is not an open receive message")]
     NotAMessage(crate::ReqId),

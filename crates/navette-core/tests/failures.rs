@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Net, Piece, Posted, caps, from, pieces};
-use navette_core::{ReceiveMode, RequestError, SendMode, TagMatch};
+use navette_core::{EngineConfig, ReceiveMode, RequestError, SendMode, TagMatch, UsageError};
 
 const C: SendMode = SendMode::Cheaper;
 const CR: ReceiveMode = ReceiveMode::Cheaper;
@@ -485,4 +485,51 @@ fn send_tagged_3(net: &mut Net, data: Vec<u8>) -> navette_core::ReqId {
     let src = net.alloc(0, data);
     let out = net.begin(0, 1, 3);
     net.engines[0].send_tagged(out, src)
+}
+
+/// A send that finds no rail says why: to this engine's own rank, to a
+/// rank past the job's size, or (a rank of the job) to a peer lost.
+#[test]
+fn a_send_with_no_rail_says_why() {
+    let mut net = Net::new(3, 1, caps(4096, 1000));
+    let refused = |net: &mut Net, peer| {
+        net.engines[0]
+            .send_begin(common::CH, peer, 1)
+            .expect_err("no rail leads there")
+    };
+    assert_eq!(refused(&mut net, 0), UsageError::SendToSelf(0));
+    for peer in [3, 4, u32::MAX] {
+        assert_eq!(
+            refused(&mut net, peer),
+            UsageError::NotInJob {
+                rank: peer,
+                size: 3
+            }
+        );
+    }
+    let rail = net.rails_from(0, 1)[0];
+    net.engines[0].close_rail(rail);
+    assert_eq!(refused(&mut net, 1), UsageError::NoRail(1));
+    assert!(net.engines[0].send_begin(common::CH, 2, 1).is_ok());
+    assert_eq!(
+        UsageError::NotInJob { rank: 3, size: 3 }.to_string(),
+        "rank 3 is not in the job of 3 ranks"
+    );
+    assert!(
+        UsageError::SendToSelf(0)
+            .to_string()
+            .starts_with("sending to oneself (rank 0) is not supported: "),
+        "{}",
+        UsageError::SendToSelf(0)
+    );
+    // An engine not told the job's size tells only its own rank apart.
+    let mut alone = navette_core::Engine::new(EngineConfig::default());
+    assert_eq!(
+        alone.send_begin(common::CH, 7, 1).expect_err("no rail"),
+        UsageError::NoRail(7)
+    );
+    assert_eq!(
+        alone.send_begin(common::CH, 0, 1).expect_err("no rail"),
+        UsageError::SendToSelf(0)
+    );
 }

@@ -587,7 +587,11 @@ impl Node {
         config: NodeConfig,
         driver: Arc<dyn Driver>,
     ) -> Self {
-        let engine = Engine::new(EngineConfig { rank, ..engine });
+        let engine = Engine::new(EngineConfig {
+            rank,
+            size: Some(size),
+            ..engine
+        });
         let cores = host_cores();
         let spin_rounds = if size as usize > cores {
             config.oversubscribed_spin_rounds

@@ -457,6 +457,10 @@ impl Node {
     ///
     /// The reserved channel [`ChannelId::RPC`] is refused
     /// ([`UsageError::ReservedChannel`]), as by every send and receive.
+    /// So are, by every send, a rank outside the job
+    /// ([`UsageError::NotInJob`]) and this rank itself
+    /// ([`UsageError::SendToSelf`]); a lost peer of the job gets
+    /// [`UsageError::NoRail`].
     pub fn isend(
         &self,
         gate: Gate,

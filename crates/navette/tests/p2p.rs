@@ -209,11 +209,22 @@ fn dropped_requests_still_complete() {
 
 #[test]
 fn sending_to_an_unlinked_rank_is_an_error() {
+    // A rank of the job that no link reaches (not a neighbour on a ring).
+    let ring = cluster(4).topology(navette::sim::Topology::Ring).build();
+    let a = ring.node(0);
+    assert!(matches!(
+        a.isend(a.gate(2), 1, vec![1]),
+        Err(Error::Usage(navette::UsageError::NoRail(2)))
+    ));
+    // A rank outside the job says so (the misuse tests have the rest).
     let cluster = three_ranks();
     let a = cluster.node(0);
     assert!(matches!(
         a.isend(a.gate(9), 1, vec![1]),
-        Err(Error::Usage(navette::UsageError::NoRail(9)))
+        Err(Error::Usage(navette::UsageError::NotInJob {
+            rank: 9,
+            size: 3
+        }))
     ));
 }
 

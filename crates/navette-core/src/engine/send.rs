@@ -50,7 +50,11 @@ pub struct PieceSpec {
 }
 
 impl Engine {
-    /// Starts a message to `peer` on `channel`.
+    /// Starts a message to `peer` on `channel`. With no open rail to
+    /// `peer` it is refused, saying why: [`UsageError::SendToSelf`] for
+    /// this engine's own rank, [`UsageError::NotInJob`] for a rank past
+    /// the job's size ([`crate::EngineConfig::size`]), else
+    /// [`UsageError::NoRail`] (a peer lost, or one no rail reaches).
     pub fn send_begin(
         &mut self,
         channel: ChannelId,
@@ -58,7 +62,7 @@ impl Engine {
         tag: u64,
     ) -> Result<OutMsg, UsageError> {
         if !self.is_reachable(peer) {
-            return Err(UsageError::NoRail(peer));
+            return Err(self.no_rail(peer));
         }
         let gate = self.gate(channel, peer);
         let g = &mut self.gates[gate.0];
@@ -72,6 +76,19 @@ impl Engine {
             started: false,
             ended: false,
         })
+    }
+
+    /// Why no open rail leads to `peer` (see [`Self::send_begin`]): asked
+    /// only once a send is refused, so one that finds its rail pays for
+    /// none of it.
+    #[cold]
+    #[inline(never)]
+    fn no_rail(&self, peer: Rank) -> UsageError {
+        match self.config.size {
+            _ if peer == self.config.rank => UsageError::SendToSelf(peer),
+            Some(size) if peer >= size => UsageError::NotInJob { rank: peer, size },
+            _ => UsageError::NoRail(peer),
+        }
     }
 
     /// Submits the next piece of `out`; its request completes when the data

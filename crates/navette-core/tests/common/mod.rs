@@ -117,7 +117,7 @@ impl Net {
     }
 
     /// As [`Self::new`], with each node's configuration from `config`
-    /// (its rank is set here).
+    /// (its rank and the job's size are set here).
     pub fn with_config(
         nodes: usize,
         rails: usize,
@@ -128,6 +128,7 @@ impl Net {
             .map(|i| {
                 let mut c = config(i);
                 c.rank = i as Rank;
+                c.size = Some(nodes as u32);
                 Engine::new(c)
             })
             .collect();

@@ -226,8 +226,8 @@ pub enum UsageError {
     /// engine knows the job's size: [`crate::EngineConfig::size`].)
     #[error("no open rail to rank {0}")]
     NoRail(Rank),
-    /// A send to a rank outside the job: ranks run from 0 to the job's
-    /// size, excluded.
+    /// A send to, or a receive from, a rank outside the job: ranks run
+    /// from 0 to the job's size, excluded.
     #[error("rank {rank} is not in the job of {size} ranks")]
     NotInJob {
         /// The rank named.
@@ -242,6 +242,13 @@ pub enum UsageError {
          (copy the data instead)"
     )]
     SendToSelf(Rank),
+    /// A receive from this process's own rank: no rail leads from a rank
+    /// to itself, so no message could ever match it.
+    #[error(
+        "receiving from oneself (rank {0}) is not supported: no rail leads from a rank to itself, \
+         so no message could come"
+    )]
+    RecvFromSelf(Rank),
     /// The request is not a pending receive message.
     #[error("{0} is not an open receive message")]
     NotAMessage(crate::ReqId),

@@ -255,14 +255,16 @@ impl Node {
 
     /// Starts receiving a message from `from` whose tag matches `tag`. The
     /// reserved channel [`ChannelId::RPC`] is refused
-    /// ([`crate::UsageError::ReservedChannel`]).
+    /// ([`crate::UsageError::ReservedChannel`]), and so are a rank outside
+    /// the job ([`crate::UsageError::NotInJob`]) and this rank itself
+    /// ([`crate::UsageError::RecvFromSelf`]).
     pub fn begin_unpacking<'a>(
         &self,
         from: impl Into<RecvFrom>,
         tag: impl Into<TagMatch>,
     ) -> Result<Unpacking<'_, 'a>> {
         let from = from.into();
-        crate::node::user_channel(from.channel)?;
+        self.core().user_source(from)?;
         Ok(self.begin_unpacking_on(from, tag.into()))
     }
 

@@ -127,6 +127,44 @@ pub(crate) fn user_channel(channel: ChannelId) -> Result<(), navette_core::Usage
     }
 }
 
+impl NodeCore {
+    /// Refuses a user's receive from `from` as it is made: on a reserved
+    /// channel (as [`user_channel`] does), or from a rank no message can
+    /// come from, where it would wait for ever: one outside the job
+    /// ([`navette_core::UsageError::NotInJob`]) or this process's own (no
+    /// rail leads from a rank to itself:
+    /// [`navette_core::UsageError::RecvFromSelf`]).
+    ///
+    /// On the path of every receive (`irecv`, `recv`, `begin_unpacking`),
+    /// before it is posted outside the engine or in it: a receive from a
+    /// rank costs a comparison with the job's size and one with this
+    /// rank (two fields of this core, no lock); one from any rank, none.
+    #[inline]
+    pub(crate) fn user_source(&self, from: RecvFrom) -> Result<(), navette_core::UsageError> {
+        user_channel(from.channel)?;
+        match from.source {
+            navette_core::Source::Rank(peer) if peer >= self.size || peer == self.rank => {
+                Err(self.refused_source(peer))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Why [`Self::user_source`] refused a receive from `peer`.
+    #[cold]
+    #[inline(never)]
+    fn refused_source(&self, peer: Rank) -> navette_core::UsageError {
+        if peer >= self.size {
+            navette_core::UsageError::NotInJob {
+                rank: peer,
+                size: self.size,
+            }
+        } else {
+            navette_core::UsageError::RecvFromSelf(peer)
+        }
+    }
+}
+
 /// Where a receive accepts messages from: a gate, or any peer of a channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecvFrom {

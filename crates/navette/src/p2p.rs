@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use navette_core::{ChannelId, RecvNow, ReqId, StagedSend, Status, TagMatch, UsageError};
+use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch, UsageError};
 
 use crate::driver::Then;
 use crate::lean_irecv::LeanKey;
@@ -72,7 +72,7 @@ pub struct Request<'n, T: Completion> {
 }
 
 /// Where a request's operation is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Op {
     /// In the engine.
     Engine(ReqId),
@@ -87,8 +87,9 @@ enum Op {
     /// over shm, when a thread waits for it.
     Staged(StagedSend, Status),
     /// A receive refused as it was made ([`Node::irecv`] on a reserved
-    /// channel): fails from its start, unknown to the engine.
-    Refused(ChannelId),
+    /// channel, or from a rank no message can come from): fails from its
+    /// start with this error, unknown to the engine.
+    Refused(UsageError),
 }
 
 impl std::fmt::Display for Op {
@@ -100,7 +101,7 @@ impl std::fmt::Display for Op {
             Self::Staged(_, status) => {
                 write!(f, "a send of {} bytes in an open packet", status.len)
             }
-            Self::Refused(channel) => write!(f, "a receive refused on channel {}", channel.0),
+            Self::Refused(err) => write!(f, "a receive refused ({err})"),
         }
     }
 }
@@ -121,7 +122,7 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => self.node.test_id(id),
             Op::Left(_) => Ok(true),
-            Op::Refused(channel) => Err(refused(channel)),
+            Op::Refused(ref err) => Err(err.clone().into()),
             Op::Lean(_) | Op::Staged(..) => self.node.test_with(|state| self.is_done(state)),
         }
     }
@@ -132,9 +133,9 @@ impl<'n, T: Completion> Request<'n, T> {
             // On error (a stalled wait) it is detached as it drops.
             Op::Engine(id) => self.node.wait_id(id)?,
             Op::Left(status) => (Ok(status), None),
-            Op::Refused(channel) => {
+            Op::Refused(ref err) => {
                 self.taken = true;
-                return Err(refused(channel));
+                return Err(err.clone().into());
             }
             Op::Lean(key) => self
                 .node
@@ -202,7 +203,7 @@ impl<'n, T: Completion> Request<'n, T> {
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Left(status) => Ok(T::from_parts(status, None)),
-            Op::Refused(channel) => Err(refused(channel)),
+            Op::Refused(ref err) => Err(err.clone().into()),
             Op::Lean(key) => {
                 let (outcome, buf) = state.take_irecv(key)?;
                 outcome.map(|status| T::from_parts(status, buf))
@@ -229,9 +230,9 @@ impl<T: Completion> Future for Request<'_, T> {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
             }
-            Op::Refused(channel) => {
+            Op::Refused(ref err) => {
                 this.taken = true;
-                return Poll::Ready(Err(refused(channel)));
+                return Poll::Ready(Err(err.clone().into()));
             }
             Op::Engine(id) => WakeOn::Req(id),
             Op::Lean(key) => WakeOn::Outside(Outside::Irecv(key)),
@@ -277,11 +278,6 @@ impl SendData<'_> {
             Self::Borrowed(slice) => Bytes::copy_from_slice(slice),
         }
     }
-}
-
-/// The error of a request refused as it was made.
-fn refused(channel: ChannelId) -> Error {
-    UsageError::ReservedChannel(channel).into()
 }
 
 /// Waits for every request; returns their outcomes in order (see
@@ -455,7 +451,7 @@ impl Node {
     /// request completes when the packet leaves. A larger message is sent
     /// from `data` itself, which the request keeps until it has left.
     ///
-    /// The reserved channel [`ChannelId::RPC`] is refused
+    /// The reserved channel [`ChannelId::RPC`](crate::ChannelId::RPC) is refused
     /// ([`UsageError::ReservedChannel`]), as by every send and receive.
     /// So are, by every send, a rank outside the job
     /// ([`UsageError::NotInJob`]) and this rank itself
@@ -687,8 +683,11 @@ impl Node {
     /// engine and its message lands in `buf` with no request or posting
     /// of the engine's (see `GateStats::messages_at_once`).
     ///
-    /// On the reserved channel [`ChannelId::RPC`] the request fails from
-    /// its start ([`UsageError::ReservedChannel`]) and `buf` is dropped.
+    /// On the reserved channel [`ChannelId::RPC`](crate::ChannelId::RPC)
+    /// ([`UsageError::ReservedChannel`]), from a rank outside the job
+    /// ([`UsageError::NotInJob`]) or from this rank itself
+    /// ([`UsageError::RecvFromSelf`]), the request fails from its start
+    /// and `buf` is dropped.
     pub fn irecv(
         &self,
         from: impl Into<RecvFrom>,
@@ -696,8 +695,8 @@ impl Node {
         buf: Vec<u8>,
     ) -> Request<'_, Received> {
         let (from, tag) = (from.into(), tag.into());
-        if crate::node::user_channel(from.channel).is_err() {
-            return Request::new(self, Op::Refused(from.channel));
+        if let Err(err) = self.core().user_source(from) {
+            return Request::new(self, Op::Refused(err));
         }
         let want = RecvNow {
             channel: from.channel,
@@ -742,7 +741,9 @@ impl Node {
         self.wait_releasing(id, lent)
     }
 
-    /// Receives into `dest` and returns once the message is there.
+    /// Receives into `dest` and returns once the message is there. Refused
+    /// at once, as by [`Node::irecv`]: the reserved channel, a rank
+    /// outside the job, this rank itself.
     pub fn recv(
         &self,
         from: impl Into<RecvFrom>,
@@ -750,7 +751,7 @@ impl Node {
         dest: &mut [u8],
     ) -> Result<Status> {
         let (from, tag) = (from.into(), tag.into());
-        crate::node::user_channel(from.channel)?;
+        self.core().user_source(from)?;
         let want = RecvNow {
             channel: from.channel,
             source: from.source,

@@ -12,8 +12,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch, UsageError};
+use navette_core::{RecvNow, ReqId, StagedSend, Status, TagMatch};
 
+#[cfg(doc)]
+use crate::UsageError;
 use crate::driver::Then;
 use crate::lean_irecv::LeanKey;
 use crate::node::{Outside, State, WakeOn, unlock};
@@ -72,7 +74,7 @@ pub struct Request<'n, T: Completion> {
 }
 
 /// Where a request's operation is.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Op {
     /// In the engine.
     Engine(ReqId),
@@ -88,8 +90,9 @@ enum Op {
     Staged(StagedSend, Status),
     /// A receive refused as it was made ([`Node::irecv`] on a reserved
     /// channel, or from a rank no message can come from): fails from its
-    /// start with this error, unknown to the engine.
-    Refused(UsageError),
+    /// start, unknown to the engine. What it was from, not its error,
+    /// which is not `Copy` (ops are copied on every request's path).
+    Refused(RecvFrom),
 }
 
 impl std::fmt::Display for Op {
@@ -101,7 +104,7 @@ impl std::fmt::Display for Op {
             Self::Staged(_, status) => {
                 write!(f, "a send of {} bytes in an open packet", status.len)
             }
-            Self::Refused(err) => write!(f, "a receive refused ({err})"),
+            Self::Refused(from) => write!(f, "a receive refused ({from:?})"),
         }
     }
 }
@@ -122,7 +125,7 @@ impl<'n, T: Completion> Request<'n, T> {
         match self.op {
             Op::Engine(id) => self.node.test_id(id),
             Op::Left(_) => Ok(true),
-            Op::Refused(ref err) => Err(err.clone().into()),
+            Op::Refused(from) => Err(self.node.refusal(from)),
             Op::Lean(_) | Op::Staged(..) => self.node.test_with(|state| self.is_done(state)),
         }
     }
@@ -133,9 +136,9 @@ impl<'n, T: Completion> Request<'n, T> {
             // On error (a stalled wait) it is detached as it drops.
             Op::Engine(id) => self.node.wait_id(id)?,
             Op::Left(status) => (Ok(status), None),
-            Op::Refused(ref err) => {
+            Op::Refused(from) => {
                 self.taken = true;
-                return Err(err.clone().into());
+                return Err(self.node.refusal(from));
             }
             Op::Lean(key) => self
                 .node
@@ -203,7 +206,7 @@ impl<'n, T: Completion> Request<'n, T> {
                 outcome.map(|status| T::from_parts(status, buf))
             }
             Op::Left(status) => Ok(T::from_parts(status, None)),
-            Op::Refused(ref err) => Err(err.clone().into()),
+            Op::Refused(from) => Err(self.node.refusal(from)),
             Op::Lean(key) => {
                 let (outcome, buf) = state.take_irecv(key)?;
                 outcome.map(|status| T::from_parts(status, buf))
@@ -230,9 +233,9 @@ impl<T: Completion> Future for Request<'_, T> {
                 this.taken = true;
                 return Poll::Ready(Ok(T::from_parts(status, None)));
             }
-            Op::Refused(ref err) => {
+            Op::Refused(from) => {
                 this.taken = true;
-                return Poll::Ready(Err(err.clone().into()));
+                return Poll::Ready(Err(this.node.refusal(from)));
             }
             Op::Engine(id) => WakeOn::Req(id),
             Op::Lean(key) => WakeOn::Outside(Outside::Irecv(key)),
@@ -276,6 +279,19 @@ impl SendData<'_> {
         match self {
             Self::Owned(bytes) => bytes,
             Self::Borrowed(slice) => Bytes::copy_from_slice(slice),
+        }
+    }
+}
+
+impl Node {
+    /// The error of a receive from `from` refused as it was made
+    /// ([`Op::Refused`]): the same as then, as the job's size and this
+    /// rank do not change.
+    #[cold]
+    fn refusal(&self, from: RecvFrom) -> Error {
+        match self.core().user_source(from) {
+            Err(err) => err.into(),
+            Ok(()) => unreachable!("a receive refused as it was made stays refused"),
         }
     }
 }
@@ -451,9 +467,9 @@ impl Node {
     /// request completes when the packet leaves. A larger message is sent
     /// from `data` itself, which the request keeps until it has left.
     ///
-    /// The reserved channel [`ChannelId::RPC`](crate::ChannelId::RPC) is refused
-    /// ([`UsageError::ReservedChannel`]), as by every send and receive.
-    /// So are, by every send, a rank outside the job
+    /// The reserved channel [`ChannelId::RPC`](crate::ChannelId::RPC) is
+    /// refused ([`UsageError::ReservedChannel`]), as by every send and
+    /// receive. So are, by every send, a rank outside the job
     /// ([`UsageError::NotInJob`]) and this rank itself
     /// ([`UsageError::SendToSelf`]); a lost peer of the job gets
     /// [`UsageError::NoRail`].
@@ -695,8 +711,8 @@ impl Node {
         buf: Vec<u8>,
     ) -> Request<'_, Received> {
         let (from, tag) = (from.into(), tag.into());
-        if let Err(err) = self.core().user_source(from) {
-            return Request::new(self, Op::Refused(err));
+        if self.core().user_source(from).is_err() {
+            return Request::new(self, Op::Refused(from));
         }
         let want = RecvNow {
             channel: from.channel,

@@ -67,6 +67,13 @@ fn every_send_is_refused(node: &Node, peer: Rank, expected: &UsageError) {
         })
         .map(drop);
     assert_eq!(&usage("call", call), expected);
+    let big = vec![3u8; 1 << 20];
+    let call_wait = node
+        .call_wait(peer, "anything", |msg| {
+            msg.pack(&big, SendMode::Cheaper, ReceiveMode::Cheaper)
+        })
+        .map(drop);
+    assert_eq!(&usage("call_wait", call_wait), expected);
     let one_way = node.call_one_way(peer, "anything", |msg| {
         msg.pack(b"args", SendMode::Safer, ReceiveMode::Express)
     });

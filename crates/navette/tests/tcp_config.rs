@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use navette::tcp::{MAX_FRAGMENT, MAX_PACKET, TcpConfig, TcpDriver};
+use navette::tcp::{Congestion, MAX_FRAGMENT, MAX_PACKET, TcpConfig, TcpDriver};
 use navette::{Error, RailCaps, Result, RuntimeConfig, init_tcp};
 use navette_session::JOB_KEY_LEN;
 use navette_session::local::LocalBootstrap;
@@ -38,6 +38,39 @@ fn a_keepalive_past_the_kernel_limit_is_a_configuration_error() {
         Err(other) => panic!("expected a configuration error, got {other}"),
         Ok(_) => panic!("a keepalive of 32768 s was accepted"),
     }
+}
+
+/// A keepalive below a second (the kernel's shortest) is refused too: it
+/// was raised to a second without a word.
+#[test]
+fn a_keepalive_below_a_second_is_a_configuration_error() {
+    let shortest = TcpConfig {
+        keepalive: Some(Duration::from_secs(1)),
+        ..TcpConfig::default()
+    };
+    bind_alone(&shortest).expect("a keepalive of a second is accepted");
+    let too_short = TcpConfig {
+        keepalive: Some(Duration::from_millis(500)),
+        ..TcpConfig::default()
+    };
+    config_error_naming("keepalive", bind_alone(&too_short));
+}
+
+/// A congestion control set in code is checked with the kernel as one set
+/// by `NAVETTE_TCP_CONGESTION` is: one it does not have is refused at
+/// bind (it was only warned about, on every connection).
+#[test]
+fn a_congestion_control_the_kernel_lacks_is_a_configuration_error() {
+    let unknown = TcpConfig {
+        congestion: Congestion::All("nosuchcc".into()),
+        ..TcpConfig::default()
+    };
+    config_error_naming("nosuchcc", bind_alone(&unknown));
+    let system = TcpConfig {
+        congestion: Congestion::System,
+        ..TcpConfig::default()
+    };
+    bind_alone(&system).expect("the system's congestion control is accepted");
 }
 
 /// Asserts that `result` is a configuration error whose text names

@@ -42,14 +42,16 @@ pub(super) fn parse(value: &str) -> Result<Option<Duration>> {
 }
 
 /// Refuses a configured keepalive (see [`super::TcpConfig::keepalive`])
-/// that the kernel would refuse on every connection: longer than
-/// [`MAX_SECS`] once rounded up to whole seconds.
+/// that the kernel would not apply as given: longer than [`MAX_SECS`]
+/// (refused on every connection), or shorter than a second (its shortest:
+/// it counts whole seconds, and this was raised to one without a word).
 pub(super) fn check(after: Duration) -> Result<()> {
-    if after <= Duration::from_secs(MAX_SECS) {
+    if (Duration::from_secs(1)..=Duration::from_secs(MAX_SECS)).contains(&after) {
         return Ok(());
     }
     Err(Error::Config(format!(
-        "tcp keepalive of {after:?}: at most {MAX_SECS} s (Linux's longest keepalive)"
+        "tcp keepalive of {after:?}: from 1 s (the kernel counts whole seconds) to \
+         {MAX_SECS} s (Linux's longest keepalive)"
     )))
 }
 

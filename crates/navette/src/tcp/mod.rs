@@ -162,8 +162,9 @@ pub struct TcpConfig {
     /// does, so a rank busy computing is not mistaken for a lost one. A
     /// connection with data in flight to a vanished host is ended by the
     /// kernel's retransmission limit instead (minutes). A killed process
-    /// is seen at once (its kernel resets the connection). At most
-    /// 32767 s, Linux's limit ([`TcpDriver::bind`] refuses a longer one).
+    /// is seen at once (its kernel resets the connection). From 1 s to
+    /// 32767 s, Linux's limits, in whole seconds (a fraction is dropped;
+    /// [`TcpDriver::bind`] refuses one outside them).
     /// `None` keeps the system's (no probes); `NAVETTE_TCP_KEEPALIVE_S`
     /// overrides it (`off`, or whole seconds from 1 to 32767).
     pub keepalive: Option<Duration>,
@@ -363,12 +364,22 @@ impl TcpDriver {
     /// only after a fence of the bootstrap. A configuration the driver
     /// could not apply is refused first ([`Error::Config`]): bad links,
     /// rail capabilities past [`MAX_PACKET`] or [`MAX_FRAGMENT`], a
-    /// keepalive past the kernel's limit.
+    /// keepalive outside the kernel's limits (1 to 32767 s), a congestion
+    /// control the kernel does not give this process.
     pub fn bind(bootstrap: Arc<dyn Bootstrap>, config: &TcpConfig) -> Result<Arc<Self>> {
         links::validate(&config.links).map_err(|e| Error::Config(e.to_string()))?;
         check_caps(&config.caps)?;
         if let Some(after) = config.keepalive {
             keepalive::check(after)?;
+        }
+        // A setting made in code is checked with the kernel as one from
+        // the environment is (it was only warned about, on every
+        // connection); the default (Reno on loopback) is not, as a kernel
+        // that refused it would be refusing what it always allows.
+        if config.congestion != Congestion::default() {
+            config.congestion.check().map_err(|e| {
+                Error::Config(format!("tcp congestion {:?}: {e}", config.congestion))
+            })?;
         }
         // (where to listen, where connections leave from), by link.
         let plan: Vec<(SocketAddr, Option<std::net::IpAddr>)> = if config.links.is_empty() {

@@ -249,6 +249,10 @@ pub enum UsageError {
          so no message could come"
     )]
     RecvFromSelf(Rank),
+    /// The node was finalized (by another handle, or this is its second
+    /// finalize): nothing more moves on it.
+    #[error("this node was finalized: no operation that needs progress can run on it any more")]
+    Finalized,
     /// The request is not a pending receive message.
     #[error("{0} is not an open receive message")]
     NotAMessage(crate::ReqId),

@@ -6,7 +6,7 @@
 //! they feed the engine.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -510,7 +510,18 @@ pub struct NodeCore {
     pub(crate) futures: AtomicUsize,
     /// RPC services and calls, from the first registration or call on.
     pub(crate) rpc: OnceLock<crate::rpc::Rpc>,
+    /// Where [`Node::finalize`] stands: [`RUNNING`], [`FINALIZING`] or
+    /// [`FINALIZED`]. Read on each round of progress, which fails once
+    /// the node is finalized.
+    pub(crate) life: AtomicU8,
 }
+
+/// [`NodeCore::life`]: not finalized.
+pub(crate) const RUNNING: u8 = 0;
+/// [`NodeCore::life`]: a handle is finalizing the node.
+pub(crate) const FINALIZING: u8 = 1;
+/// [`NodeCore::life`]: the node is finalized.
+pub(crate) const FINALIZED: u8 = 2;
 
 impl fmt::Debug for NodeCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -665,6 +676,7 @@ impl Node {
                 progress_threads: AtomicUsize::new(0),
                 futures: AtomicUsize::new(0),
                 rpc: OnceLock::new(),
+                life: AtomicU8::new(RUNNING),
             }),
         }
     }
@@ -753,8 +765,13 @@ impl Node {
 
     /// Makes one round of progress; returns whether anything happened.
     /// Calls that arrived for this node's inline RPC services are served
-    /// here too (see [`crate::rpc`]).
+    /// here too (see [`crate::rpc`]). Once the node is finalized (through
+    /// any of its handles), fails with [`navette_core::UsageError::Finalized`],
+    /// and so does every wait, test or call that needs progress.
     pub fn progress(&self) -> Result<bool> {
+        if self.core.life.load(Ordering::Relaxed) == FINALIZED {
+            return Err(navette_core::UsageError::Finalized.into());
+        }
         let moved = self.core.driver.progress(&self.core)?;
         if let Some(rpc) = self.core.rpc.get() {
             rpc.dispatch(self);

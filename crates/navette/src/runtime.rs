@@ -13,6 +13,7 @@
 //! meanwhile, so none is left waiting for data), and closes the rails.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use navette_core::EngineConfig;
 use navette_session::Bootstrap;
@@ -283,9 +284,31 @@ impl Node {
     /// with nobody waiting were logged as they did, and their count is
     /// logged again here, see [`Node::unwaited_failures`]), then lets the
     /// driver end the session — over tcp, a fence of every rank, then the
-    /// connections close. Every rank must call it. Other handles on this
-    /// node must not start new operations meanwhile.
+    /// connections close. Every rank must call it, once. Other handles on
+    /// this node must not start new operations meanwhile.
+    ///
+    /// A second finalize (through another handle) fails at once with
+    /// [`UsageError::Finalized`](crate::UsageError::Finalized), and so
+    /// does, afterwards, anything on any handle that needs a round of
+    /// progress: waits, tests, blocking calls, serving. A small send that
+    /// leaves at once needs none: written after finalize, it is lost if
+    /// its peer has finalized too.
     pub fn finalize(self) -> Result<()> {
+        use crate::node::{FINALIZED, FINALIZING, RUNNING};
+        let life = &self.core().life;
+        if life
+            .compare_exchange(RUNNING, FINALIZING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(crate::UsageError::Finalized.into());
+        }
+        let ended = self.end_session();
+        life.store(FINALIZED, Ordering::Release);
+        ended
+    }
+
+    /// [`Self::finalize`] once it is this handle's to make.
+    fn end_session(&self) -> Result<()> {
         let unwaited = self
             .wait_until(&|| "every accepted send to complete".to_owned(), |state| {
                 state.engine.sends_flushed().then_some(state.unwaited())

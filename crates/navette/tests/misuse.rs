@@ -180,3 +180,36 @@ fn the_shm_driver_refuses_sends_and_receives_outside_the_job() {
 fn the_tcp_driver_refuses_sends_and_receives_outside_the_job() {
     job_of_two(&test_config(HANG_GUARD), init_tcp);
 }
+
+/// A node finalized through one handle refuses a second finalize, and
+/// anything that would wait on its other handles, at once: the second
+/// finalize waited in a fence no other rank would join, and a receive
+/// for ever.
+#[test]
+fn a_finalized_node_refuses_what_would_wait() {
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut id).expect("random bytes");
+    let ranks = LocalBootstrap::job(2, u64::from_le_bytes(id), [0x5b; JOB_KEY_LEN]);
+    let config = test_config(HANG_GUARD);
+    std::thread::scope(|s| {
+        for rank in ranks {
+            let config = config.clone();
+            s.spawn(move || {
+                let (node, _) = init_shm(Arc::new(rank), config).expect("init");
+                let other = node.clone();
+                node.finalize().expect("finalize");
+                let peer = 1 - other.rank();
+                let finalized = |what: &str, error: UsageError| {
+                    assert_eq!(error, UsageError::Finalized, "{what}");
+                };
+                let mut buf = [0u8; 8];
+                let recv = other.recv(other.gate(peer), 1u64, &mut buf);
+                finalized("recv", usage("recv", recv));
+                let irecv = other.irecv(other.gate(peer), 2u64, vec![0; 8]).wait();
+                finalized("irecv", usage("irecv", irecv));
+                finalized("progress", usage("progress", other.progress()));
+                finalized("finalize", usage("finalize", other.finalize()));
+            });
+        }
+    });
+}

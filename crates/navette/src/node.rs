@@ -142,7 +142,17 @@ impl NodeCore {
     #[inline]
     pub(crate) fn user_source(&self, from: RecvFrom) -> Result<(), navette_core::UsageError> {
         user_channel(from.channel)?;
-        match from.source {
+        self.possible_source(from.source)
+    }
+
+    /// Refuses a source no message can come from (see
+    /// [`Self::user_source`]), on any channel.
+    #[inline]
+    pub(crate) fn possible_source(
+        &self,
+        source: navette_core::Source,
+    ) -> Result<(), navette_core::UsageError> {
+        match source {
             navette_core::Source::Rank(peer) if peer >= self.size || peer == self.rank => {
                 Err(self.refused_source(peer))
             }

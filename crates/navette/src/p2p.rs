@@ -791,13 +791,17 @@ impl Node {
 
     /// After one round of progress, the first message that a receive from
     /// `from` with `tag` would match, if one has arrived: its sender, tag
-    /// and length (of its first piece).
+    /// and length (of its first piece). Any channel may be probed, the
+    /// reserved one included; a rank outside the job and this rank itself
+    /// are refused, as by a receive ([`Node::irecv`]): no message could
+    /// ever be there.
     pub fn probe(
         &self,
         from: impl Into<RecvFrom>,
         tag: impl Into<TagMatch>,
     ) -> Result<Option<Status>> {
         let (from, tag) = (from.into(), tag.into());
+        self.core().possible_source(from.source)?;
         self.progress()?;
         Ok(self
             .core()

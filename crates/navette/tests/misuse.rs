@@ -94,6 +94,7 @@ fn every_receive_is_refused(node: &Node, peer: Rank, expected: &UsageError) {
     assert_eq!(&usage("recv", node.recv(gate, tag, &mut [0; 8])), expected);
     let unpacking = node.begin_unpacking(gate, tag).map(drop);
     assert_eq!(&usage("begin_unpacking", unpacking), expected);
+    assert_eq!(&usage("probe", node.probe(gate, tag)), expected);
 }
 
 /// `node`, of a job of `size`, refuses whatever goes to or comes from

@@ -16,35 +16,23 @@ fn bind_alone(config: &TcpConfig) -> Result<Arc<TcpDriver>> {
     TcpDriver::bind(Arc::new(rank), config)
 }
 
+/// A keepalive outside the kernel's limits is refused at bind: past its
+/// longest (refused on every connection), or below a second, its shortest
+/// (raised to a second without a word).
 #[test]
-fn a_keepalive_past_the_kernel_limit_is_a_configuration_error() {
-    let longest = TcpConfig {
-        keepalive: Some(Duration::from_secs(32767)),
+fn a_keepalive_outside_the_kernels_limits_is_a_configuration_error() {
+    let keepalive = |after| TcpConfig {
+        keepalive: Some(after),
         ..TcpConfig::default()
     };
-    bind_alone(&longest).expect("Linux's longest keepalive is accepted");
-    let too_long = TcpConfig {
-        keepalive: Some(Duration::from_secs(32768)),
-        ..TcpConfig::default()
-    };
-    config_error_naming("keepalive", bind_alone(&too_long));
-    config_error_naming("32767 s", bind_alone(&too_long));
-}
-
-/// A keepalive below a second (the kernel's shortest) is refused too: it
-/// was raised to a second without a word.
-#[test]
-fn a_keepalive_below_a_second_is_a_configuration_error() {
-    let shortest = TcpConfig {
-        keepalive: Some(Duration::from_secs(1)),
-        ..TcpConfig::default()
-    };
-    bind_alone(&shortest).expect("a keepalive of a second is accepted");
-    let too_short = TcpConfig {
-        keepalive: Some(Duration::from_millis(500)),
-        ..TcpConfig::default()
-    };
-    config_error_naming("keepalive", bind_alone(&too_short));
+    for (edge, past) in [
+        (Duration::from_secs(32767), Duration::from_secs(32768)),
+        (Duration::from_secs(1), Duration::from_millis(500)),
+    ] {
+        bind_alone(&keepalive(edge)).expect("a keepalive at the kernel's limit is accepted");
+        config_error_naming("keepalive", bind_alone(&keepalive(past)));
+        config_error_naming("32767 s", bind_alone(&keepalive(past)));
+    }
 }
 
 /// A congestion control set in code is checked with the kernel as one set

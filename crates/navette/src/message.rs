@@ -888,8 +888,9 @@ impl Drop for PackingCore<'_> {
     }
 }
 
-/// `result`, its piece numbers and counts those of a reader who never
-/// sees the message's first `hidden` pieces.
+/// `result` as the reader is told it: its piece numbers and counts those
+/// of a reader who never sees the message's first `hidden` pieces (see
+/// `UnpackingCore::hidden`).
 #[inline(always)]
 fn told<T>(hidden: u32, result: Result<T>) -> Result<T> {
     match result {
@@ -935,12 +936,6 @@ struct UnpackingCore<N: Borrow<Node>> {
 }
 
 impl<N: Borrow<Node>> UnpackingCore<N> {
-    /// `result` as the reader should be told it (see `hidden`).
-    #[inline(always)]
-    fn told<T>(&self, result: Result<T>) -> Result<T> {
-        told(self.hidden, result)
-    }
-
     /// The same message, held through `node` (a handle on the same node);
     /// this one is left holding nothing.
     fn move_to<M: Borrow<Node>>(&mut self, node: M) -> UnpackingCore<M> {
@@ -1175,7 +1170,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// Unpacks the next piece into `dest` and returns once it is there.
     pub fn unpack_express(&mut self, dest: &mut [u8], send: SendMode) -> Result<()> {
         let unpacked = self.unpack_express_any(dest, send);
-        self.core.told(unpacked)
+        told(self.core.hidden, unpacked)
     }
 
     #[inline(always)]
@@ -1249,7 +1244,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// [`Self::end_unpacking`], when the data is guaranteed to be there.
     pub fn unpack_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
         let unpacked = self.unpack_cheaper_any(dest, send);
-        self.core.told(unpacked)
+        told(self.core.hidden, unpacked)
     }
 
     #[inline(always)]
@@ -1292,7 +1287,7 @@ impl<'a> Unpacking<'_, 'a> {
     /// failed match stays failed: asked again, the same error.
     pub fn status(&mut self) -> Result<Status> {
         let status = self.status_any();
-        self.core.told(status)
+        told(self.core.hidden, status)
     }
 
     fn status_any(&mut self) -> Result<Status> {

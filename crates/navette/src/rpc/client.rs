@@ -116,8 +116,7 @@ impl Node {
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<Reply<'_>> {
-        let (request, sent) = self.begin_call(peer, service.into(), true, pack)?;
-        request.wait_lending(sent)
+        self.call_lending(peer, service.into(), None, pack)
     }
 
     /// [`Node::call_wait`], failed with [`RpcError::DeadlineExceeded`] if
@@ -130,8 +129,22 @@ impl Node {
         after: Duration,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<Reply<'_>> {
-        let (request, sent) = self.begin_call(peer, service.into(), true, pack)?;
-        request.timeout(after).wait_lending(sent)
+        self.call_lending(peer, service.into(), Some(after), pack)
+    }
+
+    /// [`Node::call_wait`], with the deadline `after` from now if any.
+    fn call_lending<'a>(
+        &self,
+        peer: Rank,
+        service: ServiceName,
+        after: Option<Duration>,
+        pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
+    ) -> Result<Reply<'_>> {
+        let (mut request, sent) = self.begin_call(peer, service, true, pack)?;
+        if let Some(after) = after {
+            request = request.timeout(after);
+        }
+        request.wait_lending(sent)
     }
 
     /// Sends a call: its request, its arguments not yet waited for (none

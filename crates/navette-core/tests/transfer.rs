@@ -366,6 +366,51 @@ fn fragments_fit_the_packet_body_limit() {
     net.check_received(1, 0, 2, &r, &[piece]);
 }
 
+/// Limits whose packet body is smaller than an eager piece may be: a rail
+/// that would take any packet still gets ones the peer decodes. Pieces
+/// too long for a body go by rendezvous, and small ones share packets
+/// within the body limit.
+#[test]
+fn packets_fit_the_body_limit_below_the_eager_limit() {
+    let limits = navette_core::Limits {
+        max_body_len: 4096,
+        max_fragment_len: 1024,
+        ..navette_core::Limits::default()
+    };
+    let config = |_| navette_core::EngineConfig {
+        limits,
+        ..navette_core::EngineConfig::default()
+    };
+    let wide = navette_core::RailCaps {
+        max_packet: usize::MAX,
+        ..caps(usize::MAX, usize::MAX)
+    };
+    let mut net = Net::with_config(2, 1, wide, config);
+    // One piece too long for a body, then many that fit one only together.
+    let mut pieces = vec![Piece::new(3 * 4096, 1)];
+    pieces.extend((0..40).map(|k| Piece::new(300, 10 + k)));
+    let recvs: Vec<_> = pieces
+        .iter()
+        .enumerate()
+        .map(|(k, piece)| {
+            net.recv(
+                1,
+                from(0),
+                TagMatch::exact(k as u64),
+                std::slice::from_ref(piece),
+                false,
+            )
+        })
+        .collect();
+    for (k, piece) in pieces.iter().enumerate() {
+        net.send(0, 1, k as u64, std::slice::from_ref(piece));
+    }
+    net.run();
+    for (k, (piece, r)) in pieces.iter().zip(&recvs).enumerate() {
+        net.check_received(1, 0, k as u64, r, std::slice::from_ref(piece));
+    }
+}
+
 /// A small message sent at once (no window, no request) reaches its
 /// receive like any other and keeps its place in the gate's order; it is
 /// refused while the window holds chunks, while the rail is busy, and for

@@ -334,18 +334,24 @@ impl Engine {
     /// Declares a driver connection to `peer` and returns its id.
     ///
     /// Capabilities beyond what peers decode are lowered to fit the
-    /// configured [`navette_wire::Limits`]: an eager piece is at most
-    /// `max_eager_len` bytes, a rendezvous fragment at most
+    /// configured [`navette_wire::Limits`] (the peers' too: the ranks of a
+    /// job share them): a packet's body is at most `max_body_len` bytes,
+    /// an eager piece at most `max_eager_len` and small enough for its
+    /// chunk to fit a body alone, a rendezvous fragment at most
     /// `max_fragment_len` and small enough for its packet's body to stay
     /// within `max_body_len`, and a fragment is at least one byte.
     pub fn add_rail(&mut self, peer: Rank, caps: RailCaps) -> RailId {
         let limits = self.config.limits;
+        let body_max = limits.max_body_len as usize;
         let fragment_max = (limits.max_fragment_len as usize)
-            .min((limits.max_body_len as usize).saturating_sub(navette_wire::RdvDataHeader::LEN))
+            .min(body_max.saturating_sub(navette_wire::RdvDataHeader::LEN))
             .max(1);
+        let eager_max = (limits.max_eager_len as usize)
+            .min(body_max.saturating_sub(navette_wire::EagerHeader::LEN));
         let caps = RailCaps {
-            rdv_threshold: caps.rdv_threshold.min(limits.max_eager_len as usize + 1),
+            rdv_threshold: caps.rdv_threshold.min(eager_max + 1),
             max_fragment: caps.max_fragment.clamp(1, fragment_max),
+            max_packet: caps.max_packet.min(body_max),
             ..caps
         };
         let id = RailId(u32::try_from(self.rails.len()).expect("fewer than 2^32 rails"));

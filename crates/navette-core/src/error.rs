@@ -173,6 +173,12 @@ pub enum RequestError {
         /// The peer.
         peer: Rank,
     },
+    /// A receive no message can match: its source is this engine's own
+    /// rank ([`UsageError::RecvFromSelf`]) or a rank outside the job
+    /// ([`UsageError::NotInJob`]). It fails as it is posted rather than
+    /// wait for ever.
+    #[error("refused: {0}")]
+    Refused(UsageError),
 }
 
 impl RequestError {

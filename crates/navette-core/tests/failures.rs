@@ -421,6 +421,60 @@ fn an_unmatched_message_receive_from_a_lost_peer_fails_its_match() {
     assert_eq!(net.err(2, late), RequestError::PeerUnreachable { peer: 0 });
 }
 
+/// A receive from a rank no message can come from (the engine's own, or
+/// one past the job's size) fails as it is posted, saying why, whether it
+/// is a message receive, a tagged one or one on a channel with unexpected
+/// messages; a message still reaches a receive from any source.
+#[test]
+fn receives_from_oneself_or_outside_the_job_fail_at_once() {
+    let mut net = Net::new(2, 1, caps(4096, 1000));
+    let not_in_job = |rank| RequestError::Refused(UsageError::NotInJob { rank, size: 2 });
+    let from_self = RequestError::Refused(UsageError::RecvFromSelf(1));
+    let begun = [1, 2, u32::MAX].map(|rank| {
+        (
+            rank,
+            net.recv_begin(1, navette_core::Source::Rank(rank), TagMatch::any()),
+        )
+    });
+    let tagged = |net: &mut Net, rank: u32| {
+        let dest = net.alloc(1, vec![0; 8]);
+        let req = net.engines[1].recv_tagged(
+            common::CH,
+            navette_core::Source::Rank(rank),
+            TagMatch::any(),
+            dest,
+            &mut net.mems[1],
+        );
+        (rank, req)
+    };
+    let quiet = [tagged(&mut net, 1), tagged(&mut net, 2)];
+    // A message no posted receive takes stays unexpected on the channel.
+    let src = net.alloc(0, b"unexpected".to_vec());
+    let out = net.begin(0, 1, 7);
+    net.engines[0].send_tagged(out, src);
+    net.run();
+    let busy = [tagged(&mut net, 1), tagged(&mut net, 3)];
+    net.collect();
+    for (rank, req) in begun.into_iter().chain(quiet).chain(busy) {
+        let expected = if rank == 1 {
+            from_self.clone()
+        } else {
+            not_in_job(rank)
+        };
+        assert_eq!(net.err(1, req), expected, "a receive from rank {rank}");
+    }
+    let dest = net.alloc(1, vec![0; 16]);
+    let any = net.engines[1].recv_tagged(
+        common::CH,
+        navette_core::Source::Any,
+        TagMatch::any(),
+        dest,
+        &mut net.mems[1],
+    );
+    net.collect();
+    assert_eq!(net.ok(1, any).peer, 0);
+}
+
 /// A tagged receive given up (`recv_tagged_cancel`): not yet matched, it
 /// completes Cancelled and the message goes to the next receive; matched
 /// by a rendezvous still under way, that message is dropped as it comes,

@@ -126,6 +126,9 @@ impl Engine {
     /// Starts receiving a message on `channel` from `source` with a tag
     /// matching `tag`. The returned key completes once matched (its status
     /// names the sender and tag) and names the message in the calls below.
+    /// From a rank no message can come from, it fails at once: this
+    /// engine's own or one outside the job ([`RequestError::Refused`]), or
+    /// a peer lost ([`RequestError::PeerUnreachable`]).
     pub fn recv_begin(&mut self, channel: ChannelId, source: Source, tag: TagMatch) -> ReqId {
         self.begin_receive(channel, source, tag, false)
     }
@@ -179,9 +182,7 @@ impl Engine {
         match self.find_unexpected(channel, source, tag) {
             Some((gate, msg)) => self.bind(key, gate, msg),
             None if self.source_is_lost(source) => {
-                let err = RequestError::PeerUnreachable {
-                    peer: source.rank().expect("a lost source is a rank"),
-                };
+                let err = self.lost_source(source.rank().expect("a lost source is a rank"));
                 // It will never be matched: whoever waits for the match
                 // learns why, as when the peer is lost while it waits.
                 if !self.recv_msgs.get(&key).is_some_and(|m| m.quiet) {
@@ -221,16 +222,32 @@ impl Engine {
         })
     }
 
-    /// Whether `source` names one known peer that can no longer be reached:
-    /// a receive from it would wait forever.
+    /// Whether `source` names one rank no message can come from any more:
+    /// a receive from it would wait forever, so it fails as it is posted
+    /// ([`Self::lost_source`] says why).
     pub(super) fn source_is_lost(&self, source: Source) -> bool {
-        // A known peer whose every rail is closed; none while no rail is.
-        self.rails_closed > 0
-            && source.rank().is_some_and(|peer| {
-                self.peers
+        let Some(peer) = source.rank() else {
+            return false;
+        };
+        // This engine's own rank or one outside the job, then a known peer
+        // whose every rail is closed (none while no rail is).
+        peer == self.config.rank
+            || self.config.size.is_some_and(|size| peer >= size)
+            || (self.rails_closed > 0
+                && self
+                    .peers
                     .get(&peer)
-                    .is_some_and(|p| p.rails.iter().all(|r| self.rails[r.0 as usize].closed))
-            })
+                    .is_some_and(|p| p.rails.iter().all(|r| self.rails[r.0 as usize].closed)))
+    }
+
+    /// Why no message can come from `peer` (see [`Self::source_is_lost`]).
+    #[cold]
+    #[inline(never)]
+    fn lost_source(&self, peer: Rank) -> RequestError {
+        self.not_a_peer(peer, UsageError::RecvFromSelf).map_or(
+            RequestError::PeerUnreachable { peer },
+            RequestError::Refused,
+        )
     }
 
     /// Posts the next piece of message `key`. With a destination (whose
@@ -366,7 +383,8 @@ impl Engine {
     /// A one-piece tagged receive into `dest` (which may be larger than the
     /// message). The returned request completes with the sender, tag and
     /// length; it is the only one that reports success (the inner match and
-    /// piece requests complete silently, errors aside).
+    /// piece requests complete silently, errors aside). From a rank no
+    /// message can come from, it fails at once, as [`Self::recv_begin`].
     ///
     /// Posted before its message arrives, the receive waits inline in the
     /// channel's queue: the usual one-piece eager

@@ -84,10 +84,21 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn no_rail(&self, peer: Rank) -> UsageError {
+        self.not_a_peer(peer, UsageError::SendToSelf)
+            .unwrap_or(UsageError::NoRail(peer))
+    }
+
+    /// Why `peer` is no peer of this engine, if it is not: this engine's
+    /// own rank (told by `to_self`) or a rank past the job's size.
+    pub(super) fn not_a_peer(
+        &self,
+        peer: Rank,
+        to_self: fn(Rank) -> UsageError,
+    ) -> Option<UsageError> {
         match self.config.size {
-            _ if peer == self.config.rank => UsageError::SendToSelf(peer),
-            Some(size) if peer >= size => UsageError::NotInJob { rank: peer, size },
-            _ => UsageError::NoRail(peer),
+            _ if peer == self.config.rank => Some(to_self(peer)),
+            Some(size) if peer >= size => Some(UsageError::NotInJob { rank: peer, size }),
+            _ => None,
         }
     }
 

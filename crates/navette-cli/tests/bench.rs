@@ -158,16 +158,55 @@ fn indexed_measures_both_blocks() {
 }
 
 #[test]
+fn indexed_refuses_a_block_too_large_for_its_head() {
+    let config = BenchConfig {
+        sizes: vec![8, usize::MAX],
+        ..config(Pattern::Indexed)
+    };
+    let err = bench::cases(&config).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            bench::BenchError::Size {
+                pattern: "indexed",
+                size: usize::MAX,
+                limit: bench::SizeLimit::Overflow {
+                    header: bench::indexed::HEAD
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("too large"), "{err}");
+}
+
+#[test]
 fn series_counts_are_checked() {
     for segments in [0, bench::multiseg::MAX_SEGMENTS + 1] {
         let config = BenchConfig {
             segments: vec![8, segments],
             ..config(Pattern::Multiseg)
         };
-        assert!(matches!(
-            bench::cases(&config),
-            Err(bench::BenchError::Setup(_))
-        ));
+        let err = bench::cases(&config).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                bench::BenchError::Count {
+                    pattern: "multiseg",
+                    count,
+                    max: bench::multiseg::MAX_SEGMENTS,
+                    ..
+                } if count == segments
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{segments} segments per series: multiseg takes 1 to"
+            )),
+            "{err}"
+        );
     }
 }
 
@@ -219,9 +258,24 @@ fn migrate_ships_a_task_back_and_forth() {
             sizes: vec![650, bad],
             ..config.clone()
         };
+        let err = bench::cases(&refused).unwrap_err();
         assert!(
-            matches!(bench::cases(&refused), Err(bench::BenchError::Setup(ref why)) if why.contains(&bad.to_string())),
-            "a state of {bad} bytes"
+            matches!(
+                err,
+                bench::BenchError::Size {
+                    pattern: "migrate",
+                    size,
+                    limit: bench::SizeLimit::Range { .. },
+                    ..
+                } if size == bad
+            ),
+            "a state of {bad} bytes: {err:?}"
+        );
+        assert!(
+            err.to_string().contains(&format!(
+                "a task state of {bad} bytes: from 25 (its header)"
+            )),
+            "{err}"
         );
     }
 }
@@ -251,11 +305,25 @@ fn rpc_rate_counts_calls_of_every_thread_count() {
     assert_eq!(json[2]["pattern"], "rpc_rate");
     assert!(json[2]["rate_per_s"].as_f64().is_some());
     assert!(bench::table_header(&config).contains("calls/s"));
-    let bad = BenchConfig {
-        threads: vec![0],
-        ..config
-    };
-    assert!(bench::cases(&bad).is_err());
+    for threads in [0, bench::MAX_THREADS + 1] {
+        let bad = BenchConfig {
+            threads: vec![1, threads],
+            ..config.clone()
+        };
+        let err = bench::cases(&bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                bench::BenchError::Count {
+                    pattern: "rpc_rate",
+                    what: "client threads",
+                    count,
+                    ..
+                } if count == threads
+            ),
+            "{err:?}"
+        );
+    }
 }
 
 #[test]

@@ -98,8 +98,14 @@ pub struct BenchArgs {
 pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchError> {
     let sizes = match &args.sizes {
         Some(sizes) => sizes.0.clone(),
-        None => crate::sizes::parse_sizes(args.pattern.default_sizes())
-            .map_err(|e| BenchError::Setup(format!("default sizes: {e}")))?,
+        None => {
+            let list = args.pattern.default_sizes();
+            crate::sizes::parse_sizes(list).map_err(|source| BenchError::DefaultSizes {
+                pattern: args.pattern.name(),
+                list,
+                source,
+            })?
+        }
     };
     let mut config = BenchConfig {
         pattern: args.pattern,
@@ -156,7 +162,10 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
     if let (0, Some(path)) = (rank, &args.json) {
         BenchOutput::new(document::rows(&config, &figures))
             .write(path)
-            .map_err(|e| BenchError::Setup(format!("cannot write {}: {e}", path.display())))?;
+            .map_err(|source| BenchError::WriteJson {
+                path: path.clone(),
+                source,
+            })?;
         writeln!(out, "Wrote {}", path.display()).map_err(BenchError::Output)?;
     }
     Ok(None)
@@ -247,8 +256,7 @@ fn progress_bar(rank: u32, cases: usize) -> indicatif::ProgressBar {
 /// Starts two ranks of this very command with the embedded launcher and
 /// returns the job's exit code.
 fn self_launch() -> Result<i32, BenchError> {
-    let program = std::env::current_exe()
-        .map_err(|e| BenchError::Setup(format!("cannot find the navette executable: {e}")))?;
+    let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let mut command: Vec<OsString> = vec![program.into_os_string()];
     command.extend(std::env::args_os().skip(1));
     let args = crate::run::RunArgs {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use navette::{Gate, Node, ReceiveMode, SendMode};
 
-use super::{BenchError, Role, TAG, pattern, zeroed};
+use super::{BenchError, Role, SizeLimit, TAG, pattern, zeroed};
 
 /// Bytes of the first block.
 pub const HEAD: usize = 64;
@@ -42,9 +42,12 @@ pub(super) fn navette_indexed(
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
-    let large = size
-        .checked_sub(HEAD)
-        .ok_or_else(|| BenchError::Setup(format!("indexed: {size} bytes is under {HEAD}")))?;
+    let large = size.checked_sub(HEAD).ok_or(BenchError::Size {
+        pattern: "indexed",
+        what: "a message",
+        size,
+        limit: SizeLimit::UnderHeader { header: HEAD },
+    })?;
     let gate = role.peer(node);
     // Four separate allocations: what goes out, what comes in.
     let (head_out, body_out) = (pattern(HEAD, size, 0)?, pattern(large, size, 1)?);

@@ -18,6 +18,7 @@ pub mod multiseg;
 pub mod raw_tcp;
 mod rpc;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -189,9 +190,92 @@ pub enum BenchError {
         #[source]
         source: std::collections::TryReserveError,
     },
-    /// Setting up failed.
-    #[error("{0}")]
-    Setup(String),
+    /// The pattern's built-in default sizes do not parse. They are
+    /// constants, so this is a bug in navette, not in the command line.
+    #[error("{pattern}: default sizes {list:?}: {source}")]
+    DefaultSizes {
+        /// The pattern.
+        pattern: &'static str,
+        /// The default size list, as written in the source.
+        list: &'static str,
+        /// Why it does not parse.
+        #[source]
+        source: crate::sizes::SizeError,
+    },
+    /// Writing the benchmark output JSON document failed.
+    #[error("cannot write {path}: {source}")]
+    WriteJson {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path of the running navette executable, which the command
+    /// starts its own two ranks with, is unknown.
+    #[error("cannot find the navette executable: {0}")]
+    Executable(#[source] std::io::Error),
+    /// The address that rank 1 published for the raw TCP baseline is not a
+    /// socket address.
+    #[error("bad baseline address {address:?}: {source}")]
+    BaselineAddress {
+        /// What rank 1 published (invalid UTF-8 replaced).
+        address: String,
+        /// Why it does not parse.
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    /// The kernel refused to give the raw TCP baseline's connection the
+    /// congestion control that Navette's connections get.
+    #[error("congestion control {congestion}: {source}")]
+    CongestionRefused {
+        /// The setting, as given for the tcp driver.
+        congestion: Congestion,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A count per case (multiseg's segments, rpc_rate's client threads)
+    /// outside 1 to `max`.
+    #[error("{count} {what}: {pattern} takes 1 to {max} {what}")]
+    Count {
+        /// The pattern.
+        pattern: &'static str,
+        /// What is counted: `"segments per series"` or `"client threads"`.
+        what: &'static str,
+        /// The count refused.
+        count: usize,
+        /// The most the pattern takes.
+        max: usize,
+    },
+    /// A size that the pattern cannot take.
+    #[error("{pattern}: {what} of {size} bytes: {limit}")]
+    Size {
+        /// The pattern.
+        pattern: &'static str,
+        /// What has the size, as `"a task state"`.
+        what: &'static str,
+        /// The size refused, in bytes.
+        size: usize,
+        /// The bound it breaks.
+        limit: SizeLimit,
+    },
+    /// Multiseg has no channel number left for a segment (channels are
+    /// numbered in 16 bits, and segment k takes channel k + 1).
+    #[error("multiseg: segment {segment}: no channel number left")]
+    NoChannel {
+        /// The segment's index in its series, from 0.
+        segment: usize,
+    },
+    /// The benchmark's own code failed, not Navette nor the settings: a
+    /// bug in navette.
+    #[error("internal failure of the benchmark, {pattern}: {what}")]
+    Internal {
+        /// The pattern.
+        pattern: &'static str,
+        /// What went wrong, as `"a client thread panicked"`.
+        what: &'static str,
+    },
     /// A received message was not the one sent.
     #[error("{pattern} {implementation} size {size}: received data differs from what was sent")]
     Corrupt {
@@ -202,6 +286,42 @@ pub enum BenchError {
         /// The size.
         size: usize,
     },
+}
+
+/// The bound that a refused size breaks ([`BenchError::Size`]). Each is
+/// set by a header that every message or state of the pattern holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SizeLimit {
+    /// Sizes run from `header` bytes to `max` bytes.
+    Range {
+        /// The smallest size: the header alone.
+        header: usize,
+        /// The largest size.
+        max: usize,
+    },
+    /// The size is under the header's bytes, which it must include.
+    UnderHeader {
+        /// The header's bytes.
+        header: usize,
+    },
+    /// The size and the header's bytes added to it overflow a `usize`.
+    Overflow {
+        /// The header's bytes.
+        header: usize,
+    },
+}
+
+impl std::fmt::Display for SizeLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::Range { header, max } => write!(f, "from {header} (its header) to {max} bytes"),
+            Self::UnderHeader { header } => write!(f, "under its {header}-byte header"),
+            Self::Overflow { header } => {
+                write!(f, "too large with the {header}-byte header added")
+            }
+        }
+    }
 }
 
 /// One case's figures: Navette's, and the baseline's if asked for.
@@ -333,10 +453,12 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
                 .iter()
                 .find(|&&s| !(1..=multiseg::MAX_SEGMENTS).contains(&s))
             {
-                return Err(BenchError::Setup(format!(
-                    "{bad} segments: multiseg takes 1 to {} segments per series",
-                    multiseg::MAX_SEGMENTS
-                )));
+                return Err(BenchError::Count {
+                    pattern: config.pattern.name(),
+                    what: "segments per series",
+                    count: bad,
+                    max: multiseg::MAX_SEGMENTS,
+                });
             }
             if let Some(err) = config
                 .segments
@@ -361,16 +483,31 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
             .sizes
             .iter()
             .map(|&large| {
-                large.checked_add(indexed::HEAD).map(plain).ok_or_else(|| {
-                    BenchError::Setup(format!("indexed: a {large}-byte block is too large"))
-                })
+                large
+                    .checked_add(indexed::HEAD)
+                    .map(plain)
+                    .ok_or(BenchError::Size {
+                        pattern: config.pattern.name(),
+                        what: "a block",
+                        size: large,
+                        limit: SizeLimit::Overflow {
+                            header: indexed::HEAD,
+                        },
+                    })
             })
             .collect(),
         Pattern::RpcRate => {
-            if let Some(&bad) = config.threads.iter().find(|&&t| !(1..=256).contains(&t)) {
-                return Err(BenchError::Setup(format!(
-                    "{bad} threads: rpc_rate takes 1 to 256 client threads"
-                )));
+            if let Some(&bad) = config
+                .threads
+                .iter()
+                .find(|&&t| !(1..=MAX_THREADS).contains(&t))
+            {
+                return Err(BenchError::Count {
+                    pattern: config.pattern.name(),
+                    what: "client threads",
+                    count: bad,
+                    max: MAX_THREADS,
+                });
             }
             Ok(config
                 .threads
@@ -387,11 +524,15 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
         Pattern::Migrate => {
             let bad = |&&s: &&usize| !(rpc::TASK_MIN..=rpc::TASK_MAX).contains(&s);
             match config.sizes.iter().find(bad) {
-                Some(bad) => Err(BenchError::Setup(format!(
-                    "migrate: a task state of {bad} bytes: from {} (its header) to {} bytes",
-                    rpc::TASK_MIN,
-                    rpc::TASK_MAX
-                ))),
+                Some(&bad) => Err(BenchError::Size {
+                    pattern: config.pattern.name(),
+                    what: "a task state",
+                    size: bad,
+                    limit: SizeLimit::Range {
+                        header: rpc::TASK_MIN,
+                        max: rpc::TASK_MAX,
+                    },
+                }),
                 None => Ok(config.sizes.iter().copied().map(plain).collect()),
             }
         }
@@ -413,6 +554,9 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
 /// times their size), 4 GiB. Each size is at most
 /// [`crate::sizes::MAX_SIZE`] already.
 pub const MAX_IN_FLIGHT: u64 = 4 << 30;
+
+/// Most client threads of rpc_rate.
+pub const MAX_THREADS: usize = 256;
 
 /// An empty vector with room for `len` bytes (see [`crate::buffers`]).
 fn reserved(len: usize) -> Result<Vec<u8>, BenchError> {
@@ -870,8 +1014,84 @@ pub fn runs(config: &BenchConfig, figures: &[SizeFigures]) -> Vec<BenchRun> {
 mod tests {
     use std::time::Duration;
 
-    use super::{is_pattern, pattern, per_message, split};
+    use super::{BenchError, Pattern, SizeLimit, is_pattern, pattern, per_message, split};
     use crate::buffers::per;
+
+    #[test]
+    fn every_pattern_has_default_sizes_that_parse() {
+        // What makes `BenchError::DefaultSizes` a bug rather than a user's
+        // mistake.
+        for &p in <Pattern as clap::ValueEnum>::value_variants() {
+            let list = p.default_sizes();
+            assert!(
+                crate::sizes::parse_sizes(list).is_ok(),
+                "{}: {list}",
+                p.name()
+            );
+        }
+    }
+
+    #[test]
+    fn setup_errors_say_what_they_carry() {
+        let io = || std::io::Error::other("refused here");
+        let cases = [
+            (
+                BenchError::WriteJson {
+                    path: "/out/bench.json".into(),
+                    source: io(),
+                },
+                "cannot write /out/bench.json: refused here",
+            ),
+            (
+                BenchError::Executable(io()),
+                "cannot find the navette executable: refused here",
+            ),
+            (
+                BenchError::BaselineAddress {
+                    address: "nowhere".into(),
+                    source: "nowhere"
+                        .parse::<std::net::SocketAddr>()
+                        .expect_err("not an address"),
+                },
+                "bad baseline address \"nowhere\": invalid socket address syntax",
+            ),
+            (
+                BenchError::CongestionRefused {
+                    congestion: "loopback:reno".parse().expect("a setting"),
+                    source: io(),
+                },
+                "congestion control loopback:reno: refused here",
+            ),
+            (
+                BenchError::Size {
+                    pattern: "indexed",
+                    what: "a message",
+                    size: 10,
+                    limit: SizeLimit::UnderHeader { header: 64 },
+                },
+                "indexed: a message of 10 bytes: under its 64-byte header",
+            ),
+            (
+                BenchError::NoChannel { segment: 65535 },
+                "multiseg: segment 65535: no channel number left",
+            ),
+            (
+                BenchError::Internal {
+                    pattern: "rpc_rate",
+                    what: "a client thread panicked",
+                },
+                "internal failure of the benchmark, rpc_rate: a client thread panicked",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+            // The cause is in the message, and still reachable as a source
+            // for whoever walks the chain.
+            if let Some(source) = std::error::Error::source(&err) {
+                assert!(text.ends_with(&source.to_string()), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn huge_counts_divide_without_overflow() {

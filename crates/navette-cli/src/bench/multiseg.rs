@@ -34,8 +34,7 @@ pub const MAX_SEGMENTS: usize = 1024;
 
 /// The gate and tag of segment `k` towards `peer`.
 fn flow(k: usize, peer: navette::Rank) -> Result<(Gate, u64), BenchError> {
-    let channel = u16::try_from(k + 1)
-        .map_err(|_| BenchError::Setup(format!("segment {k}: no channel number left")))?;
+    let channel = u16::try_from(k + 1).map_err(|_| BenchError::NoChannel { segment: k })?;
     Ok((Gate::new(ChannelId(channel), peer), k as u64))
 }
 

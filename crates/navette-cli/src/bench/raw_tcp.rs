@@ -37,10 +37,14 @@ impl RawTcp {
             }
             Role::Client => {
                 bootstrap.fence()?;
-                let addr = bootstrap.get(1, KEY)?;
-                let addr: SocketAddr = String::from_utf8_lossy(&addr)
-                    .parse()
-                    .map_err(|e| BenchError::Setup(format!("bad baseline address: {e}")))?;
+                let published = bootstrap.get(1, KEY)?;
+                let address = String::from_utf8_lossy(&published);
+                let addr = address.parse::<SocketAddr>().map_err(|source| {
+                    BenchError::BaselineAddress {
+                        address: address.into_owned(),
+                        source,
+                    }
+                })?;
                 TcpStream::connect(addr).map_err(BenchError::RawTcp)?
             }
         };
@@ -52,7 +56,10 @@ impl RawTcp {
         let peer = setup(&stream).map_err(BenchError::RawTcp)?;
         congestion
             .apply(&stream, peer.ip())
-            .map_err(|e| BenchError::Setup(format!("congestion control {congestion}: {e}")))?;
+            .map_err(|source| BenchError::CongestionRefused {
+                congestion: congestion.clone(),
+                source,
+            })?;
         Ok(Self { stream })
     }
 

@@ -246,8 +246,10 @@ pub(super) fn navette_rpc_rate(
         workers
             .into_iter()
             .map(|w| {
-                w.join()
-                    .map_err(|_| BenchError::Setup("an rpc_rate thread panicked".into()))?
+                w.join().map_err(|_| BenchError::Internal {
+                    pattern: "rpc_rate",
+                    what: "a client thread panicked",
+                })?
             })
             .collect::<Result<Vec<Instant>, BenchError>>()
     })?;
@@ -337,10 +339,10 @@ fn arrive(services: &Services, call: Call<'_>) -> HandlerResult {
 /// records its hop.
 fn start_next(node: &Node, services: &Services, task: &mut Task) -> Result<(), BenchError> {
     node.serve_until(|| !services.arrived.is_empty())?;
-    let arrived = services
-        .arrived
-        .pop()
-        .ok_or_else(|| BenchError::Setup("a task vanished from the run queue".into()))?;
+    let arrived = services.arrived.pop().ok_or(BenchError::Internal {
+        pattern: "migrate",
+        what: "a task vanished from the run queue",
+    })?;
     let previous = std::mem::replace(task, Task { bytes: arrived });
     if !task.follows(&previous) {
         return Err(corrupt("migrate", task.bytes.len()));

@@ -218,6 +218,7 @@ impl Node {
     /// [`ChannelId::RPC`] is refused ([`crate::UsageError::ReservedChannel`]).
     pub fn begin_packing<'a>(&self, gate: Gate, tag: u64) -> Result<Packing<'_, 'a>> {
         crate::node::user_channel(gate.channel)?;
+        self.core().running()?;
         // As for an RPC (`with_rpc_packing`).
         self.ready_to_push(gate.peer);
         let (out, copy_below) = number(self, gate, tag, &mut None)?;

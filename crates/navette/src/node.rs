@@ -521,8 +521,8 @@ pub struct NodeCore {
     /// RPC services and calls, from the first registration or call on.
     pub(crate) rpc: OnceLock<crate::rpc::Rpc>,
     /// Where [`Node::finalize`] stands: [`RUNNING`], [`FINALIZING`] or
-    /// [`FINALIZED`]. Read on each round of progress, which fails once
-    /// the node is finalized.
+    /// [`FINALIZED`]. Read on each round of progress, send and call,
+    /// which fail once the node is finalized ([`Self::running`]).
     pub(crate) life: AtomicU8,
 }
 
@@ -605,6 +605,18 @@ impl NodeCore {
     #[inline]
     pub(crate) fn sends_at_once(&self) -> bool {
         self.isend_tries_at_once(usize::MAX)
+    }
+
+    /// Refuses what would start on a finalized node (see
+    /// [`Node::finalize`]): a round of progress, a send, a call. One
+    /// relaxed load: `life` changes only at finalize, and what races with
+    /// it breaks finalize's rule that no handle starts anything meanwhile.
+    #[inline]
+    pub(crate) fn running(&self) -> Result<(), navette_core::UsageError> {
+        if self.life.load(Ordering::Relaxed) == FINALIZED {
+            return Err(navette_core::UsageError::Finalized);
+        }
+        Ok(())
     }
 
     pub(crate) fn mark_dirty(&self) {
@@ -779,9 +791,7 @@ impl Node {
     /// any of its handles), fails with [`navette_core::UsageError::Finalized`],
     /// and so does every wait, test or call that needs progress.
     pub fn progress(&self) -> Result<bool> {
-        if self.core.life.load(Ordering::Relaxed) == FINALIZED {
-            return Err(navette_core::UsageError::Finalized.into());
-        }
+        self.core.running()?;
         let moved = self.core.driver.progress(&self.core)?;
         if let Some(rpc) = self.core.rpc.get() {
             rpc.dispatch(self);

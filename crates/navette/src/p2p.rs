@@ -472,7 +472,8 @@ impl Node {
     /// receive. So are, by every send, a rank outside the job
     /// ([`UsageError::NotInJob`]) and this rank itself
     /// ([`UsageError::SendToSelf`]); a lost peer of the job gets
-    /// [`UsageError::NoRail`].
+    /// [`UsageError::NoRail`]. On a finalized node every send fails with
+    /// [`UsageError::Finalized`].
     pub fn isend(
         &self,
         gate: Gate,
@@ -546,6 +547,7 @@ impl Node {
     ) -> Result<R> {
         crate::node::user_channel(gate.channel)?;
         let core = self.core();
+        core.running()?;
         let bytes = data.bytes();
         // The usual small send: into its peer's open packet, with no call
         // to the driver and none of the rest of the paths in the frame.
@@ -738,6 +740,7 @@ impl Node {
     /// Sends `data` and returns once it has left `data`'s memory.
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
         crate::node::user_channel(gate.channel)?;
+        self.core().running()?;
         // A small message to an idle rail may leave at once (shm, tcp).
         if let Some(sent) = self.send_at_once(gate, tag, data, Then::Waits) {
             return sent;

@@ -289,10 +289,8 @@ impl Node {
     ///
     /// A second finalize (through another handle) fails at once with
     /// [`UsageError::Finalized`](crate::UsageError::Finalized), and so
-    /// does, afterwards, anything on any handle that needs a round of
-    /// progress: waits, tests, blocking calls, serving. A small send that
-    /// leaves at once needs none: written after finalize, it is lost if
-    /// its peer has finalized too.
+    /// does, afterwards, anything on any handle that sends or needs a
+    /// round of progress: sends, RPC calls, waits, tests, serving.
     pub fn finalize(self) -> Result<()> {
         use crate::node::{FINALIZED, FINALIZING, RUNNING};
         let life = &self.core().life;

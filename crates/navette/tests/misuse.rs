@@ -183,11 +183,11 @@ fn the_tcp_driver_refuses_sends_and_receives_outside_the_job() {
 }
 
 /// A node finalized through one handle refuses a second finalize, and
-/// anything that would wait on its other handles, at once: the second
-/// finalize waited in a fence no other rank would join, and a receive
-/// for ever.
+/// anything that would wait or send on its other handles, at once: the
+/// second finalize waited in a fence no other rank would join, a receive
+/// for ever, and a small send was written where no one would read it.
 #[test]
-fn a_finalized_node_refuses_what_would_wait() {
+fn a_finalized_node_refuses_what_would_wait_or_send() {
     let mut id = [0u8; 8];
     getrandom::fill(&mut id).expect("random bytes");
     let ranks = LocalBootstrap::job(2, u64::from_le_bytes(id), [0x5b; JOB_KEY_LEN]);
@@ -209,6 +209,9 @@ fn a_finalized_node_refuses_what_would_wait() {
                 let irecv = other.irecv(other.gate(peer), 2u64, vec![0; 8]).wait();
                 finalized("irecv", usage("irecv", irecv));
                 finalized("progress", usage("progress", other.progress()));
+                // A small send would leave at once, with no progress: it
+                // is refused all the same, as every way of sending is.
+                every_send_is_refused(&other, peer, &UsageError::Finalized);
                 finalized("finalize", usage("finalize", other.finalize()));
             });
         }

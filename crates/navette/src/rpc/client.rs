@@ -156,6 +156,7 @@ impl Node {
         lend: bool,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<(CallRequest<'_>, Sent<'_, 'a>)> {
+        self.core().running()?;
         let call = self.rpc().next_call();
         // The reply's receive is made before the call leaves, under the
         // lock that numbers or writes it: a reply is never unexpected,
@@ -222,6 +223,7 @@ impl Node {
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<()> {
+        self.core().running()?;
         let service = service.into();
         let call = self.rpc().next_call();
         let tag = wire::call_tag(service.id());

@@ -584,16 +584,18 @@ impl<'n, 'a> Packing<'n, 'a> {
                     OutData::Inline(start, len) => {
                         Handed::Owned(copies[start..start + len].to_vec(), 2 * len)
                     }
-                    OutData::Small(data) => Handed::Owned(data.to_vec(), data.len()),
-                    // Packed before the threshold was known (`Out::Deferred`).
+                    // Lent unless small (packed before the threshold was
+                    // known, `Out::Deferred`) or the message may not lend.
                     OutData::Borrowed(data)
-                        if piece.send == SendMode::Cheaper && data.len() < copy_below =>
+                        if may_lend
+                            && (piece.send != SendMode::Cheaper || data.len() >= copy_below) =>
                     {
+                        Handed::Lent(data)
+                    }
+                    OutData::Small(data) | OutData::Borrowed(data) => {
                         Handed::Owned(data.to_vec(), data.len())
                     }
-                    OutData::Borrowed(data) if may_lend => Handed::Lent(data),
                     OutData::Cells(data) if may_lend => Handed::Cells(data),
-                    OutData::Borrowed(data) => Handed::Owned(data.to_vec(), data.len()),
                     OutData::Cells(data) => {
                         let copy: Vec<u8> = data.iter().map(Cell::get).collect();
                         let len = copy.len();

@@ -147,6 +147,13 @@ impl Node {
         request.wait_lending(sent)
     }
 
+    /// The number of a new call, which a finalized node refuses
+    /// ([`crate::UsageError::Finalized`]).
+    fn next_call(&self) -> Result<u64> {
+        self.core().running()?;
+        Ok(self.rpc().next_call())
+    }
+
     /// Sends a call: its request, its arguments not yet waited for (none
     /// lent unless `lend`, see [`Packing::copy_what_it_would_lend`]).
     fn begin_call<'a>(
@@ -156,8 +163,7 @@ impl Node {
         lend: bool,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<(CallRequest<'_>, Sent<'_, 'a>)> {
-        self.core().running()?;
-        let call = self.rpc().next_call();
+        let call = self.next_call()?;
         // The reply's receive is made before the call leaves, under the
         // lock that numbers or writes it: a reply is never unexpected,
         // unless its call was abandoned. It waits outside the engine if it
@@ -223,9 +229,8 @@ impl Node {
         service: impl Into<ServiceName>,
         pack: impl FnOnce(&mut Packing<'_, 'a>) -> Result<()>,
     ) -> Result<()> {
-        self.core().running()?;
+        let call = self.next_call()?;
         let service = service.into();
-        let call = self.rpc().next_call();
         let tag = wire::call_tag(service.id());
         self.with_rpc_packing(peer, tag, None, |msg| {
             finish_call(msg, &service, call, true, pack)?.wait()

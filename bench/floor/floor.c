@@ -3,6 +3,7 @@
  *
  *   floor [-c CORE_A,CORE_B] SIZE...
  *   floor [-c CORE_A,CORE_B] series -s SEGMENTS[,SEGMENTS...] SIZE...
+ *   floor [-c CORE_A,CORE_B] indexed LARGE...
  *   floor [-c CORE_A,CORE_B] cores
  *
  * cacheline: two threads pinned to CORE_A and CORE_B pass one 64-byte cache
@@ -30,6 +31,22 @@
  * pages, 64 to a ring. One-way time = round trip / 2, best of 3 series
  * after a warm-up. A series too large for a cell of 1 MiB is left out.
  *
+ * indexed: the floor of indexed over shared memory for an implementation
+ * that copies the large block zero times itself, as the comparison asks
+ * of navette: only the kernel moves it, by a single copy between the two
+ * processes' memories (process_vm_readv / process_vm_writev). Two
+ * processes (fork) on CORE_A and CORE_B pass a message of a 64-byte head
+ * and a LARGE-byte block in separate memory back and forth. The sender
+ * writes the head and its block's address into a shared mailbox, stamp
+ * last. Whole: the receiver copies the head out, reads the block with one
+ * process_vm_readv and acknowledges (off the round trip's path, as the
+ * reply says the same). Shared: the receiver posts where the block's
+ * second half goes, reads the first half while the sender writes the
+ * second (process_vm_writev), then waits for the sender's word that it
+ * is written: each copies half, on its core. The fastest of the two is
+ * printed. One-way time = round trip / 2, best of 3 series after a
+ * warm-up; the received blocks are checked once per size.
+ *
  * cores: how many instructions each of CORE_A and CORE_B runs now: one
  * thread pinned to each in turn runs a loop of independent additions
  * (four chains, eight a turn) and reports additions per nanosecond, best
@@ -46,19 +63,28 @@
  *   cacheline size=64 iterations=<round trips> latency_us=<one-way µs>
  *   memcpy size=<bytes> iterations=<copies> latency_us=<µs per copy> bandwidth_mbps=<MB/s>
  *   segments=<S> size=<bytes per segment> iterations=<round trips> latency_us=<one-way µs> bandwidth_mbps=<MB/s>
- * (the last as bench/mpi/multiseg.c prints it), and with `cores`
+ * (the last as bench/mpi/multiseg.c prints it), with `indexed`
+ *   size=<64+LARGE> head=64 large=<LARGE> iterations=<round trips> latency_us=<one-way µs> bandwidth_mbps=<MB/s>
+ * (as bench/mpi/indexed.c prints it), and with `cores`
  *   core core=<id> adds_per_ns=<additions per ns, alone> together=<the same, both at once>
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../counts.h"
 
@@ -472,6 +498,235 @@ static int series_main(int argc, char **argv, int first)
     return 0;
 }
 
+/* ---- indexed: the floor of a message whose large block only the kernel
+ * copies ---- */
+
+#define HEAD 64
+
+/* One direction's mailbox, in memory both processes map. Each word on
+ * lines of its own: the sender writes `req` (and what it publishes), the
+ * receiver `cts` and `ack`, the sender `done`. */
+struct mailbox {
+    _Alignas(128) _Atomic uint64_t req;
+    uint64_t src;
+    unsigned char head[HEAD];
+    _Alignas(128) _Atomic uint64_t cts;
+    uint64_t dst;
+    _Alignas(128) _Atomic uint64_t done;
+    _Alignas(128) _Atomic uint64_t ack;
+};
+
+enum { WHOLE, SHARED };
+
+static struct {
+    size_t large;
+    long round_trips;
+    int variant;
+    pid_t pids[2];
+    struct mailbox *to[2]; /* to[s]: the mailbox of messages sent to side s */
+    unsigned char *send_head, *send_large, *recv_head, *recv_large;
+} indexed_run;
+
+static unsigned char indexed_byte(int from, int block, size_t i)
+{
+    return (unsigned char)((i * 31) ^ (size_t)(from * 77) ^ (size_t)(block * 101));
+}
+
+static void wait_for(_Atomic uint64_t *word, uint64_t value)
+{
+    while (atomic_load_explicit(word, memory_order_acquire) != value)
+        __builtin_ia32_pause();
+}
+
+/* Moves `len` bytes between `local` and `remote` in process `pid`, by the
+ * kernel: a read, or a write when `write` is set. Exits on failure. */
+static void kernel_copy(pid_t pid, void *local, uint64_t remote, size_t len, int write)
+{
+    while (len > 0) {
+        struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
+        ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+                          : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            perror(write ? "floor: process_vm_writev" : "floor: process_vm_readv");
+            exit(1);
+        }
+        local = (char *)local + n;
+        remote += (uint64_t)n;
+        len -= (size_t)n;
+    }
+}
+
+/* Message `n` from side `me` to the other side. */
+static void indexed_send(int me, uint64_t n)
+{
+    struct mailbox *box = indexed_run.to[1 - me];
+    /* The block of message n - 1 was read (the reply came after it, so
+     * this never waits). */
+    wait_for(&box->ack, n - 1);
+    box->src = (uint64_t)(uintptr_t)indexed_run.send_large;
+    memcpy(box->head, indexed_run.send_head, HEAD);
+    atomic_store_explicit(&box->req, n, memory_order_release);
+    if (indexed_run.variant == SHARED) {
+        size_t half = indexed_run.large / 2;
+        wait_for(&box->cts, n);
+        kernel_copy(indexed_run.pids[1 - me], indexed_run.send_large + half, box->dst,
+                    indexed_run.large - half, 1);
+        atomic_store_explicit(&box->done, n, memory_order_release);
+    }
+}
+
+/* Message `n` to side `me`, complete on return. */
+static void indexed_recv(int me, uint64_t n)
+{
+    struct mailbox *box = indexed_run.to[me];
+    pid_t peer = indexed_run.pids[1 - me];
+    wait_for(&box->req, n);
+    memcpy(indexed_run.recv_head, box->head, HEAD);
+    if (indexed_run.variant == SHARED) {
+        size_t half = indexed_run.large / 2;
+        box->dst = (uint64_t)(uintptr_t)(indexed_run.recv_large + half);
+        atomic_store_explicit(&box->cts, n, memory_order_release);
+        kernel_copy(peer, indexed_run.recv_large, box->src, half, 0);
+        wait_for(&box->done, n);
+    } else {
+        kernel_copy(peer, indexed_run.recv_large, box->src, indexed_run.large, 0);
+    }
+    atomic_store_explicit(&box->ack, n, memory_order_release);
+}
+
+/* Checks the last message side `me` received from the other side. */
+static void indexed_check(int me)
+{
+    int from = 1 - me;
+    for (size_t i = 0; i < HEAD; i++)
+        if (indexed_run.recv_head[i] != indexed_byte(from, 0, i)) {
+            fprintf(stderr, "floor: a received head differs from what was sent\n");
+            exit(1);
+        }
+    for (size_t i = 0; i < indexed_run.large; i++)
+        if (indexed_run.recv_large[i] != indexed_byte(from, 1, i)) {
+            fprintf(stderr, "floor: a received block differs from what was sent\n");
+            exit(1);
+        }
+}
+
+/* The best one-way time of `variant` (best of 3 after a warm-up): side 0
+ * here, side 1 in a child process. */
+static double indexed_variant(int variant)
+{
+    indexed_run.variant = variant;
+    for (int s = 0; s < 2; s++)
+        memset(indexed_run.to[s], 0, sizeof *indexed_run.to[s]);
+    long trips = indexed_run.round_trips;
+    indexed_run.pids[0] = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+        perror("floor: fork");
+        exit(1);
+    }
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pin(cores[1]);
+        indexed_run.pids[1] = getpid();
+        memset(indexed_run.recv_large, 0, indexed_run.large);
+        for (size_t i = 0; i < indexed_run.large; i++)
+            indexed_run.send_large[i] = indexed_byte(1, 1, i);
+        for (size_t i = 0; i < HEAD; i++)
+            indexed_run.send_head[i] = indexed_byte(1, 0, i);
+        for (uint64_t n = 1; n <= (uint64_t)(4 * trips); n++) {
+            indexed_recv(1, n);
+            indexed_send(1, n);
+        }
+        indexed_check(1);
+        _exit(0);
+    }
+    indexed_run.pids[1] = child;
+    pin(cores[0]);
+    double best = 1e30;
+    uint64_t n = 0;
+    for (int round = 0; round < 4; round++) {
+        double start = now();
+        for (long i = 0; i < trips; i++) {
+            n++;
+            indexed_send(0, n);
+            indexed_recv(0, n);
+        }
+        double one_way = (now() - start) / (2.0 * (double)trips);
+        if (round > 0 && one_way < best) /* the first is a warm-up */
+            best = one_way;
+    }
+    indexed_check(0);
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "floor: the indexed peer process failed\n");
+        exit(1);
+    }
+    return best;
+}
+
+static void indexed(size_t large)
+{
+    size_t size = HEAD + large;
+    indexed_run.large = large;
+    indexed_run.round_trips = clamp((long)((256UL << 20) / size), 8, 25000);
+    indexed_run.send_head = pages(HEAD);
+    indexed_run.recv_head = pages(HEAD);
+    indexed_run.send_large = pages(large);
+    indexed_run.recv_large = pages(large);
+    if (!indexed_run.send_head || !indexed_run.recv_head || !indexed_run.send_large ||
+        !indexed_run.recv_large) {
+        perror("floor: indexed memory");
+        exit(1);
+    }
+    for (size_t i = 0; i < large; i++)
+        indexed_run.send_large[i] = indexed_byte(0, 1, i);
+    for (size_t i = 0; i < HEAD; i++)
+        indexed_run.send_head[i] = indexed_byte(0, 0, i);
+    double best = indexed_variant(WHOLE);
+    double shared = indexed_variant(SHARED);
+    if (shared < best)
+        best = shared;
+    printf("size=%zu head=%d large=%zu iterations=%ld latency_us=%.4f bandwidth_mbps=%.2f\n", size,
+           HEAD, large, indexed_run.round_trips, best * 1e6, (double)size / best / 1e6);
+    fflush(stdout);
+    free(indexed_run.send_head);
+    free(indexed_run.recv_head);
+    free(indexed_run.send_large);
+    free(indexed_run.recv_large);
+}
+
+static int indexed_main(int argc, char **argv, int first)
+{
+    if (first >= argc) {
+        fprintf(stderr, "usage: floor [-c CORE_A,CORE_B] indexed LARGE...\n");
+        return 2;
+    }
+    /* A peer may read and write this process's memory under Yama's
+     * restricted ptrace too (without Yama, the call fails harmlessly). */
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+    void *shared = mmap(NULL, 2 * sizeof(struct mailbox), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) {
+        perror("floor: mmap");
+        return 1;
+    }
+    indexed_run.to[0] = shared;
+    indexed_run.to[1] = (struct mailbox *)shared + 1;
+    for (int a = first; a < argc; a++) {
+        char *end;
+        long large = strtol(argv[a], &end, 10);
+        if (end == argv[a] || *end != '\0' || large < 2 || large > (1L << 30)) {
+            fprintf(stderr, "floor: bad size %s (2 bytes to 1 GiB)\n", argv[a]);
+            return 2;
+        }
+        indexed((size_t)large);
+    }
+    munmap(shared, 2 * sizeof(struct mailbox));
+    return 0;
+}
+
 /* Additions per nanosecond on the calling thread's core: best of 5 series
  * of `turns` turns of 8 independent additions. */
 static double adds_per_ns(long turns)
@@ -547,6 +802,8 @@ int main(int argc, char **argv)
     }
     if (first < argc && strcmp(argv[first], "series") == 0)
         return series_main(argc, argv, first + 1);
+    if (first < argc && strcmp(argv[first], "indexed") == 0)
+        return indexed_main(argc, argv, first + 1);
     if (first < argc && strcmp(argv[first], "cores") == 0)
         return cores_main();
     double one_way = cacheline();

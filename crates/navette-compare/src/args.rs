@@ -141,6 +141,15 @@ multiseg and indexed, navette beside both MPIs:
              least the pattern needs on this host. A note gives the faster
              MPI's µs / floor's µs: about the most any implementation could
              reach.
+             (indexed over shm) bench/floor/floor.c indexed: the same
+             message between two processes on cores 0 and 1, its large
+             block moved only by the kernel's single copy (the head and the
+             block's address through shared memory, then one
+             process_vm_readv by the receiver, or the two halves read and
+             written at once by both sides, whichever is faster): about the
+             least an implementation that copies the large block zero times
+             itself needs on this host. Its note gives the faster MPI's µs /
+             floor's µs.
 
 The table gives each one-way time and how many times faster navette is than
 each MPI and than the faster of the two (MPI µs / navette µs: above 1

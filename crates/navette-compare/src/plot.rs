@@ -66,7 +66,7 @@ fn color(implementation: &str) -> RGBColor {
         imp::MPICH => RGBColor(140, 86, 75),
         imp::UCX => RGBColor(44, 160, 44),
         imp::RAW_TCP => RGBColor(255, 127, 14),
-        imp::MEMCPY | imp::CACHELINE | imp::SERIES_FLOOR => RGBColor(110, 110, 110),
+        imp::MEMCPY | imp::CACHELINE | imp::PATTERN_FLOOR => RGBColor(110, 110, 110),
         _ => RGBColor(148, 103, 189),
     }
 }

@@ -29,9 +29,10 @@ pub mod implementation {
     pub const CACHELINE: &str = "cacheline";
     /// Single-thread memcpy.
     pub const MEMCPY: &str = "memcpy";
-    /// The floor of a multiseg series over shared memory, written plainly
-    /// in C (`bench/floor/floor.c series`).
-    pub const SERIES_FLOOR: &str = "floor";
+    /// A pattern's floor over shared memory, written plainly in C
+    /// (`bench/floor/floor.c`: `series` for multiseg, `indexed` for
+    /// indexed).
+    pub const PATTERN_FLOOR: &str = "floor";
     /// The peers navette is ranked against in the ratios of pingpong.
     pub const PEERS: [&str; 2] = [OPENMPI, UCX];
     /// The peers of multiseg and indexed: the two MPIs.

@@ -346,16 +346,29 @@ pub fn render_vs_mpi(view: &View<'_>, skipped: &[Skip], notes: &[String]) -> Str
             floor.join(", ")
         );
     }
-    let series_floor = ceilings(imp::SERIES_FLOOR);
-    if !series_floor.is_empty() {
+    let pattern_floor = ceilings(imp::PATTERN_FLOOR);
+    if !pattern_floor.is_empty() {
+        let (what, most) = if view.pattern == "indexed" {
+            (
+                "the same message between two processes with its large block moved only by \
+                 the kernel (bench/floor/floor.c indexed: the head and the block's address \
+                 through shared memory, then one process_vm_readv, or the block's halves read \
+                 and written at once by both sides, whichever is faster)",
+                "any implementation that copies the large block zero times itself",
+            )
+        } else {
+            (
+                "the same series written plainly between two threads (bench/floor/floor.c \
+                 series: the segments written into ring cells whose stamps go last, each \
+                 matched to its posted receive and copied out)",
+                "any implementation",
+            )
+        };
         let _ = writeln!(
             text,
-            "floor: the same series written plainly between two threads (bench/floor/floor.c \
-             series: the segments written into ring cells whose stamps go last, each matched \
-             to its posted receive and copied out), in turns with the others: about the least \
-             the pattern needs on this host; the faster MPI's µs / floor's µs, about the most \
-             any implementation could reach: {}",
-            series_floor.join(", ")
+            "floor: {what}, in turns with the others: about the least the pattern needs on \
+             this host; the faster MPI's µs / floor's µs, about the most {most} could reach: {}",
+            pattern_floor.join(", ")
         );
     }
     skips_and_notes(&mut text, view, skipped, notes);
@@ -858,7 +871,7 @@ mod tests {
 
     #[test]
     fn multiseg_over_shm_shows_the_floor_of_a_series() {
-        let records = beside_floor(imp::SERIES_FLOOR, [0.8, 1.2, 1.5, 0.3], |tool, lat| {
+        let records = beside_floor(imp::PATTERN_FLOOR, [0.8, 1.2, 1.5, 0.3], |tool, lat| {
             Record {
                 segments: Some(8),
                 ..Record::new("multiseg", "shm", tool, 4, Some(lat), None)
@@ -874,6 +887,29 @@ mod tests {
             "about the most any implementation could reach: 4 4.00",
         );
         assert!(!text.contains("raw-tcp:"), "{text}");
+    }
+
+    #[test]
+    fn indexed_over_shm_shows_the_floor_of_a_message_copied_zero_times() {
+        let size = 64 + (256 << 10);
+        let records = beside_floor(imp::PATTERN_FLOOR, [18.0, 16.0, 21.0, 14.0], |tool, lat| {
+            Record::new("indexed", "shm", tool, size, Some(lat), None)
+        });
+        let view = View::new("indexed", "shm", &records);
+        let text = check_floor_row(
+            &view,
+            "262208",
+            [
+                "262208", "18.00", "16.00", "21.00", "14.00", "0.89", "1.17", "0.89", "openmpi",
+            ],
+            "about the most any implementation that copies the large block zero times itself \
+             could reach: 262208 1.14",
+        );
+        assert!(text.contains("bench/floor/floor.c indexed"), "{text}");
+        assert!(
+            !text.contains("written plainly between two threads"),
+            "{text}"
+        );
     }
 
     #[test]

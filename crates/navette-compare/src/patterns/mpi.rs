@@ -8,7 +8,10 @@
 //!   written plainly) runs after the MPIs in each round;
 //! - indexed: one message made of a 64-byte block and a large block
 //!   (256 KiB by default) in separate memory: pack/unpack in navette, an
-//!   hindexed datatype in MPI; the size is both blocks;
+//!   hindexed datatype in MPI; the size is both blocks; over shm, the
+//!   floor of an implementation that copies the large block zero times
+//!   itself (`bench/floor/floor.c indexed`: the block moved by the
+//!   kernel's single copy alone) runs after the MPIs in each round;
 //! - rpc: a call with an S-byte argument (0, 64, 1K, 16K, 256K, 1M by
 //!   default), two messages each way: an 8-byte header holding S, then the
 //!   body, received into memory chosen after the header; the figure is half
@@ -61,30 +64,48 @@ pub(super) fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
     for mpi in Mpi::ALL {
         measure_mpi(ctx, pattern, mpi, &groups, &mut outcome);
     }
-    if series_floor(ctx, pattern) {
-        measure_series_floor(ctx, &groups, &mut outcome);
+    if has_floor(ctx, pattern) {
+        measure_floor(ctx, pattern, &groups, &mut outcome);
     }
     outcome
 }
 
-/// Whether the round of `pattern` brings the floor of a series: multiseg
+/// Whether the round of `pattern` brings its floor: multiseg and indexed
 /// over shm (over tcp the kernel's path is the floor, and each MPI pays it
-/// per segment).
-fn series_floor(ctx: &Context<'_>, pattern: Pattern) -> bool {
-    pattern == Pattern::Multiseg && ctx.transport == crate::args::Transport::Shm
+/// per message).
+fn has_floor(ctx: &Context<'_>, pattern: Pattern) -> bool {
+    matches!(pattern, Pattern::Multiseg | Pattern::Indexed)
+        && ctx.transport == crate::args::Transport::Shm
 }
 
-/// The floor of a series (`bench/floor/floor.c series`): its rows, in the
-/// MPI programs' format, join the table as `floor`.
-fn measure_series_floor(ctx: &mut Context<'_>, groups: &[Group], outcome: &mut Outcome) {
-    let pattern = Pattern::Multiseg;
-    let name = imp::SERIES_FLOOR;
+/// The floor of `pattern` (`bench/floor/floor.c series` for multiseg,
+/// `indexed` for indexed): its rows, in the MPI programs' format, join
+/// the table as `floor`.
+fn measure_floor(ctx: &mut Context<'_>, pattern: Pattern, groups: &[Group], outcome: &mut Outcome) {
     let turn = Turn {
         pattern,
-        name,
+        name: imp::PATTERN_FLOOR,
         groups,
     };
-    let mut command = floor::series_command(&ctx.programs.floor, ctx.segments, ctx.sizes);
+    let program = &ctx.programs.floor;
+    let command = match pattern {
+        Pattern::Indexed => {
+            let sizes: Vec<usize> = groups
+                .iter()
+                .flat_map(|g| g.sizes.iter().copied())
+                .collect();
+            floor::indexed_command(program, &sizes)
+        }
+        _ => Some(floor::series_command(program, ctx.segments, ctx.sizes)),
+    };
+    let Some(mut command) = command else {
+        let reason = format!(
+            "the floor moves a large block of at least 2 bytes after its {}-byte head",
+            floor::INDEXED_HEAD
+        );
+        turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
+        return;
+    };
     let Some(output) = turn.run(ctx, outcome, &mut command) else {
         return;
     };
@@ -547,12 +568,24 @@ mod tests {
         assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
         assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
         // Over tcp, navette's rpc run brings the raw socket's floor; the
-        // floor of a series comes with multiseg over shm alone.
+        // floors of multiseg and indexed come over shm alone.
         assert!(raw_floor(&ctx, Pattern::Rpc));
-        assert!(!series_floor(&ctx, Pattern::Multiseg));
-        let command = floor::series_command(std::path::Path::new("floor"), &[8, 16], &[4, 64]);
-        let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
-        assert_eq!(args.join(" "), "-c 0,1 series -s 8,16 4 64");
+        assert!(!has_floor(&ctx, Pattern::Multiseg));
+        assert!(!has_floor(&ctx, Pattern::Indexed));
+        let line = |command: std::process::Command| {
+            let args: Vec<_> = command.get_args().map(|a| a.to_string_lossy()).collect();
+            args.join(" ")
+        };
+        let program = std::path::Path::new("floor");
+        let series = floor::series_command(program, &[8, 16], &[4, 64]);
+        assert_eq!(line(series), "-c 0,1 series -s 8,16 4 64");
+        // The indexed floor takes the large blocks of whole messages, whose
+        // head is navette's; a message without a large block has no floor.
+        assert_eq!(floor::INDEXED_HEAD, navette_cli::bench::indexed::HEAD);
+        let indexed = floor::indexed_command(program, &[64 + 1024, 64 + (256 << 10)]).unwrap();
+        assert_eq!(line(indexed), "-c 0,1 indexed 1024 262144");
+        assert!(floor::indexed_command(program, &[64 + 1]).is_none());
+        assert!(floor::indexed_command(program, &[10]).is_none());
         assert!(!raw_floor(&ctx, Pattern::Migrate));
         assert!(!raw_floor(&ctx, Pattern::RpcRate));
         assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);

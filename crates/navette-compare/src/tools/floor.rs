@@ -8,6 +8,12 @@
 //!   `bench/mpi/multiseg.c` prints them, read by
 //!   [`super::mpi::parse_multiseg`]): the floor of a multiseg series, what
 //!   any implementation of the pattern must do, written plainly;
+//! - with `indexed`, `size=… head=64 large=… iterations=… latency_us=… …`
+//!   (as `bench/mpi/indexed.c` prints them, read by
+//!   [`super::mpi::parse_indexed`]): the floor of indexed for an
+//!   implementation that copies the large block zero times itself, the
+//!   block moved only by the kernel's single copy between the two
+//!   processes, shared between them or read whole, whichever is faster;
 //! - with `cores`, `core core=… adds_per_ns=… together=…`: how many
 //!   instructions each of the two cores runs now, alone and while the other
 //!   runs too (a host check: a core whose hyper-thread sibling is busy, or
@@ -51,6 +57,25 @@ pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Co
         .args(["series", "-s", &counts.join(",")])
         .args(sizes.iter().map(usize::to_string));
     command
+}
+
+/// The head block of the indexed floor, in bytes (as `navette bench
+/// indexed` and `bench/mpi/indexed.c` send it).
+pub const INDEXED_HEAD: usize = 64;
+
+/// The command of the indexed floor for messages of `sizes` bytes (both
+/// blocks, [`INDEXED_HEAD`] of them the head): `None` if a size has no
+/// large block of at least 2 bytes.
+pub fn indexed_command(program: &Path, sizes: &[usize]) -> Option<Command> {
+    let larges = sizes
+        .iter()
+        .map(|size| size.checked_sub(INDEXED_HEAD).filter(|&large| large >= 2))
+        .collect::<Option<Vec<usize>>>()?;
+    let mut command = pinned(program);
+    command
+        .arg("indexed")
+        .args(larges.iter().map(usize::to_string));
+    Some(command)
 }
 
 /// The command that measures each core's additions per nanosecond.

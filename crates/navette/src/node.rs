@@ -428,7 +428,7 @@ impl State {
 
     /// Moves completions into their slots, then takes every one of `reqs`
     /// if all are complete.
-    pub(crate) fn take_all(&mut self, reqs: &[ReqId]) -> Option<Vec<Result<Status>>> {
+    pub(crate) fn take_all(&mut self, reqs: &[ReqId]) -> Option<Outcomes> {
         self.collect();
         if !reqs.iter().all(|&r| self.is_done(r)) {
             return None;
@@ -1076,11 +1076,7 @@ impl Node {
     /// Waits for all of `reqs`; returns their outcomes in order, and
     /// releases `lent` under the lock that takes them (or, if waiting
     /// fails, as it drops).
-    pub(crate) fn wait_ids_releasing(
-        &self,
-        reqs: &[ReqId],
-        lent: Vec<Registration<'_>>,
-    ) -> Result<Vec<Result<Status>>> {
+    pub(crate) fn wait_ids_releasing(&self, reqs: &[ReqId], lent: Lent<'_>) -> Result<Outcomes> {
         let mut lent = Some(lent);
         self.wait_until(&|| format!("{} requests", reqs.len()), |state| {
             let outcomes = state.take_all(reqs)?;
@@ -1178,6 +1174,17 @@ fn count_cpu_list(list: &str) -> Option<usize> {
         count.checked_add(n)
     })
 }
+
+/// The outcomes of the requests a message waits for together (its pieces,
+/// and its end), in their order: kept inline up to five, so that a
+/// message of a few pieces takes them with no allocation. Local to a
+/// wait, never kept in a value that moves.
+pub(crate) type Outcomes = smallvec::SmallVec<[Result<Status>; 5]>;
+
+/// The caller's memory a message lends to one blocking wait, released
+/// once it is done: inline up to two regions (a message usually lends its
+/// one or two large pieces; the small ones are copied).
+pub(crate) type Lent<'b> = smallvec::SmallVec<[Registration<'b>; 2]>;
 
 /// A region of caller memory registered for one blocking call: removed from
 /// the memory table when released or dropped, so no engine access can reach

@@ -2,10 +2,9 @@
 //! message's first piece against posted receives (else the unexpected
 //! queue), then handing later pieces to their receive message.
 
-use std::collections::VecDeque;
-
 use super::piece::{Body, Piece, SeqPiece};
 use super::recv::{Bound, Posted, TaggedRecv};
+use super::spare::Arrived;
 use super::{Engine, GateId};
 use crate::error::Violation;
 use crate::memory::{self, Memory};
@@ -18,7 +17,7 @@ pub(crate) enum Incoming {
     /// No receive matched it yet: its pieces wait here.
     Unmatched {
         tag: u64,
-        arrived: VecDeque<Piece<Vec<u8>>>,
+        arrived: Arrived,
         last_seen: bool,
     },
     /// Bound to a receive message.
@@ -120,7 +119,7 @@ impl Engine {
                     let incoming = &mut self.gates[gate.0].incoming;
                     incoming.insert(msg, Incoming::Matched(key));
                 }
-                self.bind_arrived(key, gate, tag, VecDeque::new());
+                self.bind_arrived(key, gate, tag, None);
                 return self.arrive_matched(key, piece, mem);
             }
             self.start_unexpected(gate, msg, tag);
@@ -208,7 +207,7 @@ impl Engine {
             msg,
             Incoming::Unmatched {
                 tag,
-                arrived: VecDeque::new(),
+                arrived: self.spare.arrived(),
                 last_seen: false,
             },
         );
@@ -231,17 +230,18 @@ impl Engine {
         if !last_seen {
             g.incoming.insert(msg, Incoming::Matched(key));
         }
-        self.bind_arrived(key, gate, tag, arrived);
+        self.bind_arrived(key, gate, tag, Some(arrived));
     }
 
     /// Gives receive `key` the message of `gate` with `tag` and the pieces
-    /// that arrived before the binding; the receive's match completes.
+    /// that arrived before the binding, if any (else the receive keeps its
+    /// empty queue); the receive's match completes.
     pub(super) fn bind_arrived(
         &mut self,
         key: ReqId,
         gate: GateId,
         tag: u64,
-        arrived: VecDeque<Piece<Vec<u8>>>,
+        arrived: Option<Arrived>,
     ) {
         let peer = self.gates[gate.0].peer;
         let m = self
@@ -249,7 +249,10 @@ impl Engine {
             .get_mut(&key)
             .expect("binding a live receive");
         m.bound = Some(Bound { gate, peer, tag });
-        m.arrived = arrived;
+        if let Some(arrived) = arrived {
+            let unused = std::mem::replace(&mut m.arrived, arrived);
+            self.spare.keep_arrived(unused);
+        }
         if !m.quiet {
             self.complete(key, Ok(Status { peer, tag, len: 0 }));
         }

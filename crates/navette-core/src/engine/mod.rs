@@ -28,6 +28,7 @@ mod recv;
 mod rendezvous;
 mod report;
 mod send;
+mod spare;
 mod transmit;
 mod whole;
 
@@ -135,6 +136,8 @@ pub struct Engine {
     births: births::Births,
     /// Buffers of sent packets, reused by the next ones.
     pool: PlanPool,
+    /// Queues of finished receive messages, reused by the next ones.
+    spare: spare::Spare,
     next_req: u64,
     next_transfer: u32,
     events: VecDeque<Event>,
@@ -305,6 +308,7 @@ impl Engine {
             buffered: 0,
             births: births::Births::default(),
             pool: PlanPool::default(),
+            spare: spare::Spare::default(),
             next_req: 1,
             next_transfer: 1,
             events: VecDeque::new(),

@@ -14,6 +14,7 @@ use navette_wire::{ReceiveMode, SendMode};
 
 use super::incoming::Incoming;
 use super::piece::{Body, Piece};
+use super::spare::Arrived;
 use super::{Engine, GateId, sorted_keys};
 use crate::error::UsageError;
 use crate::memory::{self, Memory};
@@ -37,7 +38,7 @@ pub(crate) struct RecvMsg {
     pub(super) source: Source,
     pub(super) tag: TagMatch,
     pub(super) bound: Option<Bound>,
-    pub(super) arrived: VecDeque<Piece<Vec<u8>>>,
+    pub(super) arrived: Arrived,
     pub(super) posted: VecDeque<PostedPiece>,
     pub(super) paired: u32,
     pub(super) last_paired: bool,
@@ -146,6 +147,13 @@ impl Engine {
         key
     }
 
+    /// Removes receive message `key`, its queues kept for the next ones.
+    fn forget_msg(&mut self, key: ReqId) {
+        if let Some(msg) = self.recv_msgs.remove(&key) {
+            self.spare.keep(msg);
+        }
+    }
+
     /// Creates receive message `key`, neither matched nor posted.
     fn new_recv_msg(
         &mut self,
@@ -162,8 +170,8 @@ impl Engine {
                 source,
                 tag,
                 bound: None,
-                arrived: VecDeque::new(),
-                posted: VecDeque::new(),
+                arrived: self.spare.arrived(),
+                posted: self.spare.posted(),
                 paired: 0,
                 last_paired: false,
                 outstanding: 0,
@@ -348,7 +356,7 @@ impl Engine {
             return Err(UsageError::NotAMessage(key));
         };
         if let Some(err) = msg.failed.clone() {
-            self.recv_msgs.remove(&key);
+            self.forget_msg(key);
             self.complete(end, Err(err));
             return Ok(end);
         }
@@ -377,7 +385,7 @@ impl Engine {
                 .retain(|p| !matches!(p, Posted::Msg(k) if *k == key));
         }
         self.fail_msg(key, RequestError::Cancelled);
-        self.recv_msgs.remove(&key);
+        self.forget_msg(key);
     }
 
     /// A one-piece tagged receive into `dest` (which may be larger than the
@@ -603,7 +611,7 @@ impl Engine {
                 tag: bound.tag,
                 len: msg.total,
             };
-            self.recv_msgs.remove(&key);
+            self.forget_msg(key);
             self.complete(end, Ok(status));
         } else if msg.arrived.front().is_some_and(|p| p.flags.aborted()) {
             // The sender gave up right after the pieces unpacked so far.
@@ -655,7 +663,7 @@ impl Engine {
             }
         }
         if let Some(end) = end {
-            self.recv_msgs.remove(&key);
+            self.forget_msg(key);
             self.complete(end, Err(err));
         }
     }

@@ -422,13 +422,15 @@ impl Engine {
         if !untouched || !is_whole(&m.arrived) {
             return None;
         }
-        let m = self.recv_msgs.remove(&key).expect("looked up above");
+        let mut m = self.recv_msgs.remove(&key).expect("looked up above");
         let status = Status {
             peer: bound.peer,
             tag: bound.tag,
             len: 0,
         };
-        Some(self.hand_over(bound.gate, status, m.arrived))
+        let arrived = std::mem::take(&mut m.arrived);
+        self.spare.keep(m);
+        Some(self.hand_over(bound.gate, status, arrived))
     }
 
     /// Takes whole the first unexpected message on `channel` that a receive
@@ -570,13 +572,11 @@ impl Engine {
             // The usual path reports the overflow.
             return false;
         }
-        let arrived: VecDeque<Piece<Vec<u8>>> = eager
-            .iter()
-            .map(|e| Piece {
-                flags: e.header.flags,
-                body: Body::Eager(e.data.to_vec()),
-            })
-            .collect();
+        let mut arrived = self.spare.arrived();
+        arrived.extend(eager.iter().map(|e| Piece {
+            flags: e.header.flags,
+            body: Body::Eager(e.data.to_vec()),
+        }));
         self.buffered += held;
         let g = &mut self.gates[gate.0];
         g.stats.chunks_received += count as u64;
@@ -587,7 +587,7 @@ impl Engine {
         match key {
             Some((i, key)) => {
                 self.channel(channel).posted.remove(i);
-                self.bind_arrived(key, gate, h.tag, arrived);
+                self.bind_arrived(key, gate, h.tag, Some(arrived));
                 // A receive ended before anything came learns its count.
                 self.pair(key, mem);
             }
@@ -600,8 +600,9 @@ impl Engine {
                     ..
                 }) = g.incoming.get_mut(&h.msg)
                 {
-                    *slot = arrived;
+                    let unused = std::mem::replace(slot, arrived);
                     *last_seen = true;
+                    self.spare.keep_arrived(unused);
                 }
             }
         }

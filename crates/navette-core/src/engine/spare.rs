@@ -1,0 +1,84 @@
+//! Queues of finished receive messages kept for the next ones: a message
+//! received through the engine (its pieces posted, or arrived before its
+//! receive) then allocates no queue of its own, as sent packets reuse
+//! their buffers ([`crate::plan::PlanPool`]).
+
+use std::collections::VecDeque;
+
+use super::piece::Piece;
+use super::recv::{PostedPiece, RecvMsg};
+
+/// Most queues of each kind kept.
+const MOST_KEPT: usize = 16;
+
+/// A queue that grew past this many entries (a message of many pieces)
+/// goes back to the allocator rather than staying on hold.
+const MOST_KEPT_CAPACITY: usize = 16;
+
+/// The pieces that arrived for a message before their destinations.
+pub(super) type Arrived = VecDeque<Piece<Vec<u8>>>;
+
+/// Queues kept for reuse, empty.
+#[derive(Debug, Default)]
+pub(super) struct Spare {
+    arrived: Vec<Arrived>,
+    posted: Vec<VecDeque<PostedPiece>>,
+}
+
+impl Spare {
+    /// An empty queue of arrived pieces.
+    pub(super) fn arrived(&mut self) -> Arrived {
+        self.arrived.pop().unwrap_or_default()
+    }
+
+    /// An empty queue of posted pieces.
+    pub(super) fn posted(&mut self) -> VecDeque<PostedPiece> {
+        self.posted.pop().unwrap_or_default()
+    }
+
+    /// Keeps `queue` (emptied) if it is worth keeping and there is room.
+    pub(super) fn keep_arrived(&mut self, queue: Arrived) {
+        keep(&mut self.arrived, queue);
+    }
+
+    /// Keeps the queues of a finished message.
+    pub(super) fn keep(&mut self, msg: RecvMsg) {
+        keep(&mut self.arrived, msg.arrived);
+        keep(&mut self.posted, msg.posted);
+    }
+}
+
+fn keep<T>(kept: &mut Vec<VecDeque<T>>, mut queue: VecDeque<T>) {
+    let capacity = queue.capacity();
+    if capacity > 0 && capacity <= MOST_KEPT_CAPACITY && kept.len() < MOST_KEPT {
+        queue.clear();
+        kept.push(queue);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_emptied_queues_within_bounds() {
+        let mut kept: Vec<VecDeque<u32>> = Vec::new();
+        // An unused queue holds no memory: nothing to keep.
+        keep(&mut kept, VecDeque::new());
+        assert!(kept.is_empty());
+        // A used one is kept, emptied, with its memory.
+        let mut used = VecDeque::with_capacity(4);
+        used.push_back(7);
+        keep(&mut kept, used);
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].is_empty() && kept[0].capacity() >= 4);
+        // One that grew large goes back to the allocator.
+        keep(&mut kept, VecDeque::with_capacity(MOST_KEPT_CAPACITY + 1));
+        assert_eq!(kept.len(), 1);
+        // At most MOST_KEPT are kept.
+        for _ in 0..2 * MOST_KEPT {
+            keep(&mut kept, VecDeque::with_capacity(2));
+        }
+        assert_eq!(kept.len(), MOST_KEPT);
+    }
+}

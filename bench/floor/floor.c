@@ -158,6 +158,19 @@ static double cacheline(void)
 
 static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* A size on the command line, from `least` bytes to 1 GiB; -1 (said on
+ * stderr) if it is not one. */
+static long size_arg(const char *text, long least)
+{
+    char *end;
+    long size = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || size < least || size > (1L << 30)) {
+        fprintf(stderr, "floor: bad size %s (%ld bytes to 1 GiB)\n", text, least);
+        return -1;
+    }
+    return size;
+}
+
 static void copy_series(char *dst, const char *src, size_t size, long count)
 {
     for (long i = 0; i < count; i++) {
@@ -487,12 +500,9 @@ static int series_main(int argc, char **argv, int first)
     series_run.demote = has_cldemote();
     for (int c = 0; c < ncounts; c++)
         for (int a = first; a < argc; a++) {
-            char *end;
-            long size = strtol(argv[a], &end, 10);
-            if (end == argv[a] || *end != '\0' || size < 0 || size > (1L << 30)) {
-                fprintf(stderr, "floor: bad size %s\n", argv[a]);
+            long size = size_arg(argv[a], 0);
+            if (size < 0)
                 return 2;
-            }
             series((int)counts[c], (size_t)size);
         }
     return 0;
@@ -715,12 +725,9 @@ static int indexed_main(int argc, char **argv, int first)
     indexed_run.to[0] = shared;
     indexed_run.to[1] = (struct mailbox *)shared + 1;
     for (int a = first; a < argc; a++) {
-        char *end;
-        long large = strtol(argv[a], &end, 10);
-        if (end == argv[a] || *end != '\0' || large < 2 || large > (1L << 30)) {
-            fprintf(stderr, "floor: bad size %s (2 bytes to 1 GiB)\n", argv[a]);
+        long large = size_arg(argv[a], 2);
+        if (large < 0)
             return 2;
-        }
         indexed((size_t)large);
     }
     munmap(shared, 2 * sizeof(struct mailbox));

@@ -237,8 +237,14 @@ fn multiseg_output_of_both_mpis() {
 }
 
 #[test]
-fn indexed_output_of_both_mpis() {
-    for name in ["openmpi-indexed-shm.out", "mpich-indexed-shm.out"] {
+fn indexed_output_of_both_mpis_and_the_floor() {
+    // The floor (`bench/floor/floor.c indexed`) prints the MPI programs'
+    // lines, read by the same parser.
+    for name in [
+        "openmpi-indexed-shm.out",
+        "mpich-indexed-shm.out",
+        "floor-indexed.out",
+    ] {
         let figures = mpi::parse_indexed(&fixture(name)).unwrap();
         assert_eq!(figures.len(), 1, "{name}");
         assert_eq!(figures[0].size, 64 + 262_144, "{name}: both blocks");

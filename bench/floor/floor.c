@@ -542,10 +542,24 @@ static unsigned char indexed_byte(int from, int block, size_t i)
     return (unsigned char)((i * 31) ^ (size_t)(from * 77) ^ (size_t)(block * 101));
 }
 
+/* The peer process, in its parent (0 in the peer itself, which its parent's
+ * end kills: PR_SET_PDEATHSIG). */
+static pid_t indexed_child;
+
+/* Waits until `word` holds `value`; exits if the peer process ended
+ * meanwhile (it failed: it will never write). */
 static void wait_for(_Atomic uint64_t *word, uint64_t value)
 {
-    while (atomic_load_explicit(word, memory_order_acquire) != value)
+    for (unsigned long spins = 1; atomic_load_explicit(word, memory_order_acquire) != value;
+         spins++) {
         __builtin_ia32_pause();
+        int status;
+        if (indexed_child != 0 && spins % (1UL << 20) == 0 &&
+            waitpid(indexed_child, &status, WNOHANG) == indexed_child) {
+            fprintf(stderr, "floor: the indexed peer process failed\n");
+            exit(1);
+        }
+    }
 }
 
 /* Moves `len` bytes between `local` and `remote` in process `pid`, by the
@@ -653,6 +667,7 @@ static double indexed_variant(int variant)
         _exit(0);
     }
     indexed_run.pids[1] = child;
+    indexed_child = child;
     pin(cores[0]);
     double best = 1e30;
     uint64_t n = 0;
@@ -668,6 +683,7 @@ static double indexed_variant(int variant)
             best = one_way;
     }
     indexed_check(0);
+    indexed_child = 0;
     int status;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "floor: the indexed peer process failed\n");

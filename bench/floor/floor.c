@@ -39,8 +39,8 @@
  * and a LARGE-byte block in separate memory back and forth. The sender
  * writes the head and its block's address into a shared mailbox, stamp
  * last. Whole: the receiver copies the head out, reads the block with one
- * process_vm_readv and acknowledges (off the round trip's path, as the
- * reply says the same). Shared: the receiver posts where the block's
+ * process_vm_readv and acknowledges (a word the sender never waits for:
+ * the reply says the same). Shared: the receiver posts where the block's
  * second half goes, reads the first half while the sender writes the
  * second (process_vm_writev), then waits for the sender's word that it
  * is written: each copies half, on its core. The fastest of the two is
@@ -537,17 +537,27 @@ static struct {
     unsigned char *send_head, *send_large, *recv_head, *recv_large;
 } indexed_run;
 
+/* The peer process, in its parent while it runs (0 in the peer itself,
+ * which its parent's end kills: PR_SET_PDEATHSIG), and whether it ended
+ * well before its parent looked for it. */
+static pid_t indexed_child;
+static int indexed_child_done;
+
+/* Leaves at once: the peer process must not flush its parent's buffers. */
+static void indexed_fail(const char *what)
+{
+    fprintf(stderr, "floor: %s\n", what);
+    _exit(1);
+}
+
 static unsigned char indexed_byte(int from, int block, size_t i)
 {
     return (unsigned char)((i * 31) ^ (size_t)(from * 77) ^ (size_t)(block * 101));
 }
 
-/* The peer process, in its parent (0 in the peer itself, which its parent's
- * end kills: PR_SET_PDEATHSIG). */
-static pid_t indexed_child;
-
-/* Waits until `word` holds `value`; exits if the peer process ended
- * meanwhile (it failed: it will never write). */
+/* Waits until `word` holds `value`. The parent also watches its peer
+ * process: one that ended well wrote all it had to (this wait then ends
+ * at once), one that failed never writes again. */
 static void wait_for(_Atomic uint64_t *word, uint64_t value)
 {
     for (unsigned long spins = 1; atomic_load_explicit(word, memory_order_acquire) != value;
@@ -556,14 +566,18 @@ static void wait_for(_Atomic uint64_t *word, uint64_t value)
         int status;
         if (indexed_child != 0 && spins % (1UL << 20) == 0 &&
             waitpid(indexed_child, &status, WNOHANG) == indexed_child) {
-            fprintf(stderr, "floor: the indexed peer process failed\n");
-            exit(1);
+            indexed_child = 0;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                indexed_fail("the indexed peer process failed");
+            indexed_child_done = 1;
+        } else if (indexed_child == 0 && indexed_child_done && spins % (1UL << 20) == 0) {
+            indexed_fail("the indexed peer process ended before its last message");
         }
     }
 }
 
 /* Moves `len` bytes between `local` and `remote` in process `pid`, by the
- * kernel: a read, or a write when `write` is set. Exits on failure. */
+ * kernel: a read, or a write when `write` is set. Leaves on failure. */
 static void kernel_copy(pid_t pid, void *local, uint64_t remote, size_t len, int write)
 {
     while (len > 0) {
@@ -572,14 +586,37 @@ static void kernel_copy(pid_t pid, void *local, uint64_t remote, size_t len, int
                           : process_vm_readv(pid, &l, 1, &r, 1, 0);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
+        if (n < 0) {
             perror(write ? "floor: process_vm_writev" : "floor: process_vm_readv");
-            exit(1);
+            _exit(1);
         }
+        if (n == 0)
+            indexed_fail(write ? "process_vm_writev moved nothing" : "process_vm_readv moved nothing");
         local = (char *)local + n;
         remote += (uint64_t)n;
         len -= (size_t)n;
     }
+}
+
+/* Message `n`'s stamp, at both ends of a large block of at least 16
+ * bytes: the receiver checks it, so that a copy skipped is seen. */
+static void stamp(unsigned char *block, uint64_t n)
+{
+    if (indexed_run.large >= 16) {
+        memcpy(block, &n, sizeof n);
+        memcpy(block + indexed_run.large - sizeof n, &n, sizeof n);
+    }
+}
+
+static void check_stamp(const unsigned char *block, uint64_t n)
+{
+    uint64_t first, last;
+    if (indexed_run.large < 16)
+        return;
+    memcpy(&first, block, sizeof first);
+    memcpy(&last, block + indexed_run.large - sizeof last, sizeof last);
+    if (first != n || last != n)
+        indexed_fail("a received block is not the message sent");
 }
 
 /* Message `n` from side `me` to the other side. */
@@ -589,6 +626,7 @@ static void indexed_send(int me, uint64_t n)
     /* The block of message n - 1 was read (the reply came after it, so
      * this never waits). */
     wait_for(&box->ack, n - 1);
+    stamp(indexed_run.send_large, n);
     box->src = (uint64_t)(uintptr_t)indexed_run.send_large;
     memcpy(box->head, indexed_run.send_head, HEAD);
     atomic_store_explicit(&box->req, n, memory_order_release);
@@ -617,23 +655,35 @@ static void indexed_recv(int me, uint64_t n)
     } else {
         kernel_copy(peer, indexed_run.recv_large, box->src, indexed_run.large, 0);
     }
+    check_stamp(indexed_run.recv_large, n);
     atomic_store_explicit(&box->ack, n, memory_order_release);
 }
 
-/* Checks the last message side `me` received from the other side. */
+/* Checks the last message side `me` received from the other side, its
+ * stamps put back to the pattern's bytes first. */
 static void indexed_check(int me)
 {
     int from = 1 - me;
+    size_t large = indexed_run.large;
     for (size_t i = 0; i < HEAD; i++)
-        if (indexed_run.recv_head[i] != indexed_byte(from, 0, i)) {
-            fprintf(stderr, "floor: a received head differs from what was sent\n");
-            exit(1);
-        }
+        if (indexed_run.recv_head[i] != indexed_byte(from, 0, i))
+            indexed_fail("a received head differs from what was sent");
+    for (size_t i = 0; i < large; i++) {
+        int stamped = large >= 16 && (i < 8 || i >= large - 8);
+        if (!stamped && indexed_run.recv_large[i] != indexed_byte(from, 1, i))
+            indexed_fail("a received block differs from what was sent");
+    }
+}
+
+/* Fills side `side`'s blocks to send, and clears those it receives into. */
+static void indexed_fill(int side)
+{
     for (size_t i = 0; i < indexed_run.large; i++)
-        if (indexed_run.recv_large[i] != indexed_byte(from, 1, i)) {
-            fprintf(stderr, "floor: a received block differs from what was sent\n");
-            exit(1);
-        }
+        indexed_run.send_large[i] = indexed_byte(side, 1, i);
+    for (size_t i = 0; i < HEAD; i++)
+        indexed_run.send_head[i] = indexed_byte(side, 0, i);
+    memset(indexed_run.recv_large, 0, indexed_run.large);
+    memset(indexed_run.recv_head, 0, HEAD);
 }
 
 /* The best one-way time of `variant` (best of 3 after a warm-up): side 0
@@ -645,6 +695,11 @@ static double indexed_variant(int variant)
         memset(indexed_run.to[s], 0, sizeof *indexed_run.to[s]);
     long trips = indexed_run.round_trips;
     indexed_run.pids[0] = getpid();
+    indexed_fill(0);
+    /* The peer starts watching no one (see wait_for). */
+    indexed_child = 0;
+    indexed_child_done = 0;
+    fflush(NULL);
     pid_t child = fork();
     if (child < 0) {
         perror("floor: fork");
@@ -652,13 +707,12 @@ static double indexed_variant(int variant)
     }
     if (child == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* The parent may have ended before the line above. */
+        if (getppid() != indexed_run.pids[0])
+            _exit(1);
         pin(cores[1]);
         indexed_run.pids[1] = getpid();
-        memset(indexed_run.recv_large, 0, indexed_run.large);
-        for (size_t i = 0; i < indexed_run.large; i++)
-            indexed_run.send_large[i] = indexed_byte(1, 1, i);
-        for (size_t i = 0; i < HEAD; i++)
-            indexed_run.send_head[i] = indexed_byte(1, 0, i);
+        indexed_fill(1);
         for (uint64_t n = 1; n <= (uint64_t)(4 * trips); n++) {
             indexed_recv(1, n);
             indexed_send(1, n);
@@ -683,11 +737,11 @@ static double indexed_variant(int variant)
             best = one_way;
     }
     indexed_check(0);
-    indexed_child = 0;
-    int status;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "floor: the indexed peer process failed\n");
-        exit(1);
+    if (indexed_child != 0) {
+        int status;
+        indexed_child = 0;
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            indexed_fail("the indexed peer process failed");
     }
     return best;
 }
@@ -706,10 +760,6 @@ static void indexed(size_t large)
         perror("floor: indexed memory");
         exit(1);
     }
-    for (size_t i = 0; i < large; i++)
-        indexed_run.send_large[i] = indexed_byte(0, 1, i);
-    for (size_t i = 0; i < HEAD; i++)
-        indexed_run.send_head[i] = indexed_byte(0, 0, i);
     double best = indexed_variant(WHOLE);
     double shared = indexed_variant(SHARED);
     if (shared < best)
@@ -741,7 +791,7 @@ static int indexed_main(int argc, char **argv, int first)
     indexed_run.to[0] = shared;
     indexed_run.to[1] = (struct mailbox *)shared + 1;
     for (int a = first; a < argc; a++) {
-        long large = size_arg(argv[a], 2);
+        long large = size_arg(argv[a], 0);
         if (large < 0)
             return 2;
         indexed((size_t)large);
@@ -833,11 +883,9 @@ int main(int argc, char **argv)
     printf("cacheline size=%d iterations=%ld latency_us=%.4f\n", LINE, ROUND_TRIPS, one_way * 1e6);
     fflush(stdout);
     for (int a = first; a < argc; a++) {
-        long size = atol(argv[a]);
-        if (size <= 0) {
-            fprintf(stderr, "floor: bad size %s\n", argv[a]);
+        long size = size_arg(argv[a], 1);
+        if (size < 0)
             return 2;
-        }
         memcpy_bandwidth((size_t)size);
     }
     return 0;

@@ -57,7 +57,7 @@ use navette_core::{
 };
 
 use crate::lean_whole::{Settled, WholeFor};
-use crate::node::{Lent, Registration, State};
+use crate::node::{LentMemory, Registration, State};
 use crate::{Error, Gate, Node, ReceiveMode, RecvFrom, Result, SendMode};
 use navette_wire::{PieceFlags, PieceTable};
 
@@ -1352,7 +1352,7 @@ impl<'a> Unpacking<'_, 'a> {
     fn end_posted(mut self) -> Result<Status> {
         let node = self.core.node;
         let key = self.core.key;
-        let mut lent = Lent::new();
+        let mut lent = LentMemory::new();
         let cheaper = std::mem::take(&mut self.cheaper);
         let end = node.with_state(|s| {
             if self.core.matched.is_none() {

@@ -1076,7 +1076,11 @@ impl Node {
     /// Waits for all of `reqs`; returns their outcomes in order, and
     /// releases `lent` under the lock that takes them (or, if waiting
     /// fails, as it drops).
-    pub(crate) fn wait_ids_releasing(&self, reqs: &[ReqId], lent: Lent<'_>) -> Result<Outcomes> {
+    pub(crate) fn wait_ids_releasing(
+        &self,
+        reqs: &[ReqId],
+        lent: LentMemory<'_>,
+    ) -> Result<Outcomes> {
         let mut lent = Some(lent);
         self.wait_until(&|| format!("{} requests", reqs.len()), |state| {
             let outcomes = state.take_all(reqs)?;
@@ -1184,7 +1188,7 @@ pub(crate) type Outcomes = smallvec::SmallVec<[Result<Status>; 5]>;
 /// The caller's memory a message lends to one blocking wait, released
 /// once it is done: inline up to two regions (a message usually lends its
 /// one or two large pieces; the small ones are copied).
-pub(crate) type Lent<'b> = smallvec::SmallVec<[Registration<'b>; 2]>;
+pub(crate) type LentMemory<'b> = smallvec::SmallVec<[Registration<'b>; 2]>;
 
 /// A region of caller memory registered for one blocking call: removed from
 /// the memory table when released or dropped, so no engine access can reach

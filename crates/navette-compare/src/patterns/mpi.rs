@@ -88,23 +88,9 @@ fn measure_floor(ctx: &mut Context<'_>, pattern: Pattern, groups: &[Group], outc
         groups,
     };
     let program = &ctx.programs.floor;
-    let command = match pattern {
-        Pattern::Indexed => {
-            let sizes: Vec<usize> = groups
-                .iter()
-                .flat_map(|g| g.sizes.iter().copied())
-                .collect();
-            floor::indexed_command(program, &sizes)
-        }
-        _ => Some(floor::series_command(program, ctx.segments, ctx.sizes)),
-    };
-    let Some(mut command) = command else {
-        let reason = format!(
-            "the floor moves a large block of at least 2 bytes after its {}-byte head",
-            floor::INDEXED_HEAD
-        );
-        turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
-        return;
+    let mut command = match pattern {
+        Pattern::Indexed => floor::indexed_command(program, ctx.sizes),
+        _ => floor::series_command(program, ctx.segments, ctx.sizes),
     };
     let Some(output) = turn.run(ctx, outcome, &mut command) else {
         return;
@@ -579,13 +565,9 @@ mod tests {
         let program = std::path::Path::new("floor");
         let series = floor::series_command(program, &[8, 16], &[4, 64]);
         assert_eq!(line(series), "-c 0,1 series -s 8,16 4 64");
-        // The indexed floor takes the large blocks of whole messages, whose
-        // head is navette's; a message without a large block has no floor.
-        assert_eq!(floor::INDEXED_HEAD, navette_cli::bench::indexed::HEAD);
-        let indexed = floor::indexed_command(program, &[64 + 1024, 64 + (256 << 10)]).unwrap();
-        assert_eq!(line(indexed), "-c 0,1 indexed 1024 262144");
-        assert!(floor::indexed_command(program, &[64 + 1]).is_none());
-        assert!(floor::indexed_command(program, &[10]).is_none());
+        // The indexed floor takes the large blocks, as the MPI programs do.
+        let indexed = floor::indexed_command(program, &[0, 1024, 256 << 10]);
+        assert_eq!(line(indexed), "-c 0,1 indexed 0 1024 262144");
         assert!(!raw_floor(&ctx, Pattern::Migrate));
         assert!(!raw_floor(&ctx, Pattern::RpcRate));
         assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);

@@ -59,23 +59,14 @@ pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Co
     command
 }
 
-/// The head block of the indexed floor, in bytes (as `navette bench
-/// indexed` and `bench/mpi/indexed.c` send it).
-pub const INDEXED_HEAD: usize = 64;
-
-/// The command of the indexed floor for messages of `sizes` bytes (both
-/// blocks, [`INDEXED_HEAD`] of them the head): `None` if a size has no
-/// large block of at least 2 bytes.
-pub fn indexed_command(program: &Path, sizes: &[usize]) -> Option<Command> {
-    let larges = sizes
-        .iter()
-        .map(|size| size.checked_sub(INDEXED_HEAD).filter(|&large| large >= 2))
-        .collect::<Option<Vec<usize>>>()?;
+/// The command of the indexed floor for large blocks of `larges` bytes
+/// (its head is 64 bytes, as navette's and the MPI programs').
+pub fn indexed_command(program: &Path, larges: &[usize]) -> Command {
     let mut command = pinned(program);
     command
         .arg("indexed")
         .args(larges.iter().map(usize::to_string));
-    Some(command)
+    command
 }
 
 /// The command that measures each core's additions per nanosecond.

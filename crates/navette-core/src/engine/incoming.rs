@@ -122,7 +122,8 @@ impl Engine {
                 self.bind_arrived(key, gate, tag, None);
                 return self.arrive_matched(key, piece, mem);
             }
-            self.start_unexpected(gate, msg, tag);
+            let arrived = self.spare.arrived();
+            self.start_unexpected(gate, msg, tag, arrived, false);
         }
         let g = &self.gates[gate.0];
         if matches!(g.incoming.get(&msg), Some(Incoming::Unmatched { .. })) {
@@ -200,15 +201,23 @@ impl Engine {
     }
 
     /// A first piece that no posted receive matched: queue its message as
-    /// unexpected.
-    pub(super) fn start_unexpected(&mut self, gate: GateId, msg: u32, tag: u64) {
+    /// unexpected, with the pieces that came so far (`last_seen` if its
+    /// last one did).
+    pub(super) fn start_unexpected(
+        &mut self,
+        gate: GateId,
+        msg: u32,
+        tag: u64,
+        arrived: Arrived,
+        last_seen: bool,
+    ) {
         let g = &mut self.gates[gate.0];
         g.incoming.insert(
             msg,
             Incoming::Unmatched {
                 tag,
-                arrived: self.spare.arrived(),
-                last_seen: false,
+                arrived,
+                last_seen,
             },
         );
         let ch = &mut self.channels[g.channel_index];
@@ -250,6 +259,8 @@ impl Engine {
             .expect("binding a live receive");
         m.bound = Some(Bound { gate, peer, tag });
         if let Some(arrived) = arrived {
+            // A receive not bound yet holds no piece.
+            debug_assert!(m.arrived.is_empty());
             let unused = std::mem::replace(&mut m.arrived, arrived);
             self.spare.keep_arrived(unused);
         }

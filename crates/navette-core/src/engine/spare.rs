@@ -1,7 +1,9 @@
 //! Queues of finished receive messages kept for the next ones: a message
-//! received through the engine (its pieces posted, or arrived before its
-//! receive) then allocates no queue of its own, as sent packets reuse
-//! their buffers ([`crate::plan::PlanPool`]).
+//! received through the engine piece by piece (its pieces posted, or
+//! arrived before its receive) then usually allocates no queue of its own,
+//! as sent packets reuse their buffers ([`crate::plan::PlanPool`]). A
+//! message taken whole keeps its queue of arrived pieces, which goes back
+//! to the allocator with it.
 
 use std::collections::VecDeque;
 
@@ -48,7 +50,11 @@ impl Spare {
     }
 }
 
+/// Keeps `queue` for reuse if it holds memory, not too much, and there is
+/// room. Queues come here empty: a finished message's pieces were all
+/// delivered or taken (a failed one's are taken as it fails).
 fn keep<T>(kept: &mut Vec<VecDeque<T>>, mut queue: VecDeque<T>) {
+    debug_assert!(queue.is_empty(), "a queue kept with pieces in it");
     let capacity = queue.capacity();
     if capacity > 0 && capacity <= MOST_KEPT_CAPACITY && kept.len() < MOST_KEPT {
         queue.clear();
@@ -66,9 +72,10 @@ mod tests {
         // An unused queue holds no memory: nothing to keep.
         keep(&mut kept, VecDeque::new());
         assert!(kept.is_empty());
-        // A used one is kept, emptied, with its memory.
+        // A used one, emptied, is kept with its memory.
         let mut used = VecDeque::with_capacity(4);
         used.push_back(7);
+        used.pop_front();
         keep(&mut kept, used);
         assert_eq!(kept.len(), 1);
         assert!(kept[0].is_empty() && kept[0].capacity() >= 4);

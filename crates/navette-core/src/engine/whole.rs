@@ -591,20 +591,7 @@ impl Engine {
                 // A receive ended before anything came learns its count.
                 self.pair(key, mem);
             }
-            None => {
-                self.start_unexpected(gate, h.msg, h.tag);
-                let g = &mut self.gates[gate.0];
-                if let Some(Incoming::Unmatched {
-                    arrived: slot,
-                    last_seen,
-                    ..
-                }) = g.incoming.get_mut(&h.msg)
-                {
-                    let unused = std::mem::replace(slot, arrived);
-                    *last_seen = true;
-                    self.spare.keep_arrived(unused);
-                }
-            }
+            None => self.start_unexpected(gate, h.msg, h.tag, arrived, true),
         }
         true
     }

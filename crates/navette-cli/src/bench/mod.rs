@@ -432,6 +432,16 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
     if config.iterations == Some(0) {
         return Err(BenchError::NoIterations);
     }
+    // A count per case (`what`) outside 1 to `max`, the first one.
+    let out_of_range = |counts: &[usize], what: &'static str, max: usize| {
+        let count = *counts.iter().find(|&&c| !(1..=max).contains(&c))?;
+        Some(BenchError::Count {
+            pattern: config.pattern.name(),
+            what,
+            count,
+            max,
+        })
+    };
     // Bytes held at once by `count` messages of each size.
     let too_much = |count: usize, what: &'static str, option: &'static str| {
         config
@@ -448,17 +458,12 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
     };
     match config.pattern {
         Pattern::Multiseg => {
-            if let Some(&bad) = config
-                .segments
-                .iter()
-                .find(|&&s| !(1..=multiseg::MAX_SEGMENTS).contains(&s))
-            {
-                return Err(BenchError::Count {
-                    pattern: config.pattern.name(),
-                    what: "segments per series",
-                    count: bad,
-                    max: multiseg::MAX_SEGMENTS,
-                });
+            if let Some(err) = out_of_range(
+                &config.segments,
+                "segments per series",
+                multiseg::MAX_SEGMENTS,
+            ) {
+                return Err(err);
             }
             if let Some(err) = config
                 .segments
@@ -497,17 +502,8 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
             })
             .collect(),
         Pattern::RpcRate => {
-            if let Some(&bad) = config
-                .threads
-                .iter()
-                .find(|&&t| !(1..=MAX_THREADS).contains(&t))
-            {
-                return Err(BenchError::Count {
-                    pattern: config.pattern.name(),
-                    what: "client threads",
-                    count: bad,
-                    max: MAX_THREADS,
-                });
+            if let Some(err) = out_of_range(&config.threads, "client threads", MAX_THREADS) {
+                return Err(err);
             }
             Ok(config
                 .threads

@@ -320,6 +320,7 @@ fn rail_caps(section: &'static str, caps: RailCaps) -> Vec<Tunable> {
         max_packet,
         latency,
         bandwidth,
+        read_min,
     } = caps;
     vec![
         tunable(
@@ -351,6 +352,13 @@ fn rail_caps(section: &'static str, caps: RailCaps) -> Vec<Tunable> {
             "bandwidth",
             rate(bandwidth),
             "bandwidth in bytes per second, 0 if unknown (read by strategies)",
+        ),
+        tunable(
+            section,
+            "read_min",
+            read_min.map_or_else(|| "none".to_owned(), |min| bytes(min as u64)),
+            "the receiver reads rendezvous data of this size or more from the sender's memory \
+             at the request (set by the shm driver where the kernel allows it)",
         ),
     ]
 }

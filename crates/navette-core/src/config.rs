@@ -101,6 +101,15 @@ pub struct RailCaps {
     pub latency: Duration,
     /// Bandwidth in bytes per second (0: unknown).
     pub bandwidth: u64,
+    /// The receiver on this rail can read rendezvous data straight from
+    /// the sender's memory, pieces of this many bytes on (at most
+    /// [`Self::max_fragment`]): a rendezvous request sent to a peer that
+    /// this rail alone reaches is then marked readable, the driver gives
+    /// the receiver the data's address beside it ([`crate::PacketPlan::offers`]),
+    /// and the receiver reads it as soon as its destination is known,
+    /// without a clear-to-send and a data packet in between (see
+    /// [`crate::Engine::poll_read`]). `None`: the data is always sent.
+    pub read_min: Option<usize>,
 }
 
 impl Default for RailCaps {
@@ -111,6 +120,7 @@ impl Default for RailCaps {
             max_packet: 2 << 20,
             latency: Duration::from_micros(1),
             bandwidth: 0,
+            read_min: None,
         }
     }
 }

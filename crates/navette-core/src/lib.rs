@@ -42,7 +42,7 @@ pub use engine::{
     Engine, Event, GateStats, HAND_OVER_MIN, MOST_LANDING, MOST_PIECES_AT_ONCE, NowGather, NowPart,
     NowPiece, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, OutMsg, OutsideReceive,
     PIECE_COST, PendingRequest, PendingState, PieceSpec, PostedBuffer, PostedList, PostedNow,
-    PostedNowOutcome, RailReport, RecvNow, RecvNowOutcome, RecvPiece, Report, StagedSend,
+    PostedNowOutcome, RailReport, RdvRead, RecvNow, RecvNowOutcome, RecvPiece, Report, StagedSend,
     WholeMessage, WholeNowOutcome,
 };
 pub use error::{PiecesSent, ProtocolError, RequestError, UsageError, Violation};

@@ -29,6 +29,12 @@ pub struct PacketPlan {
     pub bytes: Vec<u8>,
     /// The packet, in order.
     pub segments: Vec<Segment>,
+    /// The transfer ids (`send_id`) of the readable rendezvous requests in
+    /// this packet ([`navette_wire::RdvRequest::readable`]): the driver
+    /// gives the receiver the address of each one's data
+    /// ([`crate::Engine::offered_data`]) with the packet. Empty on rails
+    /// without [`crate::RailCaps::read_min`].
+    pub offers: Vec<u32>,
 }
 
 /// A user range named by a plan no longer resolves (its request was cancelled).
@@ -125,6 +131,7 @@ impl PacketBuilder {
             plan: PacketPlan {
                 bytes,
                 segments: Vec::new(),
+                offers: Vec::new(),
             },
             chunk_count: 0,
             local_start: 0,
@@ -139,6 +146,7 @@ impl PacketBuilder {
         plan.bytes.clear();
         plan.bytes.resize(PacketHeader::LEN, 0);
         plan.segments.clear();
+        plan.offers.clear();
         progress.clear();
         Self {
             plan,
@@ -173,6 +181,11 @@ impl PacketBuilder {
     pub fn push_control(&mut self, chunk: &Chunk<'_>) {
         debug_assert!(!matches!(chunk, Chunk::Eager(_) | Chunk::RdvData(_)));
         chunk.encode(&mut self.plan.bytes);
+        if let Chunk::RdvRequest(r) = chunk
+            && r.readable
+        {
+            self.plan.offers.push(r.send_id);
+        }
         self.chunk_count += 1;
     }
 
@@ -264,15 +277,18 @@ impl PlanPool {
         self.plans.pop().unwrap_or_else(|| PacketPlan {
             bytes: Vec::new(),
             segments: Vec::with_capacity(1),
+            offers: Vec::new(),
         })
     }
 
     /// Keeps a sent (or unused) plan's buffers.
-    pub(crate) fn put_plan(&mut self, plan: PacketPlan) {
+    pub(crate) fn put_plan(&mut self, mut plan: PacketPlan) {
         if self.plans.len() < Self::KEEP
             && plan.bytes.capacity() <= Self::KEEP_BYTES
             && plan.segments.capacity() <= Self::KEEP_BYTES
         {
+            // Whoever takes it next fills bytes and segments, not offers.
+            plan.offers.clear();
             self.plans.push(plan);
         }
     }

@@ -157,6 +157,7 @@ fn build(spec: &ChunkSpec) -> Option<Vec<u8>> {
             tag: *x % 4,
             send_id: *a,
             total_len: *y,
+            readable: false,
         }),
         2 => Chunk::ClearToSend(ClearToSend {
             channel: CH.0,

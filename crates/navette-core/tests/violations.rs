@@ -45,6 +45,7 @@ fn rdv_request(seq: u32, msg: u32, send_id: u32, total_len: u64) -> Chunk<'stati
         tag: 1,
         send_id,
         total_len,
+        readable: false,
     })
 }
 

@@ -16,6 +16,13 @@
 //! gate so the receiver can restore submission order across rails; `msg`
 //! names the message a piece belongs to, so pieces of concurrent messages on
 //! one gate may interleave.
+//!
+//! The flags byte of eager chunks and rendezvous requests holds
+//! [`PieceFlags`]; a rendezvous request also uses bit 7: readable (the
+//! receiver may read the data from the sender's memory, whose address its
+//! transport gave it, [`RdvRequest::readable`]). A clear-to-send's flags
+//! byte is 0 (send the data), 1 (rejected) or 2 (read by the receiver: the
+//! transfer is done), [`CtsFlags`].
 
 use crate::codec::{Reader, check_len, put_u16, put_u32, put_u64};
 use crate::{DecodeError, Limits};
@@ -219,8 +226,11 @@ impl PieceFlags {
     }
 }
 
-/// Flags of a clear-to-send. Bit 0: the receiver rejects the piece (its
-/// unpack did not match); no data must follow.
+/// Flags of a clear-to-send, one of three values. 0: data may be sent.
+/// 1: the receiver rejects the piece (its unpack did not match); no data
+/// must follow. 2: the receiver has read the whole piece itself, from the
+/// sender's memory, on a rendezvous request marked readable
+/// ([`RdvRequest::readable`]); no data must follow, the transfer is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CtsFlags(u8);
 
@@ -229,10 +239,12 @@ impl CtsFlags {
     pub const ACCEPT: Self = Self(0);
     /// The receiver refused the piece.
     pub const REJECT: Self = Self(1);
+    /// The receiver read the piece itself: the transfer is complete.
+    pub const READ: Self = Self(2);
 
     #[inline]
     fn from_bits(bits: u8) -> Result<Self, DecodeError> {
-        if bits > 1 {
+        if bits > 2 {
             return Err(DecodeError::InvalidFlags {
                 field: "clear-to-send flags",
                 value: bits.into(),
@@ -243,7 +255,12 @@ impl CtsFlags {
 
     /// Whether the receiver refused the piece.
     pub fn rejected(self) -> bool {
-        self.0 == 1
+        self == Self::REJECT
+    }
+
+    /// Whether the receiver read the piece itself.
+    pub fn read(self) -> bool {
+        self == Self::READ
     }
 }
 
@@ -352,7 +369,19 @@ pub struct RdvRequest {
     pub send_id: u32,
     /// Length of the piece.
     pub total_len: u64,
+    /// The sender offers the piece for reading: its transport gave the
+    /// receiver's transport the data's address beside the request (a
+    /// shared-memory rail whose receiver reads the sender's memory), so
+    /// the receiver may read it at once and answer with a clear-to-send of
+    /// [`CtsFlags::READ`] instead of asking for the data. Encoded as bit 7
+    /// of the chunk's flags byte, which piece flags leave free.
+    pub readable: bool,
 }
+
+/// The bit of a rendezvous request's flags byte that marks it readable
+/// ([`RdvRequest::readable`]); an eager chunk with it set is refused as
+/// unknown piece flags.
+const READABLE_BIT: u8 = 0x80;
 
 /// The receiver's answer to a rendezvous request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -570,7 +599,13 @@ impl<'a> Chunk<'a> {
                 out.extend_from_slice(e.data);
             }
             Chunk::RdvRequest(r) => {
-                common(out, ChunkKind::RDV_REQUEST, r.flags.bits(), r.channel);
+                let readable = if r.readable { READABLE_BIT } else { 0 };
+                common(
+                    out,
+                    ChunkKind::RDV_REQUEST,
+                    r.flags.bits() | readable,
+                    r.channel,
+                );
                 put_u32(out, r.seq);
                 put_u32(out, r.msg);
                 put_u64(out, r.tag);
@@ -648,12 +683,18 @@ impl<'a> Chunk<'a> {
             ChunkKind::RDV_REQUEST => {
                 let req = RdvRequest {
                     channel,
-                    flags: PieceFlags::from_bits(flags)?,
+                    flags: PieceFlags::from_bits(flags & !READABLE_BIT).map_err(|_| {
+                        DecodeError::InvalidFlags {
+                            field: "piece flags",
+                            value: flags.into(),
+                        }
+                    })?,
                     seq: r.u32("rdv request seq")?,
                     msg: r.u32("rdv request msg")?,
                     tag: r.u64("rdv request tag")?,
                     send_id: r.u32("rdv request send_id")?,
                     total_len: r.u64("rdv request total_len")?,
+                    readable: flags & READABLE_BIT != 0,
                 };
                 check_len(
                     "rdv request total_len",

@@ -53,6 +53,7 @@ fn rdv_request() -> Chunk<'static> {
         tag: 43,
         send_id: 7,
         total_len: 1 << 20,
+        readable: false,
     })
 }
 

@@ -87,6 +87,7 @@ fn rdv_request(total_len: u64) -> Vec<u8> {
         tag: 4,
         send_id: 5,
         total_len,
+        readable: false,
     })
     .encode(&mut body);
     body
@@ -410,10 +411,39 @@ fn invalid_flags_are_rejected_per_kind() {
                 })
             );
         }
+        // A rendezvous request takes the same piece flags, and bit 7 too:
+        // the request is readable.
+        let mut body = rdv_request(0);
+        body[1] = bits;
+        let got = decode_with(&packet(1, &body), &Limits::default());
+        if valid.contains(&(bits & 0x7f)) {
+            assert_eq!(got, Ok(1), "rdv request flags {bits:#x}");
+            let bytes = packet(1, &body);
+            let decoded = Packet::decode(&bytes, &Limits::default())
+                .expect("checked above")
+                .chunks()
+                .next()
+                .expect("one chunk");
+            let Chunk::RdvRequest(r) = decoded else {
+                panic!("not a rendezvous request: {decoded:?}");
+            };
+            assert_eq!(
+                (r.flags.bits(), r.readable),
+                (bits & 0x7f, bits & 0x80 != 0)
+            );
+        } else {
+            assert_eq!(
+                got,
+                Err(DecodeError::InvalidFlags {
+                    field: "piece flags",
+                    value: bits.into()
+                })
+            );
+        }
         let mut body = cts(0, 0);
         body[1] = bits;
         let got = decode_with(&packet(1, &body), &Limits::default());
-        if bits <= 1 {
+        if bits <= 2 {
             assert_eq!(got, Ok(1));
         } else {
             assert_eq!(

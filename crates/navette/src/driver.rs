@@ -427,6 +427,30 @@ impl<'a> DriverPort<'a> {
         out
     }
 
+    /// The next read of readable rendezvous data to make (see
+    /// [`navette_core::Engine::poll_read`]).
+    pub fn poll_read(&mut self) -> Option<navette_core::RdvRead> {
+        self.state.engine.poll_read()
+    }
+
+    /// Reports a read from [`Self::poll_read`] (see
+    /// [`navette_core::Engine::handle_read_done`]).
+    pub fn handle_read_done(&mut self, read: navette_core::RdvRead, landed: bool) {
+        self.state.engine.handle_read_done(read, landed);
+        self.mark_if_queued();
+    }
+
+    /// See [`navette_core::Engine::has_reads`].
+    #[inline]
+    pub fn has_reads(&self) -> bool {
+        self.state.engine.has_reads()
+    }
+
+    /// See [`navette_core::Engine::offered_data`].
+    pub fn offered_data(&self, send_id: u32) -> Option<(Rank, navette_core::MemRef)> {
+        self.state.engine.offered_data(send_id)
+    }
+
     /// See [`navette_core::Engine::awaits_rdv_data`].
     pub fn awaits_rdv_data(&self, peer: Rank) -> bool {
         self.state.engine.awaits_rdv_data(peer)

@@ -88,12 +88,13 @@ fn total_bytes() -> u64 {
 
 /// Bytes of [`SIZES`] that go by rendezvous (from the default threshold on).
 fn rendezvous_bytes() -> u64 {
+    rendezvous_sizes().map(|s| s as u64).sum()
+}
+
+/// The sizes of [`SIZES`] that go by rendezvous.
+fn rendezvous_sizes() -> impl Iterator<Item = usize> {
     let threshold = ShmConfig::default().rdv_threshold;
-    SIZES
-        .iter()
-        .filter(|&&s| s >= threshold)
-        .map(|&s| s as u64)
-        .sum()
+    SIZES.iter().copied().filter(move |&s| s >= threshold)
 }
 
 /// What each rank's peer wrote for its shared reads, the peer counted as
@@ -110,7 +111,8 @@ fn writes_match(stats: &[navette::shm::ShmStats]) {
 }
 
 /// Forced single copy: every rendezvous byte is read by the receiver
-/// from the sender's memory; nothing large goes through the rings.
+/// from the sender's memory; nothing large goes through the rings. Each
+/// piece is one pull fragment or less, so each is read at its request.
 #[test]
 fn single_copy_pulls_rendezvous_data() {
     let stats = run(2, config(CopyMode::Single), |node, driver, _| {
@@ -121,6 +123,28 @@ fn single_copy_pulls_rendezvous_data() {
         assert!(s.can_pull);
         assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, rdv, "{s:?}");
         assert!(s.bytes_copied_in < total_bytes() - rdv + 64 * 1024, "{s:?}");
+        assert_eq!(s.reads_at_request, rendezvous_sizes().count() as u64);
+    }
+    writes_match(&stats);
+}
+
+/// Pieces longer than a pull fragment are not read at the request: their
+/// data is asked for and pulled fragment by fragment; shorter ones are
+/// still read at theirs. Every byte is read once either way.
+#[test]
+fn pieces_longer_than_a_pull_fragment_are_pulled_by_fragments() {
+    let mut config = config(CopyMode::Single);
+    config.shm.pull_fragment = 1 << 20;
+    let stats = run(2, config, |node, driver, _| exchange(node, driver));
+    let at_request = rendezvous_sizes().filter(|&s| s <= 1 << 20).count();
+    assert!(at_request < rendezvous_sizes().count(), "some longer piece");
+    for s in &stats {
+        assert_eq!(
+            s.bytes_pulled + s.bytes_written_by_peers,
+            rendezvous_bytes(),
+            "{s:?}"
+        );
+        assert_eq!(s.reads_at_request, at_request as u64, "{s:?}");
     }
     writes_match(&stats);
 }
@@ -171,6 +195,7 @@ fn shared_reads_deliver_every_byte() {
             (rounds * size) as u64,
             "{s:?}"
         );
+        assert_eq!(s.reads_at_request, rounds as u64, "{s:?}");
     }
     writes_match(&stats);
 }
@@ -204,6 +229,7 @@ fn automatic_copy_pulls_only_long_fragments() {
     for s in &stats {
         assert!(s.can_pull);
         assert_eq!(s.bytes_pulled + s.bytes_written_by_peers, pulled, "{s:?}");
+        assert_eq!(s.reads_at_request, 2, "1 MiB and 5 MiB, {s:?}");
         assert!(s.bytes_copied_in >= total_bytes() - pulled, "{s:?}");
         assert!(
             s.bytes_copied_in < total_bytes() - pulled + 64 * 1024,

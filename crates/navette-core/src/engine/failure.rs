@@ -75,6 +75,7 @@ impl Engine {
             let rdv = self.rdv_sends.remove(&id).expect("collected above");
             self.complete(rdv.req, Err(err.clone()));
         }
+        self.reads.retain(|r| r.peer != peer);
         for id in sorted_keys(&self.rdv_recvs, |r| r.peer == peer) {
             let rdv = self.rdv_recvs.remove(&id).expect("collected above");
             self.complete(rdv.req, Err(err.clone()));

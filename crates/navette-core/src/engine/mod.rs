@@ -55,6 +55,7 @@ pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
 pub use piece::PIECE_COST;
 pub use posted_now::{MOST_LANDING, PostedBuffer, PostedList, PostedNow, PostedNowOutcome};
 pub use recv::RecvPiece;
+pub use rendezvous::RdvRead;
 pub use report::{OutsideReceive, PendingRequest, PendingState, RailReport, Report};
 pub use send::{OutMsg, PieceSpec};
 pub use whole::WholeMessage;
@@ -131,6 +132,8 @@ pub struct Engine {
     deferred: FxHashMap<ReqId, recv::DeferredPiece>,
     rdv_sends: FxHashMap<u32, RdvSend>,
     rdv_recvs: FxHashMap<u32, RdvRecv>,
+    /// Reads of readable rendezvous data for the driver to make.
+    reads: VecDeque<RdvRead>,
     buffered: usize,
     /// When requests were made, for reports.
     births: births::Births,
@@ -305,6 +308,7 @@ impl Engine {
             deferred: FxHashMap::default(),
             rdv_sends: FxHashMap::default(),
             rdv_recvs: FxHashMap::default(),
+            reads: VecDeque::new(),
             buffered: 0,
             births: births::Births::default(),
             pool: PlanPool::default(),

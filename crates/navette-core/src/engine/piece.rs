@@ -26,7 +26,12 @@ pub(crate) struct Piece<D> {
 #[derive(Clone, Debug)]
 pub(crate) enum Body<D> {
     Eager(D),
-    Rdv { send_id: u32, len: u64 },
+    /// `readable`: see [`navette_wire::RdvRequest::readable`].
+    Rdv {
+        send_id: u32,
+        len: u64,
+        readable: bool,
+    },
 }
 
 impl<'a> SeqPiece<&'a [u8]> {
@@ -53,6 +58,7 @@ impl<'a> SeqPiece<&'a [u8]> {
                 body: Body::Rdv {
                     send_id: r.send_id,
                     len: r.total_len,
+                    readable: r.readable,
                 },
             },
         }
@@ -65,9 +71,14 @@ impl<D: AsRef<[u8]>> Piece<D> {
             flags: self.flags,
             body: match &self.body {
                 Body::Eager(d) => Body::Eager(d.as_ref()),
-                Body::Rdv { send_id, len } => Body::Rdv {
+                Body::Rdv {
+                    send_id,
+                    len,
+                    readable,
+                } => Body::Rdv {
                     send_id: *send_id,
                     len: *len,
+                    readable: *readable,
                 },
             },
         }
@@ -78,9 +89,14 @@ impl<D: AsRef<[u8]>> Piece<D> {
             flags: self.flags,
             body: match &self.body {
                 Body::Eager(d) => Body::Eager(d.as_ref().to_vec()),
-                Body::Rdv { send_id, len } => Body::Rdv {
+                Body::Rdv {
+                    send_id,
+                    len,
+                    readable,
+                } => Body::Rdv {
                     send_id: *send_id,
                     len: *len,
+                    readable: *readable,
                 },
             },
         }

@@ -313,9 +313,13 @@ impl Engine {
                     self.complete(req, Ok(d.status));
                     self.piece_done(d.key);
                 }
-                Body::Rdv { send_id, len } => {
+                Body::Rdv {
+                    send_id,
+                    len,
+                    readable,
+                } => {
                     let dest = dest.slice(0, len as usize);
-                    self.start_rdv_recv(d.gate, d.key, req, dest, send_id, d.status);
+                    self.start_rdv_recv(d.gate, d.key, req, dest, send_id, readable, d.status);
                 }
             }
             self.check_end(d.key);
@@ -557,7 +561,12 @@ impl Engine {
                     self.complete(posted.req, Ok(status));
                 }
             }
-            (Some(dest), Body::Rdv { send_id, .. }) => {
+            (
+                Some(dest),
+                Body::Rdv {
+                    send_id, readable, ..
+                },
+            ) => {
                 msg.outstanding += 1;
                 self.start_rdv_recv(
                     bound.gate,
@@ -565,6 +574,7 @@ impl Engine {
                     posted.req,
                     dest.slice(0, len),
                     send_id,
+                    readable,
                     status,
                 );
             }

@@ -1,6 +1,14 @@
 //! Both ends of a rendezvous: the sender's request waits for a
 //! clear-to-send naming the destination, then its data is queued in
 //! fragments; the receiver's data lands straight in that destination.
+//!
+//! A *readable* request (on a rail whose receiver reads the sender's
+//! memory, [`crate::RailCaps::read_min`]) skips the two middle steps: the
+//! driver gives the receiver the data's address beside the request, the
+//! receiver's engine hands its driver a read ([`RdvRead`]) as soon as the
+//! destination is known, and the clear-to-send that follows the read
+//! ([`CtsFlags::READ`]) completes the send. One crossing each way, as
+//! MPI's and UCX's single-copy "get" protocols, instead of three.
 
 use navette_wire::{ClearToSend, CtsFlags, RdvDataHeader};
 
@@ -8,6 +16,21 @@ use super::{Engine, GateId};
 use crate::error::Violation;
 use crate::memory::{self, Memory};
 use crate::{ChannelId, MemRef, Pending, Rank, ReqId, RequestError, Status};
+
+/// A read the driver is to make: the data of the peer's readable
+/// rendezvous request `send_id` (whose address came with the request)
+/// into `dest`, then [`Engine::handle_read_done`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdvRead {
+    /// The sender.
+    pub peer: Rank,
+    /// The sender's transfer id, as in its request.
+    pub send_id: u32,
+    /// Where the data goes: the whole piece.
+    pub dest: MemRef,
+    channel: u16,
+    recv_id: u32,
+}
 
 /// A rendezvous transfer on the sender, from request to completion.
 #[derive(Debug)]
@@ -19,6 +42,9 @@ pub(crate) struct RdvSend {
     pub(super) status: Status,
     pub(super) requested: u64,
     pub(super) sent: u64,
+    /// The request went out readable: the receiver may read the data and
+    /// answer [`CtsFlags::READ`].
+    pub(super) readable: bool,
 }
 
 /// A rendezvous transfer on the receiver: clear-to-send sent, data landing.
@@ -44,6 +70,27 @@ impl Engine {
         };
         if rdv.peer != peer || rdv.channel != cts.channel {
             return Err(Violation::UnknownTransfer(cts.send_id));
+        }
+        if cts.flags.read() {
+            // Only a readable request may be answered so, and only for the
+            // whole piece, before any of it was asked for.
+            if !rdv.readable {
+                return Err(Violation::UnknownTransfer(cts.send_id));
+            }
+            let total = rdv.data.len as u64;
+            if cts.offset != 0 || cts.len != total || rdv.requested != 0 {
+                return Err(Violation::OutOfBounds {
+                    offset: cts.offset,
+                    len: cts.len,
+                    total,
+                });
+            }
+            let rdv = self
+                .rdv_sends
+                .remove(&cts.send_id)
+                .expect("looked up above");
+            self.complete(rdv.req, Ok(rdv.status));
+            return Ok(());
         }
         if cts.flags.rejected() {
             let rdv = self
@@ -99,6 +146,9 @@ impl Engine {
         }
     }
 
+    /// Starts receiving the rendezvous piece `send_id` into `dest`: asks
+    /// for its data, or, for a `readable` request, hands the driver a read.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start_rdv_recv(
         &mut self,
         gate: GateId,
@@ -106,20 +156,26 @@ impl Engine {
         req: ReqId,
         dest: MemRef,
         send_id: u32,
+        readable: bool,
         status: Status,
     ) {
         let recv_id = self.new_transfer();
-        let g = &mut self.gates[gate.0];
+        let g = &self.gates[gate.0];
         let (channel, peer) = (g.channel.0, g.peer);
-        g.window.push(Pending::ClearToSend(ClearToSend {
-            channel,
-            flags: CtsFlags::ACCEPT,
-            send_id,
-            recv_id,
-            offset: 0,
-            len: dest.len as u64,
-        }));
-        self.window_joined(gate);
+        // (A piece is read whole: its length is a fragment's, below 4 GiB.)
+        if readable && dest.len > 0 && u32::try_from(dest.len).is_ok() {
+            self.reads.push_back(RdvRead {
+                peer,
+                send_id,
+                dest,
+                channel,
+                recv_id,
+            });
+            // The driver looks for reads where it looks for packets.
+            self.queued = true;
+        } else {
+            self.push_cts(gate, CtsFlags::ACCEPT, send_id, recv_id, dest.len);
+        }
         if dest.len == 0 {
             self.complete(req, Ok(status));
             self.piece_done(key);
@@ -137,6 +193,106 @@ impl Engine {
                 status,
             },
         );
+    }
+
+    /// Queues a clear-to-send of `flags` for the whole piece `send_id`.
+    fn push_cts(&mut self, gate: GateId, flags: CtsFlags, send_id: u32, recv_id: u32, len: usize) {
+        let g = &mut self.gates[gate.0];
+        let channel = g.channel.0;
+        g.window.push(Pending::ClearToSend(ClearToSend {
+            channel,
+            flags,
+            send_id,
+            recv_id,
+            offset: 0,
+            len: len as u64,
+        }));
+        self.window_joined(gate);
+    }
+
+    /// Whether a rendezvous request of `len` bytes to `peer` goes out
+    /// readable: one open rail reaches the peer (with several, strategies
+    /// may split the data over them), and its receiver reads pieces of
+    /// this size ([`crate::RailCaps::read_min`], up to one fragment).
+    pub(super) fn readable_by(&self, peer: Rank, len: usize) -> bool {
+        let Some(p) = self.peers.get(&peer) else {
+            return false;
+        };
+        let mut open = p
+            .rails
+            .iter()
+            .map(|r| &self.rails[r.0 as usize])
+            .filter(|r| !r.closed);
+        match (open.next(), open.next()) {
+            (Some(rail), None) => rail
+                .caps
+                .read_min
+                .is_some_and(|min| len >= min && len <= rail.caps.max_fragment),
+            _ => false,
+        }
+    }
+
+    /// The next read for the driver to make, oldest first (see
+    /// [`RdvRead`]); the driver asks after each event that may have
+    /// matched a readable request, as it asks for packets
+    /// ([`Self::take_queued`]).
+    pub fn poll_read(&mut self) -> Option<RdvRead> {
+        self.reads.pop_front()
+    }
+
+    /// Whether a read waits for [`Self::poll_read`]: a driver's round
+    /// asks this first, at the cost of a load.
+    #[inline]
+    pub fn has_reads(&self) -> bool {
+        !self.reads.is_empty()
+    }
+
+    /// Reports the read of `read`: its data is in place (`landed`), or the
+    /// driver could not read it (no address came for it, or the read
+    /// failed in a way that is not the peer's fault), in which case the
+    /// data is asked for the usual way and sent. A read whose destination
+    /// its owner cancelled meanwhile counts as landed: the sender is told
+    /// it is done.
+    pub fn handle_read_done(&mut self, read: RdvRead, landed: bool) {
+        let gate = self.gate(ChannelId(read.channel), read.peer);
+        if !landed {
+            self.push_cts(
+                gate,
+                CtsFlags::ACCEPT,
+                read.send_id,
+                read.recv_id,
+                read.dest.len,
+            );
+            return;
+        }
+        self.push_cts(
+            gate,
+            CtsFlags::READ,
+            read.send_id,
+            read.recv_id,
+            read.dest.len,
+        );
+        // A whole piece, within u32 like every fragment (`max_fragment`).
+        let Ok(len) = u32::try_from(read.dest.len) else {
+            return;
+        };
+        self.rdv_landed(&RdvDataHeader {
+            channel: read.channel,
+            recv_id: read.recv_id,
+            offset: 0,
+            len,
+        });
+    }
+
+    /// The data of our readable rendezvous request `send_id` while the
+    /// receiver may still read it: what a driver gives the receiver the
+    /// address of (see [`crate::PacketPlan::offers`]), and checks a peer's
+    /// offer to share the read against.
+    pub fn offered_data(&self, send_id: u32) -> Option<(Rank, MemRef)> {
+        self.rdv_sends
+            .get(&send_id)
+            .filter(|r| r.readable && r.requested == 0)
+            .map(|r| (r.peer, r.data))
     }
 
     pub(super) fn on_rdv_data(

@@ -162,6 +162,7 @@ impl Engine {
             });
         } else {
             let send_id = self.new_transfer();
+            let readable = self.readable_by(out.peer, piece.data.len);
             let gate = &mut self.gates[out.gate.0];
             gate.window.push(Pending::RdvRequest(RdvRequest {
                 channel,
@@ -171,6 +172,7 @@ impl Engine {
                 tag: out.tag,
                 send_id,
                 total_len: piece.data.len as u64,
+                readable,
             }));
             self.rdv_sends.insert(
                 send_id,
@@ -182,6 +184,7 @@ impl Engine {
                     status,
                     requested: 0,
                     sent: 0,
+                    readable,
                 },
             );
         }

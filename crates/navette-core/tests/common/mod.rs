@@ -8,6 +8,12 @@
 //! [`Order`], which is how packets of two rails between the same pair
 //! overtake each other. Completions are collected per node, and a request
 //! completing twice fails the test.
+//!
+//! Readable rendezvous requests (rails with `read_min`) are served as a
+//! shared-memory driver would: the data of each offer in a plan is noted
+//! as it leaves, and each read an engine asks for copies it from the
+//! sender's memory (unless `refuse_reads`, which answers that it could
+//! not).
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -98,6 +104,13 @@ pub struct Net {
     /// Protocol errors raised by `handle_packet`: (receiving node, error).
     pub errors: Vec<(usize, ProtocolError)>,
     pub now: Duration,
+    /// Read offers that left with packets: (sender, receiver, send id,
+    /// the data in the sender's memory).
+    pub offers: Vec<(usize, usize, u32, MemRef)>,
+    /// Reads made from offers.
+    pub reads_made: usize,
+    /// Answer every read as not made: the data is then asked for.
+    pub refuse_reads: bool,
 }
 
 impl Net {
@@ -152,6 +165,9 @@ impl Net {
             events: vec![IndexMap::new(); nodes],
             errors: Vec::new(),
             now: Duration::ZERO,
+            offers: Vec::new(),
+            reads_made: 0,
+            refuse_reads: false,
         }
     }
 
@@ -176,12 +192,20 @@ impl Net {
         let mut any = false;
         loop {
             let mut round = false;
+            self.serve_reads();
             for i in 0..self.links.len() {
                 let now = self.tick();
                 let (from, rail) = (self.links[i].from, self.links[i].from_rail);
                 let Some(plan) = self.engines[from].poll_transmit(now, rail) else {
                     continue;
                 };
+                for &send_id in &plan.offers {
+                    let (to, data) = self.engines[from]
+                        .offered_data(send_id)
+                        .expect("an offered request is pending");
+                    assert_eq!(to as usize, self.links[i].to, "offered to its peer");
+                    self.offers.push((from, self.links[i].to, send_id, data));
+                }
                 let mut bytes = Vec::new();
                 plan.gather(&self.mems[from], &mut bytes)
                     .expect("plans name live memory");
@@ -263,8 +287,34 @@ impl Net {
         if let Err(e) = &result {
             self.errors.push((to, e.clone()));
         }
+        self.serve_reads();
         self.collect();
         result
+    }
+
+    /// Makes the reads the engines ask for, from the offers noted.
+    pub fn serve_reads(&mut self) {
+        for node in 0..self.engines.len() {
+            while let Some(read) = self.engines[node].poll_read() {
+                let offer = self.offers.iter().position(|&(from, to, id, _)| {
+                    (from, to, id) == (read.peer as usize, node, read.send_id)
+                });
+                let data = offer.map(|at| self.offers.swap_remove(at).3);
+                let landed = match data {
+                    Some(data) if !self.refuse_reads => {
+                        assert_eq!(data.len, read.dest.len, "read length");
+                        let bytes = memory::read(&self.mems[read.peer as usize], data)
+                            .expect("offered data stays registered until read")
+                            .to_vec();
+                        memory::write(&mut self.mems[node], read.dest, 0, &bytes);
+                        self.reads_made += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                self.engines[node].handle_read_done(read, landed);
+            }
+        }
     }
 
     /// Transmits and delivers until nothing moves, then checks that no

@@ -113,7 +113,11 @@ pub fn piece_flags() -> impl Strategy<Value = PieceFlags> {
 }
 
 pub fn cts_flags() -> impl Strategy<Value = CtsFlags> {
-    prop_oneof![Just(CtsFlags::ACCEPT), Just(CtsFlags::REJECT)]
+    prop_oneof![
+        Just(CtsFlags::ACCEPT),
+        Just(CtsFlags::REJECT),
+        Just(CtsFlags::READ)
+    ]
 }
 
 /// A u64 within `max`, biased toward the edges.
@@ -161,19 +165,23 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             any::<u32>(),
             any::<u64>(),
             any::<u32>(),
-            bounded(max)
+            bounded(max),
+            any::<bool>(),
         )
-            .prop_map(|(channel, flags, seq, msg, tag, send_id, total_len)| {
-                Spec::RdvRequest(RdvRequest {
-                    channel,
-                    flags,
-                    seq,
-                    msg,
-                    tag,
-                    send_id,
-                    total_len,
-                })
-            }),
+            .prop_map(
+                |(channel, flags, seq, msg, tag, send_id, total_len, readable)| {
+                    Spec::RdvRequest(RdvRequest {
+                        channel,
+                        flags,
+                        seq,
+                        msg,
+                        tag,
+                        send_id,
+                        total_len,
+                        readable,
+                    })
+                }
+            ),
         (
             any::<u16>(),
             cts_flags(),

@@ -8,6 +8,7 @@
 //! | [`Cell::Packet`] | an engine packet (packet header and chunks), copied in by the sender |
 //! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy |
 //! | [`Cell::Pulled`] | the receiver read the data of the sender's last pull (or could not) |
+//! | [`Cell::Offering`] | a count (u32), that many read offers (send id u32, zero u32, address u64, length u64), then an engine packet whose readable rendezvous requests they belong to: the receiver reads each one's data as soon as its destination is known |
 //!
 //! Header: kind (u8), then the sender's rank on 3 bytes (little endian;
 //! the shm driver serves at most 2^24 ranks per host). Four bytes, so that
@@ -29,6 +30,11 @@ pub(super) const MAX_RANKS: u32 = 1 << 24;
 const PACKET: u8 = 1;
 const PULL: u8 = 2;
 const PULLED: u8 = 3;
+const OFFERING: u8 = 4;
+
+/// Bytes of an offering cell's count, and of each of its offers.
+const COUNT_LEN: usize = 4;
+const OFFER_LEN: usize = 24;
 
 /// Bytes of a pull descriptor before the packet's headers.
 const PULL_FIXED: usize = 16;
@@ -48,6 +54,35 @@ pub(super) enum Cell<'a> {
     },
     /// The outcome of the receiver's read of our last pull.
     Pulled { from: Rank, ok: bool },
+    /// An engine packet, with the addresses of the data of its readable
+    /// rendezvous requests (see [`offers`]).
+    Offering {
+        from: Rank,
+        offers: &'a [u8],
+        packet: &'a [u8],
+    },
+}
+
+/// Where the data of one of our readable rendezvous requests lies in our
+/// memory, for the receiver to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ReadOffer {
+    /// The request's transfer id.
+    pub(super) send_id: u32,
+    /// The data's address in the sender.
+    pub(super) addr: u64,
+    /// The data's length.
+    pub(super) len: u64,
+}
+
+/// The offers of an offering cell (its `offers` bytes, whose length
+/// parsing checked to be a whole number of offers).
+pub(super) fn offers(bytes: &[u8]) -> impl Iterator<Item = ReadOffer> + '_ {
+    bytes.chunks_exact(OFFER_LEN).map(|o| ReadOffer {
+        send_id: u32::from_le_bytes(o[..4].try_into().expect("4 bytes")),
+        addr: u64::from_le_bytes(o[8..16].try_into().expect("8 bytes")),
+        len: u64::from_le_bytes(o[16..24].try_into().expect("8 bytes")),
+    })
 }
 
 /// A cell that does not parse.
@@ -77,6 +112,20 @@ impl<'a> Cell<'a> {
                     addr: u64::from_le_bytes(fixed[..8].try_into().expect("8 bytes")),
                     len: u64::from_le_bytes(fixed[8..].try_into().expect("8 bytes")),
                     headers: &body[PULL_FIXED..],
+                })
+            }
+            OFFERING => {
+                let count = body.get(..COUNT_LEN).ok_or_else(short)?;
+                let count = u32::from_le_bytes(count.try_into().expect("4 bytes")) as usize;
+                let end = count
+                    .checked_mul(OFFER_LEN)
+                    .and_then(|len| len.checked_add(COUNT_LEN))
+                    .filter(|&end| end <= body.len())
+                    .ok_or_else(short)?;
+                Ok(Self::Offering {
+                    from,
+                    offers: &body[COUNT_LEN..end],
+                    packet: &body[end..],
                 })
             }
             PULLED => {
@@ -122,6 +171,30 @@ pub(super) fn write_pull(out: &mut [u8], from: Rank, addr: u64, len: u64, header
     out[HEADER_LEN + PULL_FIXED..].copy_from_slice(headers);
 }
 
+/// Length of an offering cell of `offers` offers and a packet of
+/// `packet_len` bytes.
+pub(super) const fn offering_len(offers: usize, packet_len: usize) -> usize {
+    HEADER_LEN + COUNT_LEN + offers * OFFER_LEN + packet_len
+}
+
+/// Writes an offering cell's header and offers; the caller writes the
+/// packet from the returned offset on.
+pub(super) fn write_offering(out: &mut [u8], from: Rank, offers: &[ReadOffer]) -> usize {
+    header(out, OFFERING, from);
+    let count = u32::try_from(offers.len()).expect("a cell holds far fewer offers");
+    out[HEADER_LEN..HEADER_LEN + COUNT_LEN].copy_from_slice(&count.to_le_bytes());
+    let mut at = HEADER_LEN + COUNT_LEN;
+    for offer in offers {
+        let o = &mut out[at..at + OFFER_LEN];
+        o[..4].copy_from_slice(&offer.send_id.to_le_bytes());
+        o[4..8].fill(0);
+        o[8..16].copy_from_slice(&offer.addr.to_le_bytes());
+        o[16..24].copy_from_slice(&offer.len.to_le_bytes());
+        at += OFFER_LEN;
+    }
+    at
+}
+
 /// Length of a pulled cell.
 pub(super) const PULLED_LEN: usize = HEADER_LEN + 1;
 
@@ -165,6 +238,34 @@ mod tests {
             write_pulled(&mut buf, 9, ok);
             assert_eq!(Cell::parse(&buf), Ok(Cell::Pulled { from: 9, ok }));
         }
+
+        let sent = [
+            ReadOffer {
+                send_id: 7,
+                addr: 0x7fff_0000_1000,
+                len: 256 << 10,
+            },
+            ReadOffer {
+                send_id: u32::MAX,
+                addr: 1,
+                len: u64::MAX,
+            },
+        ];
+        for count in 0..=sent.len() {
+            let mut buf = vec![0u8; offering_len(count, 3)];
+            let at = write_offering(&mut buf, 5, &sent[..count]);
+            buf[at..].copy_from_slice(b"pkt");
+            let Ok(Cell::Offering {
+                from,
+                offers: got,
+                packet,
+            }) = Cell::parse(&buf)
+            else {
+                panic!("not an offering cell");
+            };
+            assert_eq!((from, packet), (5, &b"pkt"[..]));
+            assert_eq!(offers(got).collect::<Vec<_>>(), sent[..count]);
+        }
     }
 
     #[test]
@@ -173,6 +274,27 @@ mod tests {
         write_pull(&mut pull, 1, 2, 3, &[]);
         for cut in 0..pull.len() {
             assert!(Cell::parse(&pull[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut offering = vec![0u8; offering_len(2, 0)];
+        write_offering(
+            &mut offering,
+            1,
+            &[ReadOffer {
+                send_id: 1,
+                addr: 2,
+                len: 3,
+            }; 2],
+        );
+        for cut in 0..offering.len() {
+            assert!(Cell::parse(&offering[..cut]).is_err(), "cut at {cut}");
+        }
+        // A count past the cell's end, however large, is refused.
+        for count in [3u32, u32::MAX] {
+            offering[HEADER_LEN..HEADER_LEN + COUNT_LEN].copy_from_slice(&count.to_le_bytes());
+            assert_eq!(
+                Cell::parse(&offering),
+                Err(CellError::Short(offering.len()))
+            );
         }
         let mut pulled = [0u8; PULLED_LEN];
         write_pulled(&mut pulled, 1, true);

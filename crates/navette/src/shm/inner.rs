@@ -11,17 +11,24 @@
 //! peer's pulled cell comes back. While pulling, the peer may offer us to
 //! write part of the data into its destination ourselves (a shared read,
 //! see [`Inner::read_pulled`]).
+//!
+//! A readable rendezvous request (see [`navette_core::RdvRead`]) leaves in
+//! an offering cell that gives the data's address: the receiver keeps it
+//! until its engine asks for the read ([`Inner::serve_reads`]), reads
+//! (shared the same way, the sender serving the offer while its request
+//! waits), and its engine's clear-to-send then completes the send.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use navette_core::memory;
-use navette_core::{Memory, PacketPlan, RailId, Rank, Segment as PlanSegment};
+use navette_core::{Memory, PacketPlan, RailId, Rank, RdvRead, Segment as PlanSegment};
 use navette_shm::Segment;
 use navette_wire::{ChunkKind, Limits, PacketHeader, RdvDataHeader};
+use smallvec::SmallVec;
 
 use super::ShmStats;
-use super::cell::{self, Cell};
+use super::cell::{self, Cell, ReadOffer};
 use crate::clock::Clock;
 use crate::driver::DriverPort;
 use crate::node::NodeCore;
@@ -33,6 +40,11 @@ const SEND_PASSES: usize = 4;
 /// Rounds between two looks at the clock for the peers' liveness check
 /// (a spinning round lasts tens of nanoseconds).
 const LIVENESS_ROUNDS: u32 = 64;
+/// Read offers kept from all peers at most: past it, a peer's new offers
+/// are dropped and their data is asked for and sent the usual way (a
+/// sender may make many requests that nobody has posted a receive for
+/// yet; an offer costs 32 bytes).
+const MOST_SOURCES: usize = 4096;
 
 /// One peer rank as the driver sees it.
 #[derive(Debug)]
@@ -73,6 +85,13 @@ pub(super) struct Inner {
     /// Packets of ours that peers are pulling: while there are any, each
     /// round looks for their offers.
     pulls_out: usize,
+    /// Peers' read offers (the data of their readable rendezvous
+    /// requests), until our engine asks for the read.
+    sources: Vec<(Rank, ReadOffer)>,
+    /// Our readable rendezvous requests whose offer went out (peer, send
+    /// id), while our engine still waits for them: each round looks for
+    /// the peer's offer to share the read, as for a pull.
+    offered: Vec<(Rank, u32)>,
     limits: Limits,
     start: Clock,
     liveness: Liveness,
@@ -110,6 +129,8 @@ impl Inner {
             piece_max,
             share_min,
             pulls_out: 0,
+            sources: Vec::new(),
+            offered: Vec::new(),
             limits,
             start,
             liveness: Liveness {
@@ -161,7 +182,8 @@ impl Inner {
     /// One round: write the parts of our pulled data that peers offer us,
     /// receive, send back acknowledgements, send.
     pub(super) fn progress(&mut self, segment: &Segment, node: &NodeCore) -> bool {
-        let mut any = self.pulls_out > 0 && self.serve_offers(segment, node);
+        let serving = self.pulls_out > 0 || !self.offered.is_empty();
+        let mut any = serving && self.serve_offers(segment, node);
         any |= self.receive(segment, node);
         any |= self.flush_acks(segment);
         for _ in 0..SEND_PASSES {
@@ -216,6 +238,12 @@ impl Inner {
                 break;
             }
         }
+        // Our readable requests that the cells completed (their
+        // clear-to-send came) need serving no more.
+        if !self.offered.is_empty() {
+            self.offered
+                .retain(|&(_, send_id)| port.offered_data(send_id).is_some());
+        }
         handled > 0
     }
 
@@ -240,7 +268,89 @@ impl Inner {
                 self.acks.push_back((from, ok));
             }
             Ok(Cell::Pulled { from, ok }) => self.on_pulled(port, from, ok),
+            Ok(Cell::Offering {
+                from,
+                offers,
+                packet,
+            }) => {
+                let Some(rail) = self.open_rail(from) else {
+                    return;
+                };
+                for offer in cell::offers(offers) {
+                    self.keep_source(from, offer);
+                }
+                if let Err(e) = port.handle_packet(|| self.start.now(), rail, packet) {
+                    self.fail(port, from, &e);
+                    return;
+                }
+                // A receive posted ahead matched a request at once.
+                self.serve_reads(segment, port);
+            }
         }
+    }
+
+    /// Keeps a peer's read offer until our engine asks for its read (one
+    /// offer per request: a repeated id replaces the first).
+    fn keep_source(&mut self, from: Rank, offer: ReadOffer) {
+        let same = |(peer, o): &&mut (Rank, ReadOffer)| *peer == from && o.send_id == offer.send_id;
+        if let Some(kept) = self.sources.iter_mut().find(same) {
+            kept.1 = offer;
+        } else if self.sources.len() < MOST_SOURCES {
+            self.sources.push((from, offer));
+        }
+    }
+
+    /// Makes the reads our engine asks for (see [`RdvRead`]), each from the
+    /// offer that came with its request; without one, the engine asks for
+    /// the data the usual way.
+    fn serve_reads(&mut self, segment: &Segment, port: &mut DriverPort<'_>) {
+        while let Some(read) = port.poll_read() {
+            if self.open_rail(read.peer).is_none() {
+                continue;
+            }
+            match self.read_offered(segment, port, &read) {
+                Ok(landed) => port.handle_read_done(read, landed),
+                Err(what) => self.fail(port, read.peer, &what),
+            }
+        }
+    }
+
+    /// Reads the data of `read` from its offer: whether it landed (false
+    /// when no offer came for it), or why the peer's rail must close.
+    fn read_offered(
+        &mut self,
+        segment: &Segment,
+        port: &mut DriverPort<'_>,
+        read: &RdvRead,
+    ) -> Result<bool, String> {
+        let found = self
+            .sources
+            .iter()
+            .position(|(peer, o)| *peer == read.peer && o.send_id == read.send_id);
+        let Some(at) = found else {
+            return Ok(false);
+        };
+        let (_, offer) = self.sources.swap_remove(at);
+        if offer.len != read.dest.len as u64 {
+            return Err(format!(
+                "a read offer of {} bytes for a request of {}",
+                offer.len, read.dest.len
+            ));
+        }
+        let pid = segment.area(read.peer).pid();
+        let at = read.dest.offset..read.dest.offset + read.dest.len;
+        // A destination its owner cancelled no longer resolves: nothing is
+        // read, and the sender is told it is done.
+        if let Some(target) = port
+            .memory_mut()
+            .get_mut(read.dest.handle)
+            .and_then(|r| r.get_mut(at))
+        {
+            self.read_pulled(segment, read.peer, pid, offer.addr, target)
+                .map_err(|e| format!("single-copy read failed: {e}"))?;
+            self.stats.reads_at_request += 1;
+        }
+        Ok(true)
     }
 
     /// The rail of an open peer; a cell from an unknown rank is dropped.
@@ -382,24 +492,30 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes the parts of our pulled data that peers offer us (see
-    /// [`Self::read_pulled`]); whether any was written. The offer is taken
-    /// under the node's lock, which keeps our data's memory resolved, and
-    /// written at once: its owner waits for it. The write (up to half a
-    /// pull fragment, some milliseconds for the largest) holds the lock:
-    /// our other threads wait meanwhile, but no request can release the
-    /// memory it reads.
+    /// Writes the parts of our data that peers offer us (see
+    /// [`Self::read_pulled`]): of the packet they pull, or of a readable
+    /// request of ours they read; whether any was written. The offer is
+    /// taken under the node's lock, which keeps our data's memory
+    /// resolved, and written at once: its owner waits for it. The write
+    /// (up to half a pull fragment, some milliseconds for the largest)
+    /// holds the lock: our other threads wait meanwhile, but no request
+    /// can release the memory it reads.
     fn serve_offers(&mut self, segment: &Segment, node: &NodeCore) -> bool {
         let mut any = false;
         for (peer, slot) in self.peers.iter().enumerate() {
-            let Some(PeerSlot {
-                out: Some(Out::Pulling(plan)),
-                ..
-            }) = slot
-            else {
-                continue;
+            let peer = peer as Rank;
+            let pulling = match slot {
+                Some(PeerSlot {
+                    out: Some(Out::Pulling(plan)),
+                    ..
+                }) => Some(plan),
+                _ => None,
             };
-            let area = segment.area(peer as Rank);
+            let read = || self.offered.iter().filter(move |&&(p, _)| p == peer);
+            if pulling.is_none() && read().next().is_none() {
+                continue;
+            }
+            let area = segment.area(peer);
             if !area.is_offered_to(self.me) {
                 continue;
             }
@@ -410,8 +526,20 @@ impl Inner {
             let Some(offer) = area.take_offer(self.me) else {
                 continue;
             };
-            let written = pull_source(plan, port.memory())
-                .and_then(|(_, data)| offered_part(&offer, data))
+            let mem = port.memory();
+            let pulled = || {
+                pulling
+                    .and_then(|plan| pull_source(plan, mem))
+                    .and_then(|(_, data)| offered_part(&offer, data))
+            };
+            let requested = || {
+                read()
+                    .filter_map(|&(_, send_id)| port.offered_data(send_id))
+                    .filter_map(|(_, data)| memory::read(mem, data))
+                    .find_map(|data| offered_part(&offer, data))
+            };
+            let written = pulled()
+                .or_else(requested)
                 .is_some_and(|part| navette_shm::push(area.pid(), offer.dest, part).is_ok());
             area.finish_offer(self.me, written);
             drop(port);
@@ -519,6 +647,8 @@ impl Inner {
         if let Some(plan) = plan {
             port.recycle_plan(plan);
         }
+        self.sources.retain(|&(from, _)| from != peer);
+        self.offered.retain(|&(to, _)| to != peer);
         port.close_rail(rail);
     }
 
@@ -544,6 +674,11 @@ impl Inner {
     /// whether a packet left.
     fn transmit(&mut self, segment: &Segment, node: &NodeCore) -> bool {
         let mut port = node.port();
+        // Reads first: a receive posted since matched a readable request,
+        // and the clear-to-send that follows the read leaves below.
+        if port.has_reads() {
+            self.serve_reads(segment, &mut port);
+        }
         let now = self.start.now();
         let mut any = false;
         for peer in 0..self.peers.len() {
@@ -583,8 +718,9 @@ impl Inner {
             pull_min: slot.pull_min,
             piece_max: self.piece_max,
         };
+        let offers = read_offers(plan, peer, port, segment.cell_payload());
         let before = *sent;
-        let pushed = push_packet(area, self.me, plan, way, sent, port.memory());
+        let pushed = push_packet(area, self.me, plan, way, sent, port.memory(), &offers);
         let pieces = (*sent - before) as u64;
         self.stats.bytes_copied_in += pieces;
         let rail = slot.rail;
@@ -606,6 +742,8 @@ impl Inner {
             }
             Pushed::Copied => {
                 area.ring_doorbell();
+                self.offered
+                    .extend(offers.iter().map(|offer| (peer, offer.send_id)));
                 if let Some(Out::Queued(plan, _)) = &slot.out {
                     self.stats.packets_sent += 1;
                     if pieces == 0 {
@@ -671,11 +809,43 @@ struct Way {
     piece_max: usize,
 }
 
+/// The read offers of `plan`'s readable requests to `peer` (see
+/// [`PacketPlan::offers`]), if they fit a cell of `cell_max` bytes beside
+/// the packet: otherwise none, and the receiver asks for the data.
+fn read_offers(
+    plan: &PacketPlan,
+    peer: Rank,
+    port: &DriverPort<'_>,
+    cell_max: usize,
+) -> SmallVec<[ReadOffer; 2]> {
+    let mut offers = SmallVec::new();
+    if plan.offers.is_empty() {
+        return offers;
+    }
+    for &send_id in &plan.offers {
+        let data = port
+            .offered_data(send_id)
+            .filter(|&(to, _)| to == peer)
+            .and_then(|(_, data)| memory::read(port.memory(), data));
+        if let Some(data) = data {
+            offers.push(ReadOffer {
+                send_id,
+                addr: data.as_ptr() as u64,
+                len: data.len() as u64,
+            });
+        }
+    }
+    if cell::offering_len(offers.len(), plan.len()) > cell_max {
+        offers.clear();
+    }
+    offers
+}
+
 /// Pushes one packet into `area`'s ring: a pull cell when the packet is one
 /// rendezvous data chunk that the peer pulls, pieces of it cell by cell
 /// when it is one that the peer does not pull (or too small to pull; `sent`
 /// counts the data bytes pushed so far, across calls when the ring fills),
-/// else a copy of the packet.
+/// else a copy of the packet, in an offering cell with `offers` if any.
 fn push_packet(
     area: navette_shm::RankArea<'_>,
     me: Rank,
@@ -683,6 +853,7 @@ fn push_packet(
     way: Way,
     sent: &mut usize,
     mem: &dyn Memory,
+    offers: &[ReadOffer],
 ) -> Pushed {
     let result = match pull_source(plan, mem) {
         Some((headers, data)) if way.pull_min.is_some_and(|min| data.len() >= min) => area
@@ -697,11 +868,18 @@ fn push_packet(
             let Some(len) = resolved_len(plan, mem) else {
                 return Pushed::Missing;
             };
-            area.try_push(cell::packet_len(len), |out| {
-                cell::write_packet_header(out, me);
-                // The memory resolved just above, under the same lock.
-                let _ = plan.gather_into(mem, &mut out[cell::HEADER_LEN..]);
-            })
+            if offers.is_empty() {
+                area.try_push(cell::packet_len(len), |out| {
+                    cell::write_packet_header(out, me);
+                    // The memory resolved just above, under the same lock.
+                    let _ = plan.gather_into(mem, &mut out[cell::HEADER_LEN..]);
+                })
+            } else {
+                area.try_push(cell::offering_len(offers.len(), len), |out| {
+                    let at = cell::write_offering(out, me, offers);
+                    let _ = plan.gather_into(mem, &mut out[at..]);
+                })
+            }
             .map(|()| Pushed::Copied)
         }
     };

@@ -23,12 +23,22 @@
 //!   tests a read from a peer once at start-up and publishes whether it
 //!   can pull; when the kernel refuses (ptrace policy) every fragment takes
 //!   two copies. [`ShmConfig::copy`] forces either path.
+//! - **single copy at the request** (a piece that one pull would read,
+//!   to a peer this rail alone reaches): the engine marks the rendezvous
+//!   request readable ([`navette_core::RailCaps::read_min`]) and the
+//!   driver writes it in an *offering* cell that also gives the data's
+//!   address. The receiver reads the data as soon as its engine knows the
+//!   destination (at once for a receive posted ahead), and its
+//!   clear-to-send, which says the data was read, completes the send: one
+//!   cell each way instead of a request, a clear-to-send, a pull and a
+//!   pulled cell. An offer the receiver cannot use (too many kept, or none
+//!   came) makes its engine ask for the data the usual way.
 //! - **shared single copy** (pulls of [`ShmConfig::share_min`] bytes or
 //!   more): the receiver offers the sender, through its area's offer slot
 //!   ([`navette_shm::Offer`]), to write the second half of the data into
 //!   the destination itself (`process_vm_writev`) while the receiver reads
-//!   the first half; the sender, waiting for its pulled cell anyway, takes
-//!   it on its next round. One such call is bound by page pinning, not by
+//!   the first half; the sender, waiting for its pulled cell (or its
+//!   request's clear-to-send) anyway, takes it on its next round. One such call is bound by page pinning, not by
 //!   memory bandwidth, so two cores move the data about twice as fast.
 //!   If the sender has not taken the offer by the time the receiver's half
 //!   is in, the receiver revokes it and reads the rest itself: a sender
@@ -278,6 +288,10 @@ pub struct ShmStats {
     pub bytes_written_by_peers: u64,
     /// Bytes this rank wrote into peers for their shared reads of its data.
     pub bytes_written_for_peers: u64,
+    /// Rendezvous pieces this rank read on the request's offer (the
+    /// address came with the request: no clear-to-send, no pull cell);
+    /// their bytes count in `bytes_pulled`.
+    pub reads_at_request: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
     /// Packets that landed straight in a receive waiting outside the
@@ -391,6 +405,10 @@ impl ShmDriver {
                 continue;
             }
             let pulls = segment.area(peer).can_pull();
+            let pull_min = pulls.then_some(match self.config.copy {
+                CopyMode::Single => 0,
+                _ => self.config.single_copy_min,
+            });
             let caps = RailCaps {
                 rdv_threshold: self.config.rdv_threshold.min(eager_max + 1),
                 // Long fragments either way: the driver cuts those it
@@ -400,12 +418,11 @@ impl ShmDriver {
                 max_packet: payload - PacketHeader::LEN,
                 latency: Duration::from_nanos(300),
                 bandwidth: 10_000_000_000,
+                // A peer that pulls our data reads it as soon as it knows
+                // where it goes: the address rides with the request.
+                read_min: pull_min,
             };
             let rail = port.add_rail(peer, caps);
-            let pull_min = pulls.then_some(match self.config.copy {
-                CopyMode::Single => 0,
-                _ => self.config.single_copy_min,
-            });
             // A peer in another pid namespace shows no process here: the
             // liveness check cannot tell about it, and leaves it alone.
             let watched = navette_shm::is_alive(segment.area(peer).pid());
@@ -730,6 +747,7 @@ impl Driver for ShmDriver {
             ("bytes_pulled", s.bytes_pulled),
             ("bytes_written_by_peers", s.bytes_written_by_peers),
             ("bytes_written_for_peers", s.bytes_written_for_peers),
+            ("reads_at_request", s.reads_at_request),
             ("ring_full", s.ring_full),
             ("landed_at_once", s.landed_at_once),
             ("sent_at_once", s.sent_at_once),

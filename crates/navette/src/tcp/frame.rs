@@ -429,7 +429,11 @@ mod tests {
                 segments.push(Segment::User(user));
                 segments.push(Segment::Local(4 * i + 4..4 * i + 8));
             }
-            PacketPlan { bytes, segments }
+            PacketPlan {
+                bytes,
+                segments,
+                offers: Vec::new(),
+            }
         };
         let plans = [plan(&[small]), plan(&[large, other])];
         for plan in plans {

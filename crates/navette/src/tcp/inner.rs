@@ -1298,6 +1298,7 @@ impl Inner {
             let plan = navette_core::PacketPlan {
                 segments: vec![navette_core::Segment::Local(0..rest.len())],
                 bytes: rest,
+                offers: Vec::new(),
             };
             if let Some(slot) = self.slot_mut(peer, link) {
                 slot.out = Some(OutPacket::rest_of_sent(plan));

@@ -188,6 +188,7 @@ impl Default for TcpConfig {
                 max_packet: 2 << 20,
                 latency: Duration::from_micros(15),
                 bandwidth: 2_000_000_000,
+                read_min: None,
             },
             max_handshakes: 1024,
             handshake_timeout: Duration::from_secs(10),

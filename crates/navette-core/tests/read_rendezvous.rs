@@ -1,0 +1,213 @@
+//! Readable rendezvous requests: on a rail whose receiver reads the
+//! sender's memory (`RailCaps::read_min`), the receiver reads the piece as
+//! soon as its destination is known and a clear-to-send of `READ`
+//! completes the send, with no data packet; everything else keeps the
+//! request / clear-to-send / data exchange.
+
+mod common;
+
+use common::{Net, Piece, caps, from};
+use navette_core::{ProtocolError, RailCaps, RailId, TagMatch, Violation};
+use navette_wire::{Chunk, ClearToSend, CtsFlags, Limits, Packet, PacketHeader};
+
+/// Rendezvous from 64 bytes, fragments of 100 000, reads from 1 000.
+fn readable_caps() -> RailCaps {
+    RailCaps {
+        read_min: Some(1000),
+        ..caps(64, 100_000)
+    }
+}
+
+/// Sends one piece of `len` bytes from 0 to 1 (the receive posted first or
+/// not) and checks it whole at both ends; returns whether it was read.
+fn one_piece(net: &mut Net, len: usize, tag: u64, posted_first: bool) -> bool {
+    let msg = [Piece::new(len, tag)];
+    let reads = net.reads_made;
+    let (received, sent) = if posted_first {
+        let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+        let sent = net.send(0, 1, tag, &msg);
+        net.run();
+        (r, sent)
+    } else {
+        let sent = net.send(0, 1, tag, &msg);
+        net.run();
+        let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+        net.run();
+        (r, sent)
+    };
+    net.check_received(1, 0, tag, &received, &msg);
+    assert_eq!(net.ok(0, sent[0]).len, len, "sender's status");
+    assert!(net.offers.is_empty(), "every offer was read or dropped");
+    net.reads_made > reads
+}
+
+#[test]
+fn pieces_from_read_min_to_a_fragment_are_read_at_the_request() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, readable_caps());
+        for (tag, (len, read)) in [
+            (500, false),
+            (999, false),
+            (1000, true),
+            (5000, true),
+            (100_000, true),
+            (100_001, false),
+            (250_000, false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let got = one_piece(&mut net, len, tag as u64, posted_first);
+            assert_eq!(got, read, "{len} bytes, posted first: {posted_first}");
+        }
+        assert_eq!(net.engines[1].buffered_bytes(), 0);
+        assert!(!net.engines[0].has_pending(1));
+    }
+}
+
+/// A read piece costs one packet each way: the request, and the
+/// clear-to-send that says it was read.
+#[test]
+fn a_read_piece_crosses_as_two_packets() {
+    let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
+    let msg = [Piece::new(50_000, 1)];
+    let r = net.recv(1, from(0), TagMatch::exact(1), &msg, false);
+    net.send(0, 1, 1, &msg);
+    let requests = net.capture(0, 1);
+    assert_eq!(requests.len(), 1, "the request alone");
+    for (rail, bytes) in requests {
+        net.inject(1, rail, &bytes).expect("a valid request");
+    }
+    assert_eq!(net.reads_made, 1, "read as the request landed");
+    let answers = net.capture(1, 0);
+    assert_eq!(answers.len(), 1, "the clear-to-send alone");
+    let cts = only_chunk(&answers[0].1);
+    assert!(
+        matches!(cts, Some(Chunk::ClearToSend(c)) if c.flags == CtsFlags::READ && c.len == 50_000),
+        "{cts:?}"
+    );
+    for (rail, bytes) in answers {
+        net.inject(0, rail, &bytes).expect("a valid clear-to-send");
+    }
+    assert!(net.capture(0, 1).is_empty(), "no data follows");
+    net.collect();
+    net.check_received(1, 0, 1, &r, &msg);
+}
+
+#[test]
+fn a_read_that_could_not_be_made_asks_for_the_data() {
+    let mut net = Net::new(2, 1, readable_caps());
+    net.refuse_reads = true;
+    for posted_first in [true, false] {
+        assert!(!one_piece(
+            &mut net,
+            50_000,
+            u64::from(posted_first),
+            posted_first
+        ));
+    }
+}
+
+/// With two rails to the peer, strategies may split the data: requests
+/// are never readable.
+#[test]
+fn two_rails_send_the_data() {
+    let mut net = Net::new(2, 2, readable_caps());
+    assert!(!one_piece(&mut net, 50_000, 1, true));
+    assert!(!one_piece(&mut net, 50_000, 2, false));
+}
+
+/// The only chunk of a packet, decoded.
+fn only_chunk(bytes: &[u8]) -> Option<Chunk<'_>> {
+    let packet = Packet::decode(bytes, &Limits::default()).ok()?;
+    let mut chunks = packet.chunks();
+    let chunk = chunks.next()?;
+    chunks.next().is_none().then_some(chunk)
+}
+
+/// A packet of one clear-to-send from node 1's engine.
+fn cts_packet(flags: CtsFlags, send_id: u32, len: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    Chunk::ClearToSend(ClearToSend {
+        channel: common::CH.0,
+        flags,
+        send_id,
+        recv_id: 1,
+        offset: 0,
+        len,
+    })
+    .encode(&mut body);
+    let mut out = Vec::new();
+    PacketHeader {
+        chunk_count: 1,
+        body_len: u32::try_from(body.len()).expect("a short body"),
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Sends a piece of `len` bytes from 0 and returns its request's transfer
+/// id and readability, with the rail node 0 receives node 1's packets on.
+fn request_of(net: &mut Net, len: usize) -> (u32, bool, RailId) {
+    net.send(0, 1, 9, &[Piece::new(len, 9)]);
+    let packets = net.capture(0, 1);
+    let Some(Chunk::RdvRequest(r)) = only_chunk(&packets[0].1) else {
+        panic!("not a lone rendezvous request");
+    };
+    (r.send_id, r.readable, net.rails_from(1, 0)[0])
+}
+
+fn violation(net: &Net) -> Option<&Violation> {
+    match net.errors.last() {
+        Some((0, ProtocolError::Violation { what, .. })) => Some(what),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_read_answer_to_a_request_not_readable_breaks_the_protocol() {
+    let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
+    let (send_id, readable, rail) = request_of(&mut net, 500);
+    assert!(!readable, "below read_min");
+    let _ = net.inject(0, rail, &cts_packet(CtsFlags::READ, send_id, 500));
+    assert_eq!(violation(&net), Some(&Violation::UnknownTransfer(send_id)));
+}
+
+#[test]
+fn a_read_answer_covers_the_whole_piece() {
+    let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
+    let (send_id, readable, rail) = request_of(&mut net, 5000);
+    assert!(readable);
+    let _ = net.inject(0, rail, &cts_packet(CtsFlags::READ, send_id, 4999));
+    assert_eq!(
+        violation(&net),
+        Some(&Violation::OutOfBounds {
+            offset: 0,
+            len: 4999,
+            total: 5000
+        })
+    );
+}
+
+/// A peer lost before the read is made: the read is dropped with
+/// everything else of that peer, and the receive fails.
+#[test]
+fn reads_of_a_lost_peer_are_dropped() {
+    let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
+    let msg = [Piece::new(5000, 3)];
+    let r = net.recv(1, from(0), TagMatch::exact(3), &msg, false);
+    net.send(0, 1, 3, &msg);
+    let packets = net.capture(0, 1);
+    let now = net.now;
+    for (rail, bytes) in &packets {
+        net.engines[1]
+            .handle_packet(now, *rail, bytes, &mut net.mems[1])
+            .expect("a valid request");
+    }
+    let rail = packets[0].0;
+    net.engines[1].close_rail(rail);
+    assert_eq!(net.engines[1].poll_read(), None);
+    net.collect();
+    assert!(net.outcome(1, r.posted[0].req).is_some_and(|o| o.is_err()));
+}

@@ -58,6 +58,9 @@ struct PeerSlot {
     /// Its process was visible when this rank attached: the liveness
     /// check looks at it.
     watched: bool,
+    /// Our part of a shared read of its data, in 1/[`SHARE_WHOLE`]ths
+    /// (see [`Inner::read_pulled`]).
+    read_share: u32,
 }
 
 /// The packet in flight to a peer.
@@ -165,6 +168,7 @@ impl Inner {
             out: None,
             closed: false,
             watched,
+            read_share: SHARE_WHOLE / 2,
         });
     }
 
@@ -440,10 +444,16 @@ impl Inner {
             self.stats.bytes_pulled += len as u64;
             return Ok(());
         }
-        // A cut on a page boundary of the destination: each side pins
-        // whole pages.
+        // A cut on a page boundary of the destination (each side pins
+        // whole pages), where both sides should finish together: the
+        // share learnt from the last reads from this peer.
+        let share = self
+            .slot_mut(from)
+            .map_or(SHARE_WHOLE / 2, |s| s.read_share);
         let dest = target.as_mut_ptr() as u64;
-        let half = ((dest + (len / 2) as u64).next_multiple_of(SHARE_ALIGN as u64) - dest) as usize;
+        let cut = (len as u64 * u64::from(share)) / u64::from(SHARE_WHOLE);
+        let half = ((dest + cut).next_multiple_of(SHARE_ALIGN as u64) - dest) as usize;
+        let half = half.min(len - 1);
         // The peer's address, past the cut (a bad one fails as a read
         // would, before anything is offered).
         let rest_addr = addr
@@ -475,6 +485,11 @@ impl Inner {
         });
         ours?;
         self.stats.bytes_pulled += half as u64;
+        if settled == navette_shm::Settled::Written
+            && let Some(slot) = self.slot_mut(from)
+        {
+            slot.read_share = balance(slot.read_share, looks > 0);
+        }
         match settled {
             navette_shm::Settled::Written => {
                 self.stats.bytes_written_by_peers += (len - half) as u64
@@ -773,6 +788,29 @@ impl Inner {
 
 /// Shared reads cut the destination on a page boundary.
 const SHARE_ALIGN: usize = 4096;
+/// The unit of a shared read's parts ([`PeerSlot::read_share`]).
+const SHARE_WHOLE: u32 = 1024;
+/// How far one shared read moves the next one's cut, and the bounds of
+/// the receiver's part: between a quarter and three quarters.
+const SHARE_STEP: u32 = 8;
+const SHARE_LEAST: u32 = SHARE_WHOLE / 4;
+const SHARE_MOST: u32 = SHARE_WHOLE * 3 / 4;
+
+/// The receiver's next part of a shared read (in 1/[`SHARE_WHOLE`]ths)
+/// after one where it finished `first` (and waited for the sender's
+/// write) or not: a step more for the side that finished first. The
+/// kernel's read and write of a part need not cost the same: on the
+/// 2-core test machine (2026-12-07) the reader's half took about 8 %
+/// longer than the writer's, and each of the two finishes at the cut's
+/// mercy. Settling around the balance costs a step back and forth.
+fn balance(share: u32, first: bool) -> u32 {
+    let next = if first {
+        share + SHARE_STEP
+    } else {
+        share.saturating_sub(SHARE_STEP)
+    };
+    next.clamp(SHARE_LEAST, SHARE_MOST)
+}
 /// While waiting for a peer writing its part of a shared read, spin this
 /// many looks (tens of µs: a write of a few MiB), then yield at each look,
 /// and check every [`LIVENESS_EVERY`] looks that the peer still runs.
@@ -976,4 +1014,34 @@ fn pull_header(headers: &[u8], len: u64, limits: &Limits) -> Result<RdvDataHeade
         return Err("pull cell whose headers do not describe its data".into());
     }
     Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The receiver's part grows while it finishes first, shrinks while
+    /// the sender does, and stays between a quarter and three quarters.
+    #[test]
+    fn shared_reads_balance_their_parts() {
+        let even = SHARE_WHOLE / 2;
+        assert_eq!(balance(even, true), even + SHARE_STEP);
+        assert_eq!(balance(even, false), even - SHARE_STEP);
+        let mut share = even;
+        for _ in 0..1000 {
+            share = balance(share, true);
+        }
+        assert_eq!(share, SHARE_MOST);
+        for _ in 0..1000 {
+            share = balance(share, false);
+        }
+        assert_eq!(share, SHARE_LEAST);
+        // Finishing first and last in turns keeps the cut where it is,
+        // give or take a step.
+        let mut share = even;
+        for round in 0..100 {
+            share = balance(share, round % 2 == 0);
+            assert!(share.abs_diff(even) <= SHARE_STEP);
+        }
+    }
 }

@@ -94,6 +94,22 @@ fn a_read_piece_crosses_as_two_packets() {
     net.check_received(1, 0, 1, &r, &msg);
 }
 
+/// A driver may answer a read with a packet of its own, written at once:
+/// the same clear-to-send, nothing queued for the gate's strategy.
+#[test]
+fn a_read_answered_at_once_completes_the_send() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, readable_caps());
+        net.answer_at_once = true;
+        for (tag, len) in [1000, 5000, 100_000].into_iter().enumerate() {
+            assert!(one_piece(&mut net, len, tag as u64, posted_first));
+        }
+        assert!(!net.engines[1].has_pending(0), "nothing queued");
+        let answers: u64 = net.engines[1].gate_stats().map(|s| s.packets_sent).sum();
+        assert_eq!(answers, 3, "one answer a read, counted");
+    }
+}
+
 #[test]
 fn a_read_that_could_not_be_made_asks_for_the_data() {
     let mut net = Net::new(2, 1, readable_caps());

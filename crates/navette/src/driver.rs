@@ -446,6 +446,11 @@ impl<'a> DriverPort<'a> {
         self.state.engine.has_reads()
     }
 
+    /// See [`navette_core::Engine::read_done_now`].
+    pub fn read_done_now(&mut self, read: navette_core::RdvRead, out: &mut [u8]) {
+        self.state.engine.read_done_now(read, out);
+    }
+
     /// See [`navette_core::Engine::offered_data`].
     pub fn offered_data(&self, send_id: u32) -> Option<(Rank, navette_core::MemRef)> {
         self.state.engine.offered_data(send_id)

@@ -10,7 +10,7 @@
 //! ([`CtsFlags::READ`]) completes the send. One crossing each way, as
 //! MPI's and UCX's single-copy "get" protocols, instead of three.
 
-use navette_wire::{ClearToSend, CtsFlags, RdvDataHeader};
+use navette_wire::{Chunk, ClearToSend, CtsFlags, PacketHeader, RdvDataHeader};
 
 use super::{Engine, GateId};
 use crate::error::Violation;
@@ -272,7 +272,13 @@ impl Engine {
             read.recv_id,
             read.dest.len,
         );
-        // A whole piece, within u32 like every fragment (`max_fragment`).
+        self.read_landed(&read);
+    }
+
+    /// Counts the data of `read` as landed.
+    fn read_landed(&mut self, read: &RdvRead) {
+        // A whole piece, within u32 like every fragment (checked when the
+        // read was queued).
         let Ok(len) = u32::try_from(read.dest.len) else {
             return;
         };
@@ -282,6 +288,51 @@ impl Engine {
             offset: 0,
             len,
         });
+    }
+
+    /// Bytes of the packet that [`Self::read_done_now`] writes.
+    pub const READ_DONE_LEN: usize = PacketHeader::LEN + ClearToSend::LEN;
+
+    /// Reports the landed read of `read` as [`Self::handle_read_done`]
+    /// does, for a driver that sends its answer at once: writes into `out`
+    /// (exactly [`Self::READ_DONE_LEN`] bytes) the packet of the
+    /// clear-to-send that tells the sender its data was read, instead of
+    /// queuing it for the gate's strategy. The caller must send those
+    /// bytes (the sender waits for them); one that has no room calls
+    /// [`Self::handle_read_done`] instead. A control chunk needs no
+    /// order among the gate's other chunks.
+    ///
+    /// # Panics
+    /// If `out` has another length (a caller bug).
+    pub fn read_done_now(&mut self, read: RdvRead, out: &mut [u8]) {
+        assert_eq!(out.len(), Self::READ_DONE_LEN, "the packet's length");
+        let chunk = Chunk::ClearToSend(ClearToSend {
+            channel: read.channel,
+            flags: CtsFlags::READ,
+            send_id: read.send_id,
+            recv_id: read.recv_id,
+            offset: 0,
+            len: read.dest.len as u64,
+        });
+        let (head, body) = out.split_at_mut(PacketHeader::LEN);
+        head.copy_from_slice(
+            &PacketHeader {
+                chunk_count: 1,
+                body_len: ClearToSend::LEN as u32,
+            }
+            .to_bytes(),
+        );
+        let mut bytes = std::mem::take(&mut self.encoded);
+        bytes.clear();
+        chunk.encode(&mut bytes);
+        body.copy_from_slice(&bytes);
+        self.encoded = bytes;
+        let gate = self.gate(ChannelId(read.channel), read.peer);
+        let stats = &mut self.gates[gate.0].stats;
+        stats.packets_sent += 1;
+        stats.chunks_sent += 1;
+        stats.bytes_sent += ClearToSend::LEN as u64;
+        self.read_landed(&read);
     }
 
     /// The data of our readable rendezvous request `send_id` while the

@@ -111,6 +111,9 @@ pub struct Net {
     pub reads_made: usize,
     /// Answer every read as not made: the data is then asked for.
     pub refuse_reads: bool,
+    /// Answer reads made with a packet written at once
+    /// (`Engine::read_done_now`), queued on the link to the sender.
+    pub answer_at_once: bool,
 }
 
 impl Net {
@@ -168,6 +171,7 @@ impl Net {
             offers: Vec::new(),
             reads_made: 0,
             refuse_reads: false,
+            answer_at_once: false,
         }
     }
 
@@ -312,7 +316,18 @@ impl Net {
                     }
                     _ => false,
                 };
-                self.engines[node].handle_read_done(read, landed);
+                let back = self
+                    .links
+                    .iter()
+                    .position(|l| l.from == node && l.to == read.peer as usize);
+                match back {
+                    Some(link) if landed && self.answer_at_once => {
+                        let mut packet = vec![0; Engine::READ_DONE_LEN];
+                        self.engines[node].read_done_now(read, &mut packet);
+                        self.links[link].queue.push_back(packet);
+                    }
+                    _ => self.engines[node].handle_read_done(read, landed),
+                }
             }
         }
     }

@@ -313,9 +313,32 @@ impl Inner {
                 continue;
             }
             match self.read_offered(segment, port, &read) {
-                Ok(landed) => port.handle_read_done(read, landed),
+                Ok(true) => self.answer_read(segment, port, read),
+                Ok(false) => port.handle_read_done(read, false),
                 Err(what) => self.fail(port, read.peer, &what),
             }
+        }
+    }
+
+    /// Tells the sender of `read` that its data was read: a packet cell
+    /// written at once, the way back to the waiting thread being shorter
+    /// than through the engine's window and strategy; when the peer's
+    /// ring is full, the engine queues the answer.
+    fn answer_read(&mut self, segment: &Segment, port: &mut DriverPort<'_>, read: RdvRead) {
+        const LEN: usize = navette_core::Engine::READ_DONE_LEN;
+        let area = segment.area(read.peer);
+        let me = self.me;
+        let pushed = area.try_push(cell::packet_len(LEN), |out| {
+            cell::write_packet_header(out, me);
+            port.read_done_now(read, &mut out[cell::HEADER_LEN..]);
+        });
+        if pushed.is_ok() {
+            area.ring_doorbell();
+            self.stats.packets_sent += 1;
+            self.stats.bytes_copied_in += LEN as u64;
+        } else {
+            self.stats.ring_full += 1;
+            port.handle_read_done(read, true);
         }
     }
 

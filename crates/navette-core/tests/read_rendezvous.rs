@@ -23,18 +23,7 @@ fn readable_caps() -> RailCaps {
 fn one_piece(net: &mut Net, len: usize, tag: u64, posted_first: bool) -> bool {
     let msg = [Piece::new(len, tag)];
     let reads = net.reads_made;
-    let (received, sent) = if posted_first {
-        let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
-        let sent = net.send(0, 1, tag, &msg);
-        net.run();
-        (r, sent)
-    } else {
-        let sent = net.send(0, 1, tag, &msg);
-        net.run();
-        let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
-        net.run();
-        (r, sent)
-    };
+    let (received, sent) = net.exchange(tag, &msg, posted_first);
     net.check_received(1, 0, tag, &received, &msg);
     assert_eq!(net.ok(0, sent[0]).len, len, "sender's status");
     assert!(net.offers.is_empty(), "every offer was read or dropped");

@@ -19,21 +19,7 @@ fn one_piece_each_size(threshold: usize, rails: usize, order: Order, posted_firs
     for (i, &len) in SIZES.iter().enumerate() {
         let tag = i as u64;
         let msg = [Piece::new(len, tag)];
-        let received = if posted_first {
-            let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
-            let sent = net.send(0, 1, tag, &msg);
-            net.run();
-            (r, sent)
-        } else {
-            let sent = net.send(0, 1, tag, &msg);
-            net.run();
-            (
-                net.recv(1, from(0), TagMatch::exact(tag), &msg, false),
-                sent,
-            )
-        };
-        net.run();
-        let (r, sent) = received;
+        let (r, sent) = net.exchange(tag, &msg, posted_first);
         net.check_received(1, 0, tag, &r, &msg);
         assert_eq!(net.ok(0, sent[0]).len, len, "sender's status");
     }

@@ -85,19 +85,11 @@ impl Engine {
                     total,
                 });
             }
-            let rdv = self
-                .rdv_sends
-                .remove(&cts.send_id)
-                .expect("looked up above");
-            self.complete(rdv.req, Ok(rdv.status));
+            self.end_rdv_send(cts.send_id, None);
             return Ok(());
         }
         if cts.flags.rejected() {
-            let rdv = self
-                .rdv_sends
-                .remove(&cts.send_id)
-                .expect("looked up above");
-            self.complete(rdv.req, Err(RequestError::RejectedByReceiver));
+            self.end_rdv_send(cts.send_id, Some(RequestError::RejectedByReceiver));
             return Ok(());
         }
         let total = rdv.data.len as u64;
@@ -114,11 +106,7 @@ impl Engine {
         }
         rdv.requested += cts.len;
         if total == 0 {
-            let rdv = self
-                .rdv_sends
-                .remove(&cts.send_id)
-                .expect("looked up above");
-            self.complete(rdv.req, Ok(rdv.status));
+            self.end_rdv_send(cts.send_id, None);
             return Ok(());
         }
         let data = rdv.data.slice(cts.offset as usize, cts.len as usize);
@@ -141,9 +129,18 @@ impl Engine {
         };
         rdv.sent += len as u64;
         if rdv.sent >= rdv.data.len as u64 {
-            let rdv = self.rdv_sends.remove(&send_id).expect("looked up above");
-            self.complete(rdv.req, Ok(rdv.status));
+            self.end_rdv_send(send_id, None);
         }
+    }
+
+    /// Completes the rendezvous send `send_id` (which the caller found)
+    /// with its status, or with `err`.
+    fn end_rdv_send(&mut self, send_id: u32, err: Option<RequestError>) {
+        let rdv = self
+            .rdv_sends
+            .remove(&send_id)
+            .expect("looked up by the caller");
+        self.complete(rdv.req, err.map_or(Ok(rdv.status), Err));
     }
 
     /// Starts receiving the rendezvous piece `send_id` into `dest`: asks

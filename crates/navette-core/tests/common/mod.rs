@@ -531,6 +531,30 @@ impl Net {
         Received { key, posted, end }
     }
 
+    /// Sends `msg` from node 0 to node 1 on `tag`, the receive posted
+    /// before the send or after the message arrived, running the net
+    /// until idle after each step; returns the receive and the send's
+    /// requests.
+    pub fn exchange(
+        &mut self,
+        tag: u64,
+        msg: &[Piece],
+        posted_first: bool,
+    ) -> (Received, Vec<ReqId>) {
+        if posted_first {
+            let r = self.recv(1, from(0), TagMatch::exact(tag), msg, false);
+            let sent = self.send(0, 1, tag, msg);
+            self.run();
+            (r, sent)
+        } else {
+            let sent = self.send(0, 1, tag, msg);
+            self.run();
+            let r = self.recv(1, from(0), TagMatch::exact(tag), msg, false);
+            self.run();
+            (r, sent)
+        }
+    }
+
     /// Checks that `received` completed with exactly `pieces` from `from`.
     #[track_caller]
     pub fn check_received(

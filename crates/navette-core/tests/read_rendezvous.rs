@@ -163,6 +163,36 @@ fn request_of(net: &mut Net, len: usize) -> (u32, bool, RailId) {
     (r.send_id, r.readable, net.rails_from(1, 0)[0])
 }
 
+/// A readable request reaching a node whose rails do not read (a peer
+/// that marks it where reads are not made): the data is asked for.
+#[test]
+fn a_node_whose_rails_do_not_read_asks_for_the_data() {
+    let mut plain = Net::one_chunk_per_packet(2, 1, caps(64, 100_000));
+    let msg = [Piece::new(5000, 9)];
+    let r = plain.recv(1, from(0), TagMatch::exact(9), &msg, false);
+    plain.send(0, 1, 9, &msg);
+    for (rail, bytes) in plain.capture(0, 1) {
+        let Some(Chunk::RdvRequest(mut req)) = only_chunk(&bytes) else {
+            panic!("not a lone request");
+        };
+        req.readable = true;
+        let mut body = Vec::new();
+        Chunk::RdvRequest(req).encode(&mut body);
+        let mut packet = Vec::new();
+        PacketHeader {
+            chunk_count: 1,
+            body_len: u32::try_from(body.len()).expect("short"),
+        }
+        .encode(&mut packet);
+        packet.extend_from_slice(&body);
+        plain.inject(1, rail, &packet).expect("a valid request");
+    }
+    assert_eq!(plain.engines[1].poll_read(), None, "no read asked for");
+    plain.run();
+    assert_eq!(plain.reads_made, 0);
+    plain.check_received(1, 0, 9, &r, &msg);
+}
+
 fn violation(net: &Net) -> Option<&Violation> {
     match net.errors.last() {
         Some((0, ProtocolError::Violation { what, .. })) => Some(what),

@@ -141,6 +141,23 @@ impl<'a> RankArea<'a> {
         self.control.can_pull.load(Ordering::Acquire) != 0
     }
 
+    /// Owner: memory it gave peers the address of, to read, is being let
+    /// go. Call before the memory is reused: the bump is ordered before
+    /// every later access of this thread (a read-modify-write with
+    /// acquire and release), so a peer that reads the memory and then
+    /// finds [`release_epoch`](Self::release_epoch) unchanged read it
+    /// before it was let go.
+    pub fn note_release(&self) {
+        self.control.released.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The number of [`note_release`](Self::note_release)s so far: a
+    /// peer takes it with an address, and reads the memory there only
+    /// while it has not moved (checking again after the read).
+    pub fn release_epoch(&self) -> u64 {
+        self.control.released.load(Ordering::Acquire)
+    }
+
     fn offer_words(&self) -> OfferWords<'a> {
         let c = self.control;
         OfferWords {

@@ -18,7 +18,7 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NAVSHM\0\x01");
 /// ring protocol over them (2: producers check for room against `head`, the
 /// consumer no longer writes cells; 3: an offer slot follows the tail; 4:
 /// a cell's payload follows its length word, 12 bytes in).
-pub(crate) const VERSION: u32 = 4;
+pub(crate) const VERSION: u32 = 5;
 /// Bytes from the start of the segment to the first rank area.
 pub(crate) const HEADER_BYTES: usize = 128;
 /// Bytes of a cell header: stamp (u64), length (u32). No spare word: a
@@ -89,7 +89,10 @@ pub(crate) struct AreaControl {
     pub(crate) probe_addr: AtomicU64,
     /// Value the probe word holds.
     pub(crate) probe_value: AtomicU64,
-    _pad0: [u8; 40],
+    /// Bumped by the owner whenever memory it offered peers for reading
+    /// is let go (see `RankArea::note_release`).
+    pub(crate) released: AtomicU64,
+    _pad0: [u8; 32],
     // Line 1: doorbell, written by producers and by the owner's sleepers.
     /// Futex word, bumped by every ring (see [`crate::bell`]).
     pub(crate) doorbell: AtomicU32,

@@ -561,4 +561,15 @@ impl<'a> DriverPort<'a> {
     pub fn memory(&self) -> &dyn Memory {
         &self.state.mem
     }
+
+    /// Notes that a peer was given the address of `handle`'s region, to
+    /// read it: removing it calls the release hook first.
+    pub(crate) fn mark_offered(&mut self, handle: navette_core::MemHandle) {
+        self.state.mem.mark_offered(handle);
+    }
+
+    /// Sets what removing an offered region calls.
+    pub(crate) fn set_release_hook(&mut self, hook: crate::memtable::ReleaseHook) {
+        self.state.mem.set_release_hook(hook);
+    }
 }

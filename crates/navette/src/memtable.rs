@@ -15,6 +15,7 @@
 
 use std::cell::Cell;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use navette_core::{MemHandle, MemRef, Memory};
@@ -42,12 +43,28 @@ pub(crate) struct MemTable {
     slots: Vec<Slot>,
     /// Indices of empty slots.
     free: Vec<u32>,
+    /// Called when a region whose address a driver gave a peer to read
+    /// ([`Self::mark_offered`]) is removed, before its memory can be
+    /// reused.
+    on_release: Option<ReleaseHook>,
+}
+
+/// See [`MemTable::set_release_hook`].
+#[derive(Clone)]
+pub(crate) struct ReleaseHook(pub(crate) Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ReleaseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReleaseHook")
+    }
 }
 
 #[derive(Debug)]
 struct Slot {
     generation: u32,
     region: Option<Region>,
+    /// A peer was given the region's address (see [`MemTable::mark_offered`]).
+    offered: bool,
 }
 
 impl MemTable {
@@ -150,8 +167,25 @@ impl MemTable {
         self.slots.push(Slot {
             generation: 0,
             region: Some(region),
+            offered: false,
         });
         handle(index, 0)
+    }
+
+    /// Notes that a driver gave a peer the address of `handle`'s region,
+    /// for the peer to read it itself: removing the region then calls the
+    /// release hook first. A handle that no longer resolves is ignored.
+    pub(crate) fn mark_offered(&mut self, handle: MemHandle) {
+        if let Some(slot) = self.slot_mut(handle) {
+            slot.offered = true;
+        }
+    }
+
+    /// Sets what removing an offered region calls (see
+    /// [`Self::mark_offered`]): a driver that tells peers addresses
+    /// publishes there that such memory is let go.
+    pub(crate) fn set_release_hook(&mut self, hook: ReleaseHook) {
+        self.on_release = Some(hook);
     }
 
     /// Adds shared bytes; returns a range over them.
@@ -172,10 +206,15 @@ impl MemTable {
         let slot = self.slot_mut(handle)?;
         let region = slot.region.take()?;
         slot.generation = slot.generation.wrapping_add(1);
+        let offered = std::mem::take(&mut slot.offered);
         // A slot whose generations are all used is retired, not reused.
         if slot.generation != 0 {
             // The index came from this vector.
             self.free.push(index as u32);
+        }
+        // Before the caller lets the memory go.
+        if offered && let Some(ReleaseHook(hook)) = &self.on_release {
+            hook();
         }
         match region {
             Region::Owned(buf) => Some(buf),
@@ -272,6 +311,34 @@ mod tests {
         assert!(table.get(MemHandle(u64::MAX)).is_none());
         assert_eq!(table.remove(shared), None, "the table owned no buffer");
         assert!(table.get(shared).is_none());
+    }
+
+    /// Removing a region whose address was offered calls the release hook
+    /// once, before returning; other regions, and handles that no longer
+    /// resolve, never do.
+    #[test]
+    fn removing_an_offered_region_calls_the_release_hook() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut table = MemTable::default();
+        let counted = Arc::clone(&calls);
+        table.set_release_hook(ReleaseHook(Arc::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })));
+        let offered = table.insert_owned(vec![1; 8]);
+        let plain = table.insert_owned(vec![2; 8]);
+        table.mark_offered(offered.handle);
+        table.remove(plain.handle);
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        table.remove(offered.handle);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // The slot's next region starts unmarked; a stale handle marks
+        // nothing.
+        table.mark_offered(offered.handle);
+        let next = table.insert_owned(vec![3; 8]);
+        table.remove(next.handle);
+        table.remove(offered.handle);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -1061,3 +1061,44 @@ fn a_bad_geometry_is_refused_by_every_rank() {
         );
     }
 }
+
+/// A readable request whose sender lets its memory go before the
+/// receiver reads it (a blocking send that stalled, its buffer then
+/// reused): the receiver sees the sender's release epoch moved, declines
+/// the read, and asks for the data instead, so what the address holds
+/// now is never delivered.
+#[test]
+fn memory_let_go_after_its_offer_is_not_read() {
+    let size = 512 << 10;
+    let mut config = config(CopyMode::Single);
+    config.node.wait_timeout = Some(Duration::from_millis(300));
+    let stats = run(2, config, |node, driver, _| {
+        if node.rank() == 0 {
+            let mut data = pattern(size, 1);
+            let mut msg = node.begin_packing(node.gate(1), 7).expect("begin");
+            msg.pack(&data, SendMode::Cheaper, ReceiveMode::Cheaper)
+                .expect("pack");
+            // Nobody receives yet: the send stalls, and lets `data` go.
+            assert!(msg.end_packing().is_err(), "no receiver yet");
+            data.fill(0xaa);
+            node.send(node.gate(1), 8, b"go").expect("go");
+        } else {
+            let mut go = [0u8; 2];
+            // Until the sender has given up (each wait is short).
+            while node
+                .recv(RecvFrom::from(node.gate(0)), 8u64, &mut go)
+                .is_err()
+            {}
+            let mut got = vec![0u8; size];
+            let mut msg = node.begin_unpacking(node.gate(0), 7).expect("begin");
+            let received = msg
+                .unpack_cheaper(&mut got, SendMode::Cheaper)
+                .and_then(|()| msg.end_unpacking());
+            assert!(received.is_err(), "nothing to deliver: {received:?}");
+            assert!(got.iter().all(|&b| b != 0xaa), "the reused buffer was read");
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
+    assert_eq!(stats[1].reads_at_request, 0, "{:?}", stats[1]);
+}

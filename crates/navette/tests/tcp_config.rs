@@ -91,6 +91,10 @@ fn rail_capabilities_past_a_packet_header_are_a_configuration_error() {
     }
     let config = with_caps(usize::MAX, default.max_fragment);
     config_error_naming("max_packet", bind_alone(&config));
+    // A tcp peer reads nothing of this process's memory.
+    let mut config = TcpConfig::default();
+    config.caps.read_min = Some(0);
+    config_error_naming("read_min", bind_alone(&config));
 }
 
 /// Where the driver starts (`init_tcp`), a fragment whose packet length

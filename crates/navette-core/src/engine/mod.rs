@@ -493,7 +493,13 @@ impl Engine {
                 self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::eager(&e), mem)
             }
-            Chunk::RdvRequest(r) => {
+            Chunk::RdvRequest(mut r) => {
+                // Read only where this side's rail reads too (the rails of
+                // a job read each other's memory or none does): a peer
+                // that marks a request readable elsewhere is asked for the
+                // data as usual.
+                r.readable &=
+                    self.readable_by(peer, usize::try_from(r.total_len).unwrap_or(usize::MAX));
                 let gate = self.gate(ChannelId(r.channel), peer);
                 self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::rdv(&r), mem)

@@ -8,7 +8,7 @@
 //! | [`Cell::Packet`] | an engine packet (packet header and chunks), copied in by the sender |
 //! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy |
 //! | [`Cell::Pulled`] | the receiver read the data of the sender's last pull (or could not) |
-//! | [`Cell::Offering`] | a count (u32), that many read offers (send id u32, zero u32, address u64, length u64), then an engine packet whose readable rendezvous requests they belong to: the receiver reads each one's data as soon as its destination is known |
+//! | [`Cell::Offering`] | a count (u32), that many read offers (send id u32, zero u32, address u64, length u64, the sender's release epoch u64), then an engine packet whose readable rendezvous requests they belong to: the receiver reads each one's data as soon as its destination is known, while the epoch holds |
 //!
 //! Header: kind (u8), then the sender's rank on 3 bytes (little endian;
 //! the shm driver serves at most 2^24 ranks per host). Four bytes, so that
@@ -34,7 +34,7 @@ const OFFERING: u8 = 4;
 
 /// Bytes of an offering cell's count, and of each of its offers.
 const COUNT_LEN: usize = 4;
-const OFFER_LEN: usize = 24;
+const OFFER_LEN: usize = 32;
 
 /// Bytes of a pull descriptor before the packet's headers.
 const PULL_FIXED: usize = 16;
@@ -73,6 +73,10 @@ pub(super) struct ReadOffer {
     pub(super) addr: u64,
     /// The data's length.
     pub(super) len: u64,
+    /// The sender's release epoch when it gave the address
+    /// ([`navette_shm::RankArea::release_epoch`]): the data may be read
+    /// only while the epoch has not moved.
+    pub(super) epoch: u64,
 }
 
 /// The offers of an offering cell (its `offers` bytes, whose length
@@ -82,6 +86,7 @@ pub(super) fn offers(bytes: &[u8]) -> impl Iterator<Item = ReadOffer> + '_ {
         send_id: u32::from_le_bytes(o[..4].try_into().expect("4 bytes")),
         addr: u64::from_le_bytes(o[8..16].try_into().expect("8 bytes")),
         len: u64::from_le_bytes(o[16..24].try_into().expect("8 bytes")),
+        epoch: u64::from_le_bytes(o[24..32].try_into().expect("8 bytes")),
     })
 }
 
@@ -190,6 +195,7 @@ pub(super) fn write_offering(out: &mut [u8], from: Rank, offers: &[ReadOffer]) -
         o[4..8].fill(0);
         o[8..16].copy_from_slice(&offer.addr.to_le_bytes());
         o[16..24].copy_from_slice(&offer.len.to_le_bytes());
+        o[24..32].copy_from_slice(&offer.epoch.to_le_bytes());
         at += OFFER_LEN;
     }
     at
@@ -244,11 +250,13 @@ mod tests {
                 send_id: 7,
                 addr: 0x7fff_0000_1000,
                 len: 256 << 10,
+                epoch: 3,
             },
             ReadOffer {
                 send_id: u32::MAX,
                 addr: 1,
                 len: u64::MAX,
+                epoch: u64::MAX,
             },
         ];
         for count in 0..=sent.len() {
@@ -283,6 +291,7 @@ mod tests {
                 send_id: 1,
                 addr: 2,
                 len: 3,
+                epoch: 4,
             }; 2],
         );
         for cut in 0..offering.len() {

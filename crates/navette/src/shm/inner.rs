@@ -40,10 +40,10 @@ const SEND_PASSES: usize = 4;
 /// Rounds between two looks at the clock for the peers' liveness check
 /// (a spinning round lasts tens of nanoseconds).
 const LIVENESS_ROUNDS: u32 = 64;
-/// Read offers kept from all peers at most: past it, a peer's new offers
-/// are dropped and their data is asked for and sent the usual way (a
-/// sender may make many requests that nobody has posted a receive for
-/// yet; an offer costs 32 bytes).
+/// Read offers kept from all peers at most: past it, the oldest is
+/// dropped, and its data, if a receive ever matches its request, is asked
+/// for and sent the usual way (a sender may make many requests that nobody
+/// has posted a receive for yet; an offer costs 40 bytes here).
 const MOST_SOURCES: usize = 4096;
 
 /// One peer rank as the driver sees it.
@@ -83,7 +83,7 @@ pub(super) struct Inner {
     /// Rendezvous data bytes that fit in one cell beside their headers.
     piece_max: usize,
     /// Pulls of at least this many bytes are shared: the sender writes
-    /// the second half while we read the first (see [`Inner::read_pulled`]).
+    /// the second part while we read the first (see [`Inner::read_pulled`]).
     share_min: Option<usize>,
     /// Packets of ours that peers are pulling: while there are any, each
     /// round looks for their offers.
@@ -299,18 +299,32 @@ impl Inner {
         let same = |(peer, o): &&mut (Rank, ReadOffer)| *peer == from && o.send_id == offer.send_id;
         if let Some(kept) = self.sources.iter_mut().find(same) {
             kept.1 = offer;
-        } else if self.sources.len() < MOST_SOURCES {
-            self.sources.push((from, offer));
+            return;
         }
+        // Full (offers of requests rejected or never received, or a peer
+        // flooding us): the oldest goes, and its read, if ever asked for,
+        // is declined.
+        if self.sources.len() >= MOST_SOURCES {
+            self.sources.remove(0);
+        }
+        self.sources.push((from, offer));
     }
 
     /// Makes the reads our engine asks for (see [`RdvRead`]), each from the
-    /// offer that came with its request; without one, the engine asks for
-    /// the data the usual way.
+    /// offer that came with its request; without one, or when the read
+    /// fails (the kernel refusing it, say), the engine asks for the data
+    /// the usual way, and the sender learns of any failure there. A read
+    /// for a peer this driver does not reach (shm+tcp) is declined the
+    /// same way; one for a closed rail was dropped with the peer.
     fn serve_reads(&mut self, segment: &Segment, port: &mut DriverPort<'_>) {
         while let Some(read) = port.poll_read() {
-            if self.open_rail(read.peer).is_none() {
-                continue;
+            match self.peers.get(read.peer as usize) {
+                Some(Some(slot)) if slot.closed => continue,
+                Some(Some(_)) => {}
+                _ => {
+                    port.handle_read_done(read, false);
+                    continue;
+                }
             }
             match self.read_offered(segment, port, &read) {
                 Ok(true) => self.answer_read(segment, port, read),
@@ -343,7 +357,9 @@ impl Inner {
     }
 
     /// Reads the data of `read` from its offer: whether it landed (false
-    /// when no offer came for it), or why the peer's rail must close.
+    /// when no offer came for it, the sender let it go or the read
+    /// failed), or why the peer's rail must close (an offer that does not
+    /// match its request).
     fn read_offered(
         &mut self,
         segment: &Segment,
@@ -364,7 +380,15 @@ impl Inner {
                 offer.len, read.dest.len
             ));
         }
-        let pid = segment.area(read.peer).pid();
+        let area = segment.area(read.peer);
+        // The sender let memory it offered go since this offer (its
+        // request abandoned, say): the address may hold something else
+        // now, so the data is asked for instead.
+        if area.release_epoch() != offer.epoch {
+            self.stats.reads_declined += 1;
+            return Ok(false);
+        }
+        let pid = area.pid();
         let at = read.dest.offset..read.dest.offset + read.dest.len;
         // A destination its owner cancelled no longer resolves: nothing is
         // read, and the sender is told it is done.
@@ -373,8 +397,17 @@ impl Inner {
             .get_mut(read.dest.handle)
             .and_then(|r| r.get_mut(at))
         {
-            self.read_pulled(segment, read.peer, pid, offer.addr, target)
-                .map_err(|e| format!("single-copy read failed: {e}"))?;
+            if let Err(e) = self.read_pulled(segment, read.peer, pid, offer.addr, target) {
+                tracing::debug!(rank = self.me, peer = read.peer, %e, "shm: a read at the request failed");
+                self.stats.reads_declined += 1;
+                return Ok(false);
+            }
+            // Let go during the read: what was read may not be the data
+            // (it is overwritten when the data comes the usual way).
+            if area.release_epoch() != offer.epoch {
+                self.stats.reads_declined += 1;
+                return Ok(false);
+            }
             self.stats.reads_at_request += 1;
         }
         Ok(true)
@@ -441,11 +474,12 @@ impl Inner {
     }
 
     /// Reads pulled data at `addr` in `from` (process `pid`) into `target`.
-    /// A long read is shared: we offer `from` to write the second half
-    /// itself while we read the first, so that two cores copy at once; if
-    /// it has not taken the offer by the time our half is in, we revoke it
-    /// and read that half too. Either way, when this returns nobody writes
-    /// into `target` any more.
+    /// A long read is shared: we offer `from` to write the second part
+    /// itself while we read the first (about half each, the cut moved by
+    /// which side finished first last time, see [`balance`]), so that two
+    /// cores copy at once; if it has not taken the offer by the time our
+    /// part is in, we revoke it and read the rest too. Either way, when
+    /// this returns nobody writes into `target` any more.
     fn read_pulled(
         &mut self,
         segment: &Segment,
@@ -491,7 +525,7 @@ impl Inner {
         });
         segment.area(from).ring_doorbell();
         // `target` stays borrowed until the offer is settled: the peer
-        // writes its second half only meanwhile, and we touch only the
+        // writes its second part only meanwhile, and we touch only the
         // first.
         let ours = navette_shm::pull(pid, addr, &mut target[..half]);
         // The sender, once it took the offer, is writing: a few µs, unless
@@ -535,7 +569,8 @@ impl Inner {
     /// request of ours they read; whether any was written. The offer is
     /// taken under the node's lock, which keeps our data's memory
     /// resolved, and written at once: its owner waits for it. The write
-    /// (up to half a pull fragment, some milliseconds for the largest)
+    /// (up to three quarters of a pull fragment, some milliseconds for
+    /// the largest)
     /// holds the lock: our other threads wait meanwhile, but no request
     /// can release the memory it reads.
     fn serve_offers(&mut self, segment: &Segment, node: &NodeCore) -> bool {
@@ -756,7 +791,7 @@ impl Inner {
             pull_min: slot.pull_min,
             piece_max: self.piece_max,
         };
-        let offers = read_offers(plan, peer, port, segment.cell_payload());
+        let offers = read_offers(plan, peer, port, segment, self.me);
         let before = *sent;
         let pushed = push_packet(area, self.me, plan, way, sent, port.memory(), &offers);
         let pieces = (*sent - before) as u64;
@@ -871,33 +906,47 @@ struct Way {
 }
 
 /// The read offers of `plan`'s readable requests to `peer` (see
-/// [`PacketPlan::offers`]), if they fit a cell of `cell_max` bytes beside
-/// the packet: otherwise none, and the receiver asks for the data.
+/// [`PacketPlan::offers`]), if they fit a cell beside the packet:
+/// otherwise none, and the receiver asks for the data. Each region
+/// offered is marked so, that letting it go bumps our release epoch
+/// first; the offers carry the epoch read after the marking.
 fn read_offers(
     plan: &PacketPlan,
     peer: Rank,
-    port: &DriverPort<'_>,
-    cell_max: usize,
+    port: &mut DriverPort<'_>,
+    segment: &Segment,
+    me: Rank,
 ) -> SmallVec<[ReadOffer; 2]> {
     let mut offers = SmallVec::new();
     if plan.offers.is_empty() {
         return offers;
     }
+    let mut handles: SmallVec<[navette_core::MemHandle; 2]> = SmallVec::new();
     for &send_id in &plan.offers {
-        let data = port
-            .offered_data(send_id)
-            .filter(|&(to, _)| to == peer)
-            .and_then(|(_, data)| memory::read(port.memory(), data));
-        if let Some(data) = data {
-            offers.push(ReadOffer {
-                send_id,
-                addr: data.as_ptr() as u64,
-                len: data.len() as u64,
-            });
-        }
+        let Some((to, data)) = port.offered_data(send_id) else {
+            continue;
+        };
+        let Some(bytes) = memory::read(port.memory(), data).filter(|_| to == peer) else {
+            continue;
+        };
+        offers.push(ReadOffer {
+            send_id,
+            addr: bytes.as_ptr() as u64,
+            len: bytes.len() as u64,
+            epoch: 0,
+        });
+        handles.push(data.handle);
     }
-    if cell::offering_len(offers.len(), plan.len()) > cell_max {
+    if cell::offering_len(offers.len(), plan.len()) > segment.cell_payload() {
         offers.clear();
+        return offers;
+    }
+    for handle in handles {
+        port.mark_offered(handle);
+    }
+    let epoch = segment.area(me).release_epoch();
+    for offer in &mut offers {
+        offer.epoch = epoch;
     }
     offers
 }

@@ -31,16 +31,23 @@
 //!   destination (at once for a receive posted ahead), and its
 //!   clear-to-send, which says the data was read, completes the send: one
 //!   cell each way instead of a request, a clear-to-send, a pull and a
-//!   pulled cell. An offer the receiver cannot use (too many kept, or none
-//!   came) makes its engine ask for the data the usual way.
+//!   pulled cell. The offer carries the sender's *release epoch*, which
+//!   the sender bumps in its area before it lets go of any memory it
+//!   offered (a blocking send that stalled, say): the receiver reads only
+//!   while the epoch holds, before and after the read. An offer the
+//!   receiver cannot use (none came, dropped when too many were kept, the
+//!   epoch moved, the read failed) makes its engine ask for the data the
+//!   usual way.
 //! - **shared single copy** (pulls of [`ShmConfig::share_min`] bytes or
 //!   more): the receiver offers the sender, through its area's offer slot
-//!   ([`navette_shm::Offer`]), to write the second half of the data into
+//!   ([`navette_shm::Offer`]), to write the second part of the data into
 //!   the destination itself (`process_vm_writev`) while the receiver reads
-//!   the first half; the sender, waiting for its pulled cell (or its
-//!   request's clear-to-send) anyway, takes it on its next round. One such call is bound by page pinning, not by
+//!   the first (about half each: the cut follows which side finished first
+//!   on the last read from that peer); the sender, waiting for its pulled
+//!   cell (or its request's clear-to-send) anyway, takes it on its next
+//!   round. One such call is bound by page pinning, not by
 //!   memory bandwidth, so two cores move the data about twice as fast.
-//!   If the sender has not taken the offer by the time the receiver's half
+//!   If the sender has not taken the offer by the time the receiver's part
 //!   is in, the receiver revokes it and reads the rest itself: a sender
 //!   busy elsewhere does not hold the receiver up (one that took the offer
 //!   is writing, and the receiver waits for that write). No one writes
@@ -172,11 +179,11 @@ pub struct ShmConfig {
     /// overrides it (see [`ShmConfig::from_env`]).
     pub copy: CopyMode,
     /// Single-copy reads of at least this many bytes are *shared*: the
-    /// receiver offers the sender to write the second half itself
-    /// (`process_vm_writev`) while it reads the first, so that the sender's
-    /// core, otherwise waiting, copies too; if the sender does not take
-    /// the offer by the time the first half is in, the receiver reads the
-    /// rest itself. One such call is bound by the kernel's page pinning,
+    /// receiver offers the sender to write the second part itself
+    /// (`process_vm_writev`) while it reads the first (about half each),
+    /// so that the sender's core, otherwise waiting, copies too; if the
+    /// sender does not take the offer by the time the first part is in,
+    /// the receiver reads the rest itself. One such call is bound by the kernel's page pinning,
     /// not by memory bandwidth: on the 2-core test machine one call moves
     /// 10-13 GB/s, two at once about twice that. `None` never shares
     /// this rank's reads (it still writes its part of the reads that peers
@@ -292,6 +299,10 @@ pub struct ShmStats {
     /// address came with the request: no clear-to-send, no pull cell);
     /// their bytes count in `bytes_pulled`.
     pub reads_at_request: u64,
+    /// Reads at the request not made, or made and not trusted: the sender
+    /// let memory it had offered go meanwhile, or the read failed. Their
+    /// data was asked for the usual way.
+    pub reads_declined: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
     /// Packets that landed straight in a receive waiting outside the
@@ -322,7 +333,8 @@ fn shm_error(what: &str, err: impl std::fmt::Display) -> Error {
 pub struct ShmDriver {
     inner: Mutex<Inner>,
     /// `None` in a job of one: no peer, no segment.
-    segment: Option<Segment>,
+    /// Shared with the memory table's release hook (see `attach`).
+    segment: Option<Arc<Segment>>,
     rank: Rank,
     bootstrap: Arc<dyn Bootstrap>,
     config: ShmConfig,
@@ -376,7 +388,7 @@ impl ShmDriver {
         tracing::debug!(rank, size, job, "shm: segment ready");
         Ok(Arc::new(Self {
             inner: Mutex::new(inner),
-            segment,
+            segment: segment.map(Arc::new),
             rank,
             bootstrap,
             config: config.clone(),
@@ -399,6 +411,14 @@ impl ShmDriver {
         let eager_max = payload - PacketHeader::LEN - EagerHeader::LEN;
         let mut inner = self.inner.lock();
         let mut port = node.port();
+        // Memory whose address went to a peer to read is let go only
+        // after our area says so: the peer checks before trusting what
+        // it read (see `Inner::read_offered`).
+        let released = Arc::clone(segment);
+        let me = self.rank;
+        port.set_release_hook(crate::memtable::ReleaseHook(Arc::new(move || {
+            released.area(me).note_release();
+        })));
         let mut rails = vec![None; segment.ranks() as usize];
         for peer in 0..segment.ranks() {
             if peer == self.rank {
@@ -748,6 +768,7 @@ impl Driver for ShmDriver {
             ("bytes_written_by_peers", s.bytes_written_by_peers),
             ("bytes_written_for_peers", s.bytes_written_for_peers),
             ("reads_at_request", s.reads_at_request),
+            ("reads_declined", s.reads_declined),
             ("ring_full", s.ring_full),
             ("landed_at_once", s.landed_at_once),
             ("sent_at_once", s.sent_at_once),

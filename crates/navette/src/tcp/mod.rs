@@ -111,6 +111,12 @@ fn check_caps(caps: &RailCaps) -> Result<()> {
     if caps.max_fragment > MAX_FRAGMENT {
         return Err(too_long("max_fragment", caps.max_fragment, MAX_FRAGMENT));
     }
+    if let Some(min) = caps.read_min {
+        return Err(Error::Config(format!(
+            "tcp caps.read_min of {min} bytes: a tcp peer cannot read this \
+             process's memory (leave it None)"
+        )));
+    }
     Ok(())
 }
 

@@ -141,12 +141,12 @@ impl PacketBuilder {
     }
 
     /// An empty packet built in the buffers of finished ones (see
-    /// [`PlanPool`]), so that the small-message path does not allocate.
+    /// [`PlanPool`], which empties their offers), so that the
+    /// small-message path does not allocate.
     pub(crate) fn reusing(mut plan: PacketPlan, mut progress: Vec<SendProgress>) -> Self {
         plan.bytes.clear();
         plan.bytes.resize(PacketHeader::LEN, 0);
         plan.segments.clear();
-        plan.offers.clear();
         progress.clear();
         Self {
             plan,

@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{Net, Piece, caps, from};
+use common::{Net, Piece, Received, caps, from};
 use navette_core::{ProtocolError, RailCaps, RailId, TagMatch, Violation};
-use navette_wire::{Chunk, ClearToSend, CtsFlags, Limits, Packet, PacketHeader};
+use navette_wire::{Chunk, ClearToSend, CtsFlags, Limits, Packet, encode_packet};
 
 /// Rendezvous from 64 bytes, fragments of 100 000, reads from 1 000.
 fn readable_caps() -> RailCaps {
@@ -54,15 +54,25 @@ fn pieces_from_read_min_to_a_fragment_are_read_at_the_request() {
     }
 }
 
+/// Posts node 1's receive of a piece of `len` bytes on `tag`, then sends
+/// it from node 0; returns the receive, the message and node 0's packets,
+/// not delivered.
+fn posted_then_sent(net: &mut Net, len: usize, tag: u64) -> (Received, [Piece; 1], Packets) {
+    let msg = [Piece::new(len, tag)];
+    let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+    net.send(0, 1, tag, &msg);
+    let packets = net.capture(0, 1);
+    (r, msg, packets)
+}
+
+type Packets = Vec<(RailId, Vec<u8>)>;
+
 /// A read piece costs one packet each way: the request, and the
 /// clear-to-send that says it was read.
 #[test]
 fn a_read_piece_crosses_as_two_packets() {
     let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
-    let msg = [Piece::new(50_000, 1)];
-    let r = net.recv(1, from(0), TagMatch::exact(1), &msg, false);
-    net.send(0, 1, 1, &msg);
-    let requests = net.capture(0, 1);
+    let (r, msg, requests) = posted_then_sent(&mut net, 50_000, 1);
     assert_eq!(requests.len(), 1, "the request alone");
     for (rail, bytes) in requests {
         net.inject(1, rail, &bytes).expect("a valid request");
@@ -132,23 +142,16 @@ fn only_chunk(bytes: &[u8]) -> Option<Chunk<'_>> {
 
 /// A packet of one clear-to-send from node 1's engine.
 fn cts_packet(flags: CtsFlags, send_id: u32, len: u64) -> Vec<u8> {
-    let mut body = Vec::new();
-    Chunk::ClearToSend(ClearToSend {
+    let cts = Chunk::ClearToSend(ClearToSend {
         channel: common::CH.0,
         flags,
         send_id,
         recv_id: 1,
         offset: 0,
         len,
-    })
-    .encode(&mut body);
+    });
     let mut out = Vec::new();
-    PacketHeader {
-        chunk_count: 1,
-        body_len: u32::try_from(body.len()).expect("a short body"),
-    }
-    .encode(&mut out);
-    out.extend_from_slice(&body);
+    encode_packet(&[cts], &mut out);
     out
 }
 
@@ -168,23 +171,14 @@ fn request_of(net: &mut Net, len: usize) -> (u32, bool, RailId) {
 #[test]
 fn a_node_whose_rails_do_not_read_asks_for_the_data() {
     let mut plain = Net::one_chunk_per_packet(2, 1, caps(64, 100_000));
-    let msg = [Piece::new(5000, 9)];
-    let r = plain.recv(1, from(0), TagMatch::exact(9), &msg, false);
-    plain.send(0, 1, 9, &msg);
-    for (rail, bytes) in plain.capture(0, 1) {
+    let (r, msg, packets) = posted_then_sent(&mut plain, 5000, 9);
+    for (rail, bytes) in packets {
         let Some(Chunk::RdvRequest(mut req)) = only_chunk(&bytes) else {
             panic!("not a lone request");
         };
         req.readable = true;
-        let mut body = Vec::new();
-        Chunk::RdvRequest(req).encode(&mut body);
         let mut packet = Vec::new();
-        PacketHeader {
-            chunk_count: 1,
-            body_len: u32::try_from(body.len()).expect("short"),
-        }
-        .encode(&mut packet);
-        packet.extend_from_slice(&body);
+        encode_packet(&[Chunk::RdvRequest(req)], &mut packet);
         plain.inject(1, rail, &packet).expect("a valid request");
     }
     assert_eq!(plain.engines[1].poll_read(), None, "no read asked for");
@@ -230,10 +224,7 @@ fn a_read_answer_covers_the_whole_piece() {
 #[test]
 fn reads_of_a_lost_peer_are_dropped() {
     let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
-    let msg = [Piece::new(5000, 3)];
-    let r = net.recv(1, from(0), TagMatch::exact(3), &msg, false);
-    net.send(0, 1, 3, &msg);
-    let packets = net.capture(0, 1);
+    let (r, _, packets) = posted_then_sent(&mut net, 5000, 3);
     let now = net.now;
     for (rail, bytes) in &packets {
         net.engines[1]

@@ -134,8 +134,6 @@ pub struct Engine {
     rdv_recvs: FxHashMap<u32, RdvRecv>,
     /// Reads of readable rendezvous data for the driver to make.
     reads: VecDeque<RdvRead>,
-    /// Storage for encoding a chunk written at once ([`Engine::read_done_now`]).
-    encoded: Vec<u8>,
     buffered: usize,
     /// When requests were made, for reports.
     births: births::Births,
@@ -311,7 +309,6 @@ impl Engine {
             rdv_sends: FxHashMap::default(),
             rdv_recvs: FxHashMap::default(),
             reads: VecDeque::new(),
-            encoded: Vec::new(),
             buffered: 0,
             births: births::Births::default(),
             pool: PlanPool::default(),

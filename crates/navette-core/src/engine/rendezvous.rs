@@ -195,15 +195,8 @@ impl Engine {
     /// Queues a clear-to-send of `flags` for the whole piece `send_id`.
     fn push_cts(&mut self, gate: GateId, flags: CtsFlags, send_id: u32, recv_id: u32, len: usize) {
         let g = &mut self.gates[gate.0];
-        let channel = g.channel.0;
-        g.window.push(Pending::ClearToSend(ClearToSend {
-            channel,
-            flags,
-            send_id,
-            recv_id,
-            offset: 0,
-            len: len as u64,
-        }));
+        let cts = whole_cts(g.channel.0, flags, send_id, recv_id, len);
+        g.window.push(Pending::ClearToSend(cts));
         self.window_joined(gate);
     }
 
@@ -252,24 +245,15 @@ impl Engine {
     /// it is done.
     pub fn handle_read_done(&mut self, read: RdvRead, landed: bool) {
         let gate = self.gate(ChannelId(read.channel), read.peer);
-        if !landed {
-            self.push_cts(
-                gate,
-                CtsFlags::ACCEPT,
-                read.send_id,
-                read.recv_id,
-                read.dest.len,
-            );
-            return;
+        let flags = if landed {
+            CtsFlags::READ
+        } else {
+            CtsFlags::ACCEPT
+        };
+        self.push_cts(gate, flags, read.send_id, read.recv_id, read.dest.len);
+        if landed {
+            self.read_landed(&read);
         }
-        self.push_cts(
-            gate,
-            CtsFlags::READ,
-            read.send_id,
-            read.recv_id,
-            read.dest.len,
-        );
-        self.read_landed(&read);
     }
 
     /// Counts the data of `read` as landed.
@@ -302,28 +286,21 @@ impl Engine {
     /// # Panics
     /// If `out` has another length (a caller bug).
     pub fn read_done_now(&mut self, read: RdvRead, out: &mut [u8]) {
-        assert_eq!(out.len(), Self::READ_DONE_LEN, "the packet's length");
-        let chunk = Chunk::ClearToSend(ClearToSend {
-            channel: read.channel,
-            flags: CtsFlags::READ,
-            send_id: read.send_id,
-            recv_id: read.recv_id,
-            offset: 0,
-            len: read.dest.len as u64,
-        });
-        let (head, body) = out.split_at_mut(PacketHeader::LEN);
-        head.copy_from_slice(
-            &PacketHeader {
-                chunk_count: 1,
-                body_len: ClearToSend::LEN as u32,
-            }
-            .to_bytes(),
+        let cts = whole_cts(
+            read.channel,
+            CtsFlags::READ,
+            read.send_id,
+            read.recv_id,
+            read.dest.len,
         );
-        let mut bytes = std::mem::take(&mut self.encoded);
-        bytes.clear();
-        chunk.encode(&mut bytes);
-        body.copy_from_slice(&bytes);
-        self.encoded = bytes;
+        // Built as every packet is, in a recycled plan: a control chunk's
+        // plan holds the whole packet in its own bytes.
+        let mut packet = self.pool.builder();
+        packet.push_control(&Chunk::ClearToSend(cts));
+        let (plan, progress) = packet.finish();
+        out.copy_from_slice(&plan.bytes);
+        self.pool.put_plan(plan);
+        self.pool.put_progress(progress);
         let gate = self.gate(ChannelId(read.channel), read.peer);
         let stats = &mut self.gates[gate.0].stats;
         stats.packets_sent += 1;
@@ -405,5 +382,17 @@ impl Engine {
             self.piece_done(r.key);
             self.check_end(r.key);
         }
+    }
+}
+
+/// A clear-to-send for the whole piece `send_id` of `len` bytes.
+fn whole_cts(channel: u16, flags: CtsFlags, send_id: u32, recv_id: u32, len: usize) -> ClearToSend {
+    ClearToSend {
+        channel,
+        flags,
+        send_id,
+        recv_id,
+        offset: 0,
+        len: len as u64,
     }
 }

@@ -366,6 +366,10 @@ impl Inner {
         port: &mut DriverPort<'_>,
         read: &RdvRead,
     ) -> Result<bool, String> {
+        let decline = |stats: &mut ShmStats| {
+            stats.reads_declined += 1;
+            Ok(false)
+        };
         let found = self
             .sources
             .iter()
@@ -385,8 +389,7 @@ impl Inner {
         // request abandoned, say): the address may hold something else
         // now, so the data is asked for instead.
         if area.release_epoch() != offer.epoch {
-            self.stats.reads_declined += 1;
-            return Ok(false);
+            return decline(&mut self.stats);
         }
         let pid = area.pid();
         let at = read.dest.offset..read.dest.offset + read.dest.len;
@@ -399,14 +402,12 @@ impl Inner {
         {
             if let Err(e) = self.read_pulled(segment, read.peer, pid, offer.addr, target) {
                 tracing::debug!(rank = self.me, peer = read.peer, %e, "shm: a read at the request failed");
-                self.stats.reads_declined += 1;
-                return Ok(false);
+                return decline(&mut self.stats);
             }
             // Let go during the read: what was read may not be the data
             // (it is overwritten when the data comes the usual way).
             if area.release_epoch() != offer.epoch {
-                self.stats.reads_declined += 1;
-                return Ok(false);
+                return decline(&mut self.stats);
             }
             self.stats.reads_at_request += 1;
         }

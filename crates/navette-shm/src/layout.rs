@@ -17,8 +17,10 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NAVSHM\0\x01");
 /// Layout version; bumped on any change to this file's encodings or to the
 /// ring protocol over them (2: producers check for room against `head`, the
 /// consumer no longer writes cells; 3: an offer slot follows the tail; 4:
-/// a cell's payload follows its length word, 12 bytes in).
-pub(crate) const VERSION: u32 = 5;
+/// a cell's payload follows its length word, 12 bytes in; 5: a release
+/// epoch in each area's control block; 6: the shm driver's pull cells carry
+/// that epoch, and its pulled cells may decline a pull).
+pub(crate) const VERSION: u32 = 6;
 /// Bytes from the start of the segment to the first rank area.
 pub(crate) const HEADER_BYTES: usize = 128;
 /// Bytes of a cell header: stamp (u64), length (u32). No spare word: a

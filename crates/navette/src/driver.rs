@@ -568,6 +568,12 @@ impl<'a> DriverPort<'a> {
         self.state.mem.mark_offered(handle);
     }
 
+    /// Notes that a peer given the address of `handle`'s region is done
+    /// with it (see [`crate::memtable::MemTable::unmark_offered`]).
+    pub(crate) fn unmark_offered(&mut self, handle: navette_core::MemHandle) {
+        self.state.mem.unmark_offered(handle);
+    }
+
     /// Sets what removing an offered region calls.
     pub(crate) fn set_release_hook(&mut self, hook: crate::memtable::ReleaseHook) {
         self.state.mem.set_release_hook(hook);

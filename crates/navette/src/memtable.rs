@@ -63,8 +63,9 @@ impl std::fmt::Debug for ReleaseHook {
 struct Slot {
     generation: u32,
     region: Option<Region>,
-    /// A peer was given the region's address (see [`MemTable::mark_offered`]).
-    offered: bool,
+    /// Peers given the region's address and not done reading it (see
+    /// [`MemTable::mark_offered`]).
+    offered: u32,
 }
 
 impl MemTable {
@@ -167,17 +168,28 @@ impl MemTable {
         self.slots.push(Slot {
             generation: 0,
             region: Some(region),
-            offered: false,
+            offered: 0,
         });
         handle(index, 0)
     }
 
     /// Notes that a driver gave a peer the address of `handle`'s region,
-    /// for the peer to read it itself: removing the region then calls the
-    /// release hook first. A handle that no longer resolves is ignored.
+    /// for the peer to read it itself: removing the region before as many
+    /// [`Self::unmark_offered`] calls the release hook first. A handle that
+    /// no longer resolves is ignored.
     pub(crate) fn mark_offered(&mut self, handle: MemHandle) {
         if let Some(slot) = self.slot_mut(handle) {
-            slot.offered = true;
+            slot.offered = slot.offered.saturating_add(1);
+        }
+    }
+
+    /// Notes that a peer given the address of `handle`'s region is done
+    /// with it (it read the data, or will not): once every such peer is,
+    /// removing the region is an ordinary removal, which moves no epoch
+    /// and so costs other readers nothing.
+    pub(crate) fn unmark_offered(&mut self, handle: MemHandle) {
+        if let Some(slot) = self.slot_mut(handle) {
+            slot.offered = slot.offered.saturating_sub(1);
         }
     }
 
@@ -213,7 +225,9 @@ impl MemTable {
             self.free.push(index as u32);
         }
         // Before the caller lets the memory go.
-        if offered && let Some(ReleaseHook(hook)) = &self.on_release {
+        if offered > 0
+            && let Some(ReleaseHook(hook)) = &self.on_release
+        {
             hook();
         }
         match region {
@@ -313,9 +327,9 @@ mod tests {
         assert!(table.get(shared).is_none());
     }
 
-    /// Removing a region whose address was offered calls the release hook
-    /// once, before returning; other regions, and handles that no longer
-    /// resolve, never do.
+    /// Removing a region whose address was offered, and not read as often
+    /// as offered, calls the release hook once, before returning; other
+    /// regions, and handles that no longer resolve, never do.
     #[test]
     fn removing_an_offered_region_calls_the_release_hook() {
         use std::sync::atomic::{AtomicUsize, Ordering};
@@ -332,13 +346,27 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         table.remove(offered.handle);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // Offered twice and read once: still offered. Read as often as
+        // offered (a surplus read is ignored): an ordinary region again.
+        let twice = table.insert_owned(vec![4; 8]);
+        table.mark_offered(twice.handle);
+        table.mark_offered(twice.handle);
+        table.unmark_offered(twice.handle);
+        table.remove(twice.handle);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        let read = table.insert_owned(vec![5; 8]);
+        table.mark_offered(read.handle);
+        table.unmark_offered(read.handle);
+        table.unmark_offered(read.handle);
+        table.remove(read.handle);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
         // The slot's next region starts unmarked; a stale handle marks
         // nothing.
         table.mark_offered(offered.handle);
         let next = table.insert_owned(vec![3; 8]);
         table.remove(next.handle);
         table.remove(offered.handle);
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

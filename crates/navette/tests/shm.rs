@@ -1102,3 +1102,125 @@ fn memory_let_go_after_its_offer_is_not_read() {
     assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
     assert_eq!(stats[1].reads_at_request, 0, "{:?}", stats[1]);
 }
+
+/// Pulls are cut at 512 KiB here: a message of 1 MiB is pulled in two
+/// fragments, one of 256 KiB is read at its request.
+fn pulled_by_fragments() -> RuntimeConfig {
+    let mut config = config(CopyMode::Single);
+    config.shm.pull_fragment = 512 << 10;
+    config.node.wait_timeout = Some(Duration::from_millis(300));
+    config
+}
+
+/// Progresses `node` until its driver has sent a packet (the
+/// clear-to-send of a receive posted before), and no further: a round
+/// handles the ring before it sends, so a pull that answers that packet
+/// stays unread.
+fn progress_until_a_packet_left(node: &Node, driver: &ShmDriver) {
+    while driver.stats().packets_sent == 0 {
+        node.progress().expect("progress");
+    }
+}
+
+/// Waits for the peer's word that it is done (each wait is short: the
+/// peer may be waiting out a stalled receive).
+fn until_done(node: &Node) {
+    let mut done = [0u8; 4];
+    while node
+        .recv(RecvFrom::from(node.gate(1)), 8u64, &mut done)
+        .is_err()
+    {}
+}
+
+/// A pull whose sender lets its memory go before the receiver reads it (a
+/// blocking send that stalled once its clear-to-send came, its buffer then
+/// reused): the receiver sees the sender's release epoch moved and
+/// declines the pull; the sender, its memory gone, drops the data, and
+/// what the address holds now is never delivered.
+#[test]
+fn a_pull_of_memory_let_go_is_declined() {
+    use std::sync::Barrier;
+
+    let size = 1 << 20;
+    let stalled = Barrier::new(2);
+    let stats = run(2, pulled_by_fragments(), |node, driver, _| {
+        if node.rank() == 0 {
+            let mut data = pattern(size, 1);
+            let mut msg = node.begin_packing(node.gate(1), 7).expect("begin");
+            msg.pack(&data, SendMode::Cheaper, ReceiveMode::Cheaper)
+                .expect("pack");
+            // The first fragment's pull is never answered: the send
+            // stalls, and lets `data` go.
+            assert!(msg.end_packing().is_err(), "nobody reads the pull");
+            data.fill(0xaa);
+            stalled.wait();
+            // Progressing meanwhile: the answer to the pull comes.
+            until_done(node);
+        } else {
+            let recv = node.irecv(RecvFrom::from(node.gate(0)), 7, vec![0u8; size]);
+            progress_until_a_packet_left(node, driver);
+            stalled.wait();
+            // What it would have delivered is checked too: not the
+            // reused buffer.
+            match recv.wait() {
+                Err(_) => {}
+                Ok(got) => panic!("delivered: {}", got.data.iter().all(|&b| b == 0xaa)),
+            }
+            node.send(node.gate(0), 8, b"done").expect("done");
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
+    assert_eq!(stats[1].bytes_pulled, 0, "{:?}", stats[1]);
+}
+
+/// A pull made before the sender let go of other memory it had offered
+/// (the data of a readable request whose send stalled): the epoch moved,
+/// so the receiver declines the pull, though this data is still there;
+/// the sender then pushes it through the ring, and it arrives whole. The
+/// next fragment, pulled after the release, is read as usual.
+#[test]
+fn a_pull_declined_for_another_release_comes_through_the_ring() {
+    use std::sync::Barrier;
+
+    let (size, readable) = (1 << 20, 256 << 10);
+    let stalled = Barrier::new(2);
+    let stats = run(2, pulled_by_fragments(), |node, driver, _| {
+        if node.rank() == 0 {
+            let pulled = node
+                .isend(node.gate(1), 2, pattern(size, 2))
+                .expect("isend");
+            // Its request goes out beside the pulled message's, and its
+            // receive is never posted: the send stalls, lets its data go,
+            // and the release epoch moves after the first pull's.
+            let data = pattern(readable, 3);
+            let mut msg = node.begin_packing(node.gate(1), 3).expect("begin");
+            msg.pack(&data, SendMode::Cheaper, ReceiveMode::Cheaper)
+                .expect("pack");
+            assert!(msg.end_packing().is_err(), "never received");
+            stalled.wait();
+            pulled.wait().expect("sent through the ring");
+            until_done(node);
+        } else {
+            let recv = node.irecv(RecvFrom::from(node.gate(0)), 2, vec![0u8; size]);
+            progress_until_a_packet_left(node, driver);
+            stalled.wait();
+            let got = recv.wait().expect("received");
+            check(&got.data, size, 2);
+            // The stalled send's read is declined too (its offer is as old
+            // as the first pull), and its data, gone, never comes.
+            let recv = node.irecv(RecvFrom::from(node.gate(0)), 3, vec![0u8; readable]);
+            assert!(recv.wait().is_err(), "the stalled send delivered");
+            node.send(node.gate(0), 8, b"done").expect("done");
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[1].reads_declined, 2, "{:?}", stats[1]);
+    assert_eq!(
+        stats[1].bytes_pulled + stats[1].bytes_written_by_peers,
+        512 << 10,
+        "{:?}",
+        stats[1]
+    );
+    assert!(stats[0].bytes_copied_in >= 512 << 10, "{:?}", stats[0]);
+}

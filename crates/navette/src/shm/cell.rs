@@ -6,8 +6,8 @@
 //! | kind | body |
 //! |---|---|
 //! | [`Cell::Packet`] | an engine packet (packet header and chunks), copied in by the sender |
-//! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy |
-//! | [`Cell::Pulled`] | the receiver read the data of the sender's last pull (or could not) |
+//! | [`Cell::Pull`] | address and length of rendezvous data in the sender's memory, the sender's release epoch (u64), then the packet's headers (packet header and rendezvous data header): the receiver reads the data itself, single-copy, while the epoch holds |
+//! | [`Cell::Pulled`] | what became of the sender's last pull ([`Pulled`], one byte): read, failed, or declined (the epoch moved) |
 //! | [`Cell::Offering`] | a count (u32), that many read offers (send id u32, zero u32, address u64, length u64, the sender's release epoch u64), then an engine packet whose readable rendezvous requests they belong to: the receiver reads each one's data as soon as its destination is known, while the epoch holds |
 //!
 //! Header: kind (u8), then the sender's rank on 3 bytes (little endian;
@@ -37,7 +37,7 @@ const COUNT_LEN: usize = 4;
 const OFFER_LEN: usize = 32;
 
 /// Bytes of a pull descriptor before the packet's headers.
-const PULL_FIXED: usize = 16;
+const PULL_FIXED: usize = 24;
 
 /// A parsed cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,13 +47,12 @@ pub(super) enum Cell<'a> {
     /// Rendezvous data to read from the sender's memory.
     Pull {
         from: Rank,
-        addr: u64,
-        len: u64,
+        source: PullSource,
         /// The packet header and rendezvous data header of the data.
         headers: &'a [u8],
     },
     /// The outcome of the receiver's read of our last pull.
-    Pulled { from: Rank, ok: bool },
+    Pulled { from: Rank, outcome: Pulled },
     /// An engine packet, with the addresses of the data of its readable
     /// rendezvous requests (see [`offers`]).
     Offering {
@@ -90,6 +89,36 @@ pub(super) fn offers(bytes: &[u8]) -> impl Iterator<Item = ReadOffer> + '_ {
     })
 }
 
+/// What became of a pull, as its receiver tells the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pulled {
+    /// The data was read (or its destination is gone, and nobody waits
+    /// for it): the send is done.
+    Read,
+    /// The read failed: the rail closes.
+    Failed,
+    /// Not read, the sender's release epoch having moved since the pull:
+    /// the address may hold something else now. The sender sends the
+    /// data through the ring instead, if it still has it.
+    Declined,
+}
+
+impl Pulled {
+    fn byte(self) -> u8 {
+        match self {
+            Self::Read => 0,
+            Self::Failed => 1,
+            Self::Declined => 2,
+        }
+    }
+
+    fn from_byte(byte: u8) -> Option<Self> {
+        [Self::Read, Self::Failed, Self::Declined]
+            .into_iter()
+            .find(|p| p.byte() == byte)
+    }
+}
+
 /// A cell that does not parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub(super) enum CellError {
@@ -99,6 +128,9 @@ pub(super) enum CellError {
     /// Unknown kind byte.
     #[error("shm cell of unknown kind {0}")]
     Kind(u8),
+    /// A pulled cell's outcome byte that names no outcome.
+    #[error("pulled shm cell of unknown outcome {0}")]
+    Outcome(u8),
 }
 
 impl<'a> Cell<'a> {
@@ -112,10 +144,16 @@ impl<'a> Cell<'a> {
             PACKET => Ok(Self::Packet { from, packet: body }),
             PULL => {
                 let fixed = body.get(..PULL_FIXED).ok_or_else(short)?;
+                let word =
+                    |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
+                let source = PullSource {
+                    addr: word(0),
+                    len: word(8),
+                    epoch: word(16),
+                };
                 Ok(Self::Pull {
                     from,
-                    addr: u64::from_le_bytes(fixed[..8].try_into().expect("8 bytes")),
-                    len: u64::from_le_bytes(fixed[8..].try_into().expect("8 bytes")),
+                    source,
                     headers: &body[PULL_FIXED..],
                 })
             }
@@ -134,11 +172,9 @@ impl<'a> Cell<'a> {
                 })
             }
             PULLED => {
-                let status = *body.first().ok_or_else(short)?;
-                Ok(Self::Pulled {
-                    from,
-                    ok: status == 0,
-                })
+                let byte = *body.first().ok_or_else(short)?;
+                let outcome = Pulled::from_byte(byte).ok_or(CellError::Outcome(byte))?;
+                Ok(Self::Pulled { from, outcome })
             }
             kind => Err(CellError::Kind(kind)),
         }
@@ -168,11 +204,23 @@ pub(super) const fn pull_len(headers_len: usize) -> usize {
     HEADER_LEN + PULL_FIXED + headers_len
 }
 
+/// Where a pull cell's data lies in its sender's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PullSource {
+    pub(super) addr: u64,
+    pub(super) len: u64,
+    /// The sender's release epoch when it gave the address: the data may
+    /// be read only while it has not moved (as for a [`ReadOffer`]).
+    pub(super) epoch: u64,
+}
+
 /// Writes a pull cell (`out` is [`pull_len`] long).
-pub(super) fn write_pull(out: &mut [u8], from: Rank, addr: u64, len: u64, headers: &[u8]) {
+pub(super) fn write_pull(out: &mut [u8], from: Rank, source: PullSource, headers: &[u8]) {
     header(out, PULL, from);
-    out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
-    out[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&len.to_le_bytes());
+    let words = [source.addr, source.len, source.epoch];
+    for (at, word) in (HEADER_LEN..).step_by(8).zip(words) {
+        out[at..at + 8].copy_from_slice(&word.to_le_bytes());
+    }
     out[HEADER_LEN + PULL_FIXED..].copy_from_slice(headers);
 }
 
@@ -205,9 +253,9 @@ pub(super) fn write_offering(out: &mut [u8], from: Rank, offers: &[ReadOffer]) -
 pub(super) const PULLED_LEN: usize = HEADER_LEN + 1;
 
 /// Writes a pulled cell (`out` is [`PULLED_LEN`] long).
-pub(super) fn write_pulled(out: &mut [u8], from: Rank, ok: bool) {
+pub(super) fn write_pulled(out: &mut [u8], from: Rank, outcome: Pulled) {
     header(out, PULLED, from);
-    out[HEADER_LEN] = u8::from(!ok);
+    out[HEADER_LEN] = outcome.byte();
 }
 
 #[cfg(test)]
@@ -228,21 +276,25 @@ mod tests {
         );
 
         let mut buf = vec![0u8; pull_len(3)];
-        write_pull(&mut buf, 2, 0xdead_beef, 1 << 33, b"abc");
+        let source = PullSource {
+            addr: 0xdead_beef,
+            len: 1 << 33,
+            epoch: u64::MAX - 1,
+        };
+        write_pull(&mut buf, 2, source, b"abc");
         assert_eq!(
             Cell::parse(&buf),
             Ok(Cell::Pull {
                 from: 2,
-                addr: 0xdead_beef,
-                len: 1 << 33,
+                source,
                 headers: b"abc"
             })
         );
 
-        for ok in [true, false] {
+        for outcome in [Pulled::Read, Pulled::Failed, Pulled::Declined] {
             let mut buf = [0u8; PULLED_LEN];
-            write_pulled(&mut buf, 9, ok);
-            assert_eq!(Cell::parse(&buf), Ok(Cell::Pulled { from: 9, ok }));
+            write_pulled(&mut buf, 9, outcome);
+            assert_eq!(Cell::parse(&buf), Ok(Cell::Pulled { from: 9, outcome }));
         }
 
         let sent = [
@@ -279,7 +331,12 @@ mod tests {
     #[test]
     fn every_truncation_and_unknown_kind_is_refused() {
         let mut pull = vec![0u8; pull_len(0)];
-        write_pull(&mut pull, 1, 2, 3, &[]);
+        let source = PullSource {
+            addr: 2,
+            len: 3,
+            epoch: 4,
+        };
+        write_pull(&mut pull, 1, source, &[]);
         for cut in 0..pull.len() {
             assert!(Cell::parse(&pull[..cut]).is_err(), "cut at {cut}");
         }
@@ -306,8 +363,10 @@ mod tests {
             );
         }
         let mut pulled = [0u8; PULLED_LEN];
-        write_pulled(&mut pulled, 1, true);
+        write_pulled(&mut pulled, 1, Pulled::Read);
         assert!(Cell::parse(&pulled[..HEADER_LEN]).is_err());
+        pulled[HEADER_LEN] = 3;
+        assert_eq!(Cell::parse(&pulled), Err(CellError::Outcome(3)));
         for cut in 0..HEADER_LEN {
             assert!(Cell::parse(&[PACKET; HEADER_LEN][..cut]).is_err());
         }

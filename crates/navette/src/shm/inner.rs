@@ -22,13 +22,13 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use navette_core::memory;
-use navette_core::{Memory, PacketPlan, RailId, Rank, RdvRead, Segment as PlanSegment};
+use navette_core::{MemHandle, Memory, PacketPlan, RailId, Rank, RdvRead, Segment as PlanSegment};
 use navette_shm::Segment;
 use navette_wire::{ChunkKind, Limits, PacketHeader, RdvDataHeader};
 use smallvec::SmallVec;
 
 use super::ShmStats;
-use super::cell::{self, Cell, ReadOffer};
+use super::cell::{self, Cell, PullSource, Pulled, ReadOffer};
 use crate::clock::Clock;
 use crate::driver::DriverPort;
 use crate::node::NodeCore;
@@ -67,8 +67,14 @@ struct PeerSlot {
 #[derive(Debug)]
 enum Out {
     /// Waiting for a free cell in the peer's ring; for rendezvous data
-    /// copied through several cells, the bytes already pushed.
-    Queued(PacketPlan, usize),
+    /// copied through several cells, the bytes already pushed (`sent`).
+    /// Data the peer declined to pull (`copy`) goes through the ring even
+    /// where the peer pulls.
+    Queued {
+        plan: PacketPlan,
+        sent: usize,
+        copy: bool,
+    },
     /// Its data is being read by the peer; done when it says so.
     Pulling(PacketPlan),
 }
@@ -79,7 +85,7 @@ pub(super) struct Inner {
     me: Rank,
     peers: Vec<Option<PeerSlot>>,
     /// Pulled cells waiting for room in their peer's ring.
-    acks: VecDeque<(Rank, bool)>,
+    acks: VecDeque<(Rank, Pulled)>,
     /// Rendezvous data bytes that fit in one cell beside their headers.
     piece_max: usize,
     /// Pulls of at least this many bytes are shared: the sender writes
@@ -92,9 +98,9 @@ pub(super) struct Inner {
     /// requests), until our engine asks for the read.
     sources: Vec<(Rank, ReadOffer)>,
     /// Our readable rendezvous requests whose offer went out (peer, send
-    /// id), while our engine still waits for them: each round looks for
-    /// the peer's offer to share the read, as for a pull.
-    offered: Vec<(Rank, u32)>,
+    /// id, the data's region), while our engine still waits for them: each
+    /// round looks for the peer's offer to share the read, as for a pull.
+    offered: Vec<(Rank, u32, MemHandle)>,
     limits: Limits,
     start: Clock,
     liveness: Liveness,
@@ -180,7 +186,7 @@ impl Inner {
                 .peers
                 .iter()
                 .flatten()
-                .any(|s| matches!(s.out, Some(Out::Queued(..))))
+                .any(|s| matches!(s.out, Some(Out::Queued { .. })))
     }
 
     /// One round: write the parts of our pulled data that peers offer us,
@@ -243,10 +249,16 @@ impl Inner {
             }
         }
         // Our readable requests that the cells completed (their
-        // clear-to-send came) need serving no more.
+        // clear-to-send came) need serving no more, and their peer reads
+        // them no more.
         if !self.offered.is_empty() {
-            self.offered
-                .retain(|&(_, send_id)| port.offered_data(send_id).is_some());
+            self.offered.retain(|&(_, send_id, handle)| {
+                let waits = port.offered_data(send_id).is_some();
+                if !waits {
+                    port.unmark_offered(handle);
+                }
+                waits
+            });
         }
         handled > 0
     }
@@ -264,14 +276,13 @@ impl Inner {
             }
             Ok(Cell::Pull {
                 from,
-                addr,
-                len,
+                source,
                 headers,
             }) => {
-                let ok = self.on_pull(segment, port, from, addr, len, headers);
-                self.acks.push_back((from, ok));
+                let outcome = self.on_pull(segment, port, from, source, headers);
+                self.acks.push_back((from, outcome));
             }
-            Ok(Cell::Pulled { from, ok }) => self.on_pulled(port, from, ok),
+            Ok(Cell::Pulled { from, outcome }) => self.on_pulled(port, from, outcome),
             Ok(Cell::Offering {
                 from,
                 offers,
@@ -426,35 +437,37 @@ impl Inner {
         }
     }
 
-    /// Reads the data of a pull cell into its destination; whether it
-    /// landed (the sender's send completes, or fails).
+    /// Reads the data of a pull cell into its destination: what the
+    /// sender is told ([`Pulled`]). Read while the sender's release epoch
+    /// holds, as reads at the request are (see [`Self::read_offered`]):
+    /// otherwise the pull is declined, and the sender sends the data
+    /// through the ring, if it still has it.
     fn on_pull(
         &mut self,
         segment: &Segment,
         port: &mut DriverPort<'_>,
         from: Rank,
-        addr: u64,
-        len: u64,
+        source: PullSource,
         headers: &[u8],
-    ) -> bool {
+    ) -> Pulled {
         let Some(rail) = self.open_rail(from) else {
-            return false;
+            return Pulled::Failed;
         };
-        let header = match pull_header(headers, len, &self.limits) {
+        let header = match pull_header(headers, source.len, &self.limits) {
             Ok(header) => header,
             Err(what) => {
                 self.fail(port, from, &what);
-                return false;
+                return Pulled::Failed;
             }
         };
         let dest = match port.rdv_destination(rail, &header) {
             Ok(dest) => dest,
             Err(e) => {
                 self.fail(port, from, &e);
-                return false;
+                return Pulled::Failed;
             }
         };
-        let pid = segment.area(from).pid();
+        let area = segment.area(from);
         let at = dest.offset..dest.offset + dest.len;
         // A destination its owner cancelled no longer resolves: the data is
         // not read (nothing is lost that anyone waits for).
@@ -462,16 +475,29 @@ impl Inner {
             .memory_mut()
             .get_mut(dest.handle)
             .and_then(|r| r.get_mut(at))
-            && let Err(e) = self.read_pulled(segment, from, pid, addr, target)
         {
-            self.fail(port, from, &format!("single-copy read failed: {e}"));
-            return false;
+            // The sender let memory it offered go since the pull (a send
+            // abandoned, say): the address may hold something else. Checked
+            // again after the read, which may have raced the release (what
+            // was read is then overwritten when the data comes).
+            if area.release_epoch() != source.epoch {
+                self.stats.reads_declined += 1;
+                return Pulled::Declined;
+            }
+            if let Err(e) = self.read_pulled(segment, from, area.pid(), source.addr, target) {
+                self.fail(port, from, &format!("single-copy read failed: {e}"));
+                return Pulled::Failed;
+            }
+            if area.release_epoch() != source.epoch {
+                self.stats.reads_declined += 1;
+                return Pulled::Declined;
+            }
         }
         if let Err(e) = port.handle_rdv_landed(self.start.now(), rail, &header) {
             self.fail(port, from, &e);
-            return false;
+            return Pulled::Failed;
         }
-        true
+        Pulled::Read
     }
 
     /// Reads pulled data at `addr` in `from` (process `pid`) into `target`.
@@ -585,7 +611,7 @@ impl Inner {
                 }) => Some(plan),
                 _ => None,
             };
-            let read = || self.offered.iter().filter(move |&&(p, _)| p == peer);
+            let read = || self.offered.iter().filter(move |&&(p, ..)| p == peer);
             if pulling.is_none() && read().next().is_none() {
                 continue;
             }
@@ -608,7 +634,7 @@ impl Inner {
             };
             let requested = || {
                 read()
-                    .filter_map(|&(_, send_id)| port.offered_data(send_id))
+                    .filter_map(|&(_, send_id, _)| port.offered_data(send_id))
                     .filter_map(|(_, data)| memory::read(mem, data))
                     .find_map(|data| offered_part(&offer, data))
             };
@@ -625,8 +651,10 @@ impl Inner {
         any
     }
 
-    /// The peer finished reading our pulled data: the packet is sent.
-    fn on_pulled(&mut self, port: &mut DriverPort<'_>, from: Rank, ok: bool) {
+    /// The peer is done with our pulled data: the packet is sent, its
+    /// rail closes (the read failed), or, the pull declined, the data is
+    /// queued to go through the ring.
+    fn on_pulled(&mut self, port: &mut DriverPort<'_>, from: Rank, outcome: Pulled) {
         let now = self.start.now();
         let Some(slot) = self.slot_mut(from) else {
             tracing::warn!(
@@ -639,11 +667,27 @@ impl Inner {
         match slot.out.take() {
             Some(Out::Pulling(plan)) => {
                 let rail = slot.rail;
+                if let Some(handle) = pulled_region(&plan) {
+                    port.unmark_offered(handle);
+                }
+                match outcome {
+                    Pulled::Read => {
+                        port.recycle_plan(plan);
+                        port.handle_send_complete(now, rail);
+                    }
+                    // The rail stays busy with the packet until the
+                    // ring has taken all its data.
+                    Pulled::Declined => {
+                        slot.out = Some(Out::Queued {
+                            plan,
+                            sent: 0,
+                            copy: true,
+                        });
+                    }
+                    Pulled::Failed => port.recycle_plan(plan),
+                }
                 self.pulls_out -= 1;
-                port.recycle_plan(plan);
-                if ok {
-                    port.handle_send_complete(now, rail);
-                } else {
+                if outcome == Pulled::Failed {
                     self.fail(port, from, &"the peer could not read our data");
                 }
             }
@@ -711,7 +755,7 @@ impl Inner {
         slot.closed = true;
         let rail = slot.rail;
         let plan = match slot.out.take() {
-            Some(Out::Queued(plan, _)) => Some(plan),
+            Some(Out::Queued { plan, .. }) => Some(plan),
             Some(Out::Pulling(plan)) => {
                 self.pulls_out -= 1;
                 Some(plan)
@@ -722,17 +766,18 @@ impl Inner {
             port.recycle_plan(plan);
         }
         self.sources.retain(|&(from, _)| from != peer);
-        self.offered.retain(|&(to, _)| to != peer);
+        self.offered.retain(|&(to, ..)| to != peer);
         port.close_rail(rail);
     }
 
     /// Sends the pulled cells that wait for room.
     fn flush_acks(&mut self, segment: &Segment) -> bool {
         let mut any = false;
-        while let Some(&(peer, ok)) = self.acks.front() {
+        while let Some(&(peer, outcome)) = self.acks.front() {
             let area = segment.area(peer);
-            let pushed =
-                area.try_push(cell::PULLED_LEN, |out| cell::write_pulled(out, self.me, ok));
+            let pushed = area.try_push(cell::PULLED_LEN, |out| {
+                cell::write_pulled(out, self.me, outcome);
+            });
             if pushed.is_err() {
                 self.stats.ring_full += 1;
                 break;
@@ -764,7 +809,13 @@ impl Inner {
             }
             if slot.out.is_none() {
                 match port.poll_transmit(now, slot.rail) {
-                    Some(plan) => slot.out = Some(Out::Queued(plan, 0)),
+                    Some(plan) => {
+                        slot.out = Some(Out::Queued {
+                            plan,
+                            sent: 0,
+                            copy: false,
+                        });
+                    }
                     None => continue,
                 }
             }
@@ -784,15 +835,16 @@ impl Inner {
         let Some(slot) = self.peers.get_mut(peer as usize).and_then(Option::as_mut) else {
             return false;
         };
-        let Some(Out::Queued(plan, sent)) = &mut slot.out else {
+        let Some(Out::Queued { plan, sent, copy }) = &mut slot.out else {
             return false;
         };
         let area = segment.area(peer);
         let way = Way {
-            pull_min: slot.pull_min,
+            pull_min: slot.pull_min.filter(|_| !*copy),
             piece_max: self.piece_max,
+            own: segment.area(self.me),
         };
-        let offers = read_offers(plan, peer, port, segment, self.me);
+        let (offers, offered) = read_offers(plan, peer, port, way.own);
         let before = *sent;
         let pushed = push_packet(area, self.me, plan, way, sent, port.memory(), &offers);
         let pieces = (*sent - before) as u64;
@@ -808,7 +860,12 @@ impl Inner {
             }
             Pushed::Pull => {
                 area.ring_doorbell();
-                if let Some(Out::Queued(plan, _)) = slot.out.take() {
+                if let Some(Out::Queued { plan, .. }) = slot.out.take() {
+                    // Under the node's lock, as any release is: marked
+                    // before the memory can go.
+                    if let Some(handle) = pulled_region(&plan) {
+                        port.mark_offered(handle);
+                    }
                     slot.out = Some(Out::Pulling(plan));
                     self.pulls_out += 1;
                 }
@@ -816,9 +873,11 @@ impl Inner {
             }
             Pushed::Copied => {
                 area.ring_doorbell();
-                self.offered
-                    .extend(offers.iter().map(|offer| (peer, offer.send_id)));
-                if let Some(Out::Queued(plan, _)) = &slot.out {
+                for (offer, &handle) in offers.iter().zip(&offered) {
+                    port.mark_offered(handle);
+                    self.offered.push((peer, offer.send_id, handle));
+                }
+                if let Some(Out::Queued { plan, .. }) = &slot.out {
                     self.stats.packets_sent += 1;
                     if pieces == 0 {
                         self.stats.bytes_copied_in += plan.len() as u64;
@@ -837,7 +896,7 @@ impl Inner {
                 slot.out.take()
             }
         };
-        if let Some(Out::Queued(plan, _) | Out::Pulling(plan)) = plan {
+        if let Some(Out::Queued { plan, .. } | Out::Pulling(plan)) = plan {
             port.recycle_plan(plan);
         }
         port.handle_send_complete(now, rail);
@@ -898,31 +957,34 @@ enum Pushed {
 }
 
 /// How a peer takes rendezvous data.
-#[derive(Clone, Copy, Debug)]
-struct Way {
+#[derive(Clone, Copy)]
+struct Way<'s> {
     /// It pulls fragments of this many bytes on (single copy).
     pull_min: Option<usize>,
     /// Data bytes of a rendezvous data chunk that fit in one cell.
     piece_max: usize,
+    /// Our own area, whose release epoch a pull cell carries.
+    own: navette_shm::RankArea<'s>,
 }
 
 /// The read offers of `plan`'s readable requests to `peer` (see
 /// [`PacketPlan::offers`]), if they fit a cell beside the packet:
-/// otherwise none, and the receiver asks for the data. Each region
-/// offered is marked so, that letting it go bumps our release epoch
-/// first; the offers carry the epoch read after the marking.
+/// otherwise none, and the receiver asks for the data. The offers carry
+/// our release epoch (read from `own`, our area); beside them, the region
+/// of each, which the caller marks offered once they are out (under the
+/// node's lock, as any release is), so that letting it go bumps the
+/// epoch first.
 fn read_offers(
     plan: &PacketPlan,
     peer: Rank,
-    port: &mut DriverPort<'_>,
-    segment: &Segment,
-    me: Rank,
-) -> SmallVec<[ReadOffer; 2]> {
+    port: &DriverPort<'_>,
+    own: navette_shm::RankArea<'_>,
+) -> (SmallVec<[ReadOffer; 2]>, SmallVec<[MemHandle; 2]>) {
     let mut offers = SmallVec::new();
+    let mut handles = SmallVec::new();
     if plan.offers.is_empty() {
-        return offers;
+        return (offers, handles);
     }
-    let mut handles: SmallVec<[navette_core::MemHandle; 2]> = SmallVec::new();
     for &send_id in &plan.offers {
         let Some((to, data)) = port.offered_data(send_id) else {
             continue;
@@ -938,18 +1000,16 @@ fn read_offers(
         });
         handles.push(data.handle);
     }
-    if cell::offering_len(offers.len(), plan.len()) > segment.cell_payload() {
+    if cell::offering_len(offers.len(), plan.len()) > own.cell_payload() {
         offers.clear();
-        return offers;
+        handles.clear();
+        return (offers, handles);
     }
-    for handle in handles {
-        port.mark_offered(handle);
-    }
-    let epoch = segment.area(me).release_epoch();
+    let epoch = own.release_epoch();
     for offer in &mut offers {
         offer.epoch = epoch;
     }
-    offers
+    (offers, handles)
 }
 
 /// Pushes one packet into `area`'s ring: a pull cell when the packet is one
@@ -967,11 +1027,17 @@ fn push_packet(
     offers: &[ReadOffer],
 ) -> Pushed {
     let result = match pull_source(plan, mem) {
-        Some((headers, data)) if way.pull_min.is_some_and(|min| data.len() >= min) => area
-            .try_push(cell::pull_len(headers.len()), |out| {
-                cell::write_pull(out, me, data.as_ptr() as u64, data.len() as u64, headers);
+        Some((headers, data)) if way.pull_min.is_some_and(|min| data.len() >= min) => {
+            let source = PullSource {
+                addr: data.as_ptr() as u64,
+                len: data.len() as u64,
+                epoch: way.own.release_epoch(),
+            };
+            area.try_push(cell::pull_len(headers.len()), |out| {
+                cell::write_pull(out, me, source, headers);
             })
-            .map(|()| Pushed::Pull),
+            .map(|()| Pushed::Pull)
+        }
         Some((headers, data)) if data.len() > way.piece_max => {
             return push_pieces(area, me, headers, data, way.piece_max, sent);
         }
@@ -1046,6 +1112,15 @@ fn push_pieces(
         *sent += piece.len();
     }
     Pushed::Copied
+}
+
+/// The region of a packet's rendezvous data, if it is one that a peer
+/// pulls (see [`pull_source`]).
+fn pulled_region(plan: &PacketPlan) -> Option<MemHandle> {
+    match plan.segments.as_slice() {
+        [PlanSegment::Local(_), PlanSegment::User(data)] => Some(data.handle),
+        _ => None,
+    }
 }
 
 /// The headers and data of a packet that is one rendezvous data chunk

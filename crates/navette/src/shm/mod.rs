@@ -19,7 +19,12 @@
 //! - **rendezvous, single copy** (longer fragments): the data chunk travels
 //!   as a *pull* cell naming the data's address in the sender; the receiver
 //!   reads it straight into the destination with `process_vm_readv` and
-//!   answers with a *pulled* cell, which completes the send. Each rank
+//!   answers with a *pulled* cell, which completes the send. The pull
+//!   carries the sender's *release epoch* (below): a receiver that finds
+//!   it moved, before or after its read, declines the pull, and the
+//!   sender pushes the data through the ring instead (if its memory is
+//!   still there: a cancelled send's is not, and its data is dropped as
+//!   any cancelled request's is). Each rank
 //!   tests a read from a peer once at start-up and publishes whether it
 //!   can pull; when the kernel refuses (ptrace policy) every fragment takes
 //!   two copies. [`ShmConfig::copy`] forces either path.
@@ -299,9 +304,11 @@ pub struct ShmStats {
     /// address came with the request: no clear-to-send, no pull cell);
     /// their bytes count in `bytes_pulled`.
     pub reads_at_request: u64,
-    /// Reads at the request not made, or made and not trusted: the sender
-    /// let memory it had offered go meanwhile, or the read failed. Their
-    /// data was asked for the usual way.
+    /// Reads at the request, and pulls, not made, or made and not
+    /// trusted: the sender let memory it had offered go meanwhile, or (a
+    /// read at the request) the read failed. Their data was asked for the
+    /// usual way (a read at the request), or the sender was asked to push
+    /// it through the ring (a pull).
     pub reads_declined: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,

@@ -348,18 +348,16 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         // Offered twice and read once: still offered. Read as often as
         // offered (a surplus read is ignored): an ordinary region again.
-        let twice = table.insert_owned(vec![4; 8]);
-        table.mark_offered(twice.handle);
-        table.mark_offered(twice.handle);
-        table.unmark_offered(twice.handle);
-        table.remove(twice.handle);
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-        let read = table.insert_owned(vec![5; 8]);
-        table.mark_offered(read.handle);
-        table.unmark_offered(read.handle);
-        table.unmark_offered(read.handle);
-        table.remove(read.handle);
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        let mut hooked_after = |offers: usize, reads: usize| {
+            let region = table.insert_owned(vec![4; 8]).handle;
+            (0..offers).for_each(|_| table.mark_offered(region));
+            (0..reads).for_each(|_| table.unmark_offered(region));
+            let before = calls.load(Ordering::SeqCst);
+            table.remove(region);
+            calls.load(Ordering::SeqCst) - before
+        };
+        assert_eq!(hooked_after(2, 1), 1);
+        assert_eq!(hooked_after(1, 2), 0);
         // The slot's next region starts unmarked; a stale handle marks
         // nothing.
         table.mark_offered(offered.handle);

@@ -1221,3 +1221,54 @@ fn a_pull_declined_for_another_release_comes_through_the_ring() {
     );
     assert!(stats[0].bytes_copied_in >= 512 << 10, "{:?}", stats[0]);
 }
+
+/// A readable request that shares its packet with an EXPRESS head so long
+/// that its read offer no longer fits the cell: the offer is dropped and
+/// counted, and the receiver asks for the data, which is then pulled.
+/// Heads of every length (by 4 bytes) over a span where head and request
+/// together about fill a small cell are sent, all below the rendezvous
+/// threshold, so that some packets leave just too little room for the
+/// offer.
+#[test]
+fn offers_that_do_not_fit_their_cell_are_dropped_and_counted() {
+    let mut config = config(CopyMode::Single);
+    config.shm.cell_size = 1024;
+    let body = 256 << 10;
+    let heads: Vec<usize> = (860..960).step_by(4).collect();
+    let stats = run(2, config, |node, driver, _| {
+        for (i, &head) in heads.iter().enumerate() {
+            let tag = i as u64;
+            if node.rank() == 0 {
+                let (h, b) = (pattern(head, tag), pattern(body, tag + 1));
+                let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
+                msg.pack(&h, SendMode::Cheaper, ReceiveMode::Express)
+                    .expect("head");
+                msg.pack(&b, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .expect("body");
+                msg.end_packing().expect("sent");
+            } else {
+                let (mut h, mut b) = (vec![0u8; head], vec![0u8; body]);
+                let mut msg = node.begin_unpacking(node.gate(0), tag).expect("begin");
+                msg.unpack_express(&mut h, SendMode::Cheaper).expect("head");
+                msg.unpack_cheaper(&mut b, SendMode::Cheaper).expect("body");
+                msg.end_unpacking().expect("received");
+                check(&h, head, tag);
+                check(&b, body, tag + 1);
+            }
+        }
+        driver.stats()
+    });
+    let dropped = stats[0].offers_dropped;
+    assert!(
+        dropped > 0,
+        "no packet left too little room: {:?}",
+        stats[0]
+    );
+    assert_eq!(
+        stats[1].reads_at_request + dropped,
+        heads.len() as u64,
+        "every body read at its request or asked for: {:?}",
+        stats[1]
+    );
+    assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
+}

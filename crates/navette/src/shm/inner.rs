@@ -844,7 +844,7 @@ impl Inner {
             piece_max: self.piece_max,
             own: segment.area(self.me),
         };
-        let (offers, offered) = read_offers(plan, peer, port, way.own);
+        let (offers, offered, dropped) = read_offers(plan, peer, port, way.own);
         let before = *sent;
         let pushed = push_packet(area, self.me, plan, way, sent, port.memory(), &offers);
         let pieces = (*sent - before) as u64;
@@ -877,6 +877,7 @@ impl Inner {
                     port.mark_offered(handle);
                     self.offered.push((peer, offer.send_id, handle));
                 }
+                self.stats.offers_dropped += dropped;
                 if let Some(Out::Queued { plan, .. }) = &slot.out {
                     self.stats.packets_sent += 1;
                     if pieces == 0 {
@@ -973,17 +974,17 @@ struct Way<'s> {
 /// our release epoch (read from `own`, our area); beside them, the region
 /// of each, which the caller marks offered once they are out (under the
 /// node's lock, as any release is), so that letting it go bumps the
-/// epoch first.
+/// epoch first; and how many were dropped for want of room.
 fn read_offers(
     plan: &PacketPlan,
     peer: Rank,
     port: &DriverPort<'_>,
     own: navette_shm::RankArea<'_>,
-) -> (SmallVec<[ReadOffer; 2]>, SmallVec<[MemHandle; 2]>) {
+) -> (SmallVec<[ReadOffer; 2]>, SmallVec<[MemHandle; 2]>, u64) {
     let mut offers = SmallVec::new();
     let mut handles = SmallVec::new();
     if plan.offers.is_empty() {
-        return (offers, handles);
+        return (offers, handles, 0);
     }
     for &send_id in &plan.offers {
         let Some((to, data)) = port.offered_data(send_id) else {
@@ -1001,15 +1002,16 @@ fn read_offers(
         handles.push(data.handle);
     }
     if cell::offering_len(offers.len(), plan.len()) > own.cell_payload() {
+        let dropped = offers.len() as u64;
         offers.clear();
         handles.clear();
-        return (offers, handles);
+        return (offers, handles, dropped);
     }
     let epoch = own.release_epoch();
     for offer in &mut offers {
         offer.epoch = epoch;
     }
-    (offers, handles)
+    (offers, handles, 0)
 }
 
 /// Pushes one packet into `area`'s ring: a pull cell when the packet is one

@@ -310,6 +310,10 @@ pub struct ShmStats {
     /// usual way (a read at the request), or the sender was asked to push
     /// it through the ring (a pull).
     pub reads_declined: u64,
+    /// Readable requests sent without their read offer, which did not fit
+    /// the cell beside the rest of their packet: their receivers asked
+    /// for the data.
+    pub offers_dropped: u64,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
     /// Packets that landed straight in a receive waiting outside the
@@ -776,6 +780,7 @@ impl Driver for ShmDriver {
             ("bytes_written_for_peers", s.bytes_written_for_peers),
             ("reads_at_request", s.reads_at_request),
             ("reads_declined", s.reads_declined),
+            ("offers_dropped", s.offers_dropped),
             ("ring_full", s.ring_full),
             ("landed_at_once", s.landed_at_once),
             ("sent_at_once", s.sent_at_once),

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Net, Piece, Received, caps, from};
-use navette_core::{ProtocolError, RailCaps, RailId, TagMatch, Violation};
+use navette_core::{ProtocolError, RailCaps, RailId, RequestError, TagMatch, Violation};
 use navette_wire::{Chunk, ClearToSend, CtsFlags, Limits, Packet, encode_packet};
 
 /// Rendezvous from 64 bytes, fragments of 100 000, reads from 1 000.
@@ -106,6 +106,38 @@ fn a_read_answered_at_once_completes_the_send() {
         assert!(!net.engines[1].has_pending(0), "nothing queued");
         let answers: u64 = net.engines[1].gate_stats().map(|s| s.packets_sent).sum();
         assert_eq!(answers, 3, "one answer a read, counted");
+    }
+}
+
+/// A readable request that its receive refuses (shorter than the piece)
+/// is never read: the engine hands its driver the request to forget
+/// (`Engine::poll_unread`), whose offer the driver then drops, and the
+/// send fails as rejected. Nothing is left of it at either end.
+#[test]
+fn a_readable_request_refused_is_forgotten() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, readable_caps());
+        let (sent, short) = ([Piece::new(50_000, 1)], [Piece::new(40_000, 1)]);
+        let tag = TagMatch::exact(1);
+        let (r, send) = if posted_first {
+            let r = net.recv(1, from(0), tag, &short, false);
+            (r, net.send(0, 1, 1, &sent))
+        } else {
+            let send = net.send(0, 1, 1, &sent);
+            net.run();
+            (net.recv(1, from(0), tag, &short, false), send)
+        };
+        net.run();
+        assert!(
+            matches!(net.err(1, r.end), RequestError::SizeMismatch { .. }),
+            "posted first: {posted_first}"
+        );
+        assert_eq!(net.err(0, send[0]), RequestError::RejectedByReceiver);
+        assert_eq!((net.reads_made, net.reads_forgotten), (0, 1));
+        assert!(net.offers.is_empty(), "the offer was forgotten");
+        assert!(!net.engines[1].has_reads());
+        // The gate still works, and reads.
+        assert!(one_piece(&mut net, 5000, 2, posted_first));
     }
 }
 

@@ -440,6 +440,11 @@ impl<'a> DriverPort<'a> {
         self.mark_if_queued();
     }
 
+    /// See [`navette_core::Engine::poll_unread`].
+    pub fn poll_unread(&mut self) -> Option<(Rank, u32)> {
+        self.state.engine.poll_unread()
+    }
+
     /// See [`navette_core::Engine::has_reads`].
     #[inline]
     pub fn has_reads(&self) -> bool {

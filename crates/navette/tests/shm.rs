@@ -1272,3 +1272,29 @@ fn offers_that_do_not_fit_their_cell_are_dropped_and_counted() {
     );
     assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
 }
+
+/// A readable request that its receive refuses (too short) is never read,
+/// and its offer is not kept: the receiver's engine hands the driver the
+/// request to forget. The next one is read at its request as usual.
+#[test]
+fn offers_of_refused_requests_are_not_kept() {
+    let size = 256 << 10;
+    let stats = run(2, config(CopyMode::Single), |node, driver, _| {
+        if node.rank() == 0 {
+            let refused = node.send(node.gate(1), 1, &pattern(size, 1));
+            assert!(refused.is_err(), "the receive was too short");
+            node.send(node.gate(1), 2, &pattern(size, 2)).expect("sent");
+        } else {
+            let mut short = vec![0u8; size / 2];
+            let truncated = node.recv(RecvFrom::from(node.gate(0)), 1u64, &mut short);
+            assert!(truncated.is_err(), "{truncated:?}");
+            let mut got = vec![0u8; size];
+            node.recv(RecvFrom::from(node.gate(0)), 2u64, &mut got)
+                .expect("received");
+            check(&got, size, 2);
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[1].reads_at_request, 1, "{:?}", stats[1]);
+    assert_eq!(stats[1].offers_held, 0, "{:?}", stats[1]);
+}

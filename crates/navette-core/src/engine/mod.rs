@@ -134,6 +134,9 @@ pub struct Engine {
     rdv_recvs: FxHashMap<u32, RdvRecv>,
     /// Reads of readable rendezvous data for the driver to make.
     reads: VecDeque<RdvRead>,
+    /// Readable rendezvous requests refused without a read (peer, send
+    /// id): the driver forgets the address that came with each.
+    unread: VecDeque<(Rank, u32)>,
     buffered: usize,
     /// When requests were made, for reports.
     births: births::Births,
@@ -309,6 +312,7 @@ impl Engine {
             rdv_sends: FxHashMap::default(),
             rdv_recvs: FxHashMap::default(),
             reads: VecDeque::new(),
+            unread: VecDeque::new(),
             buffered: 0,
             births: births::Births::default(),
             pool: PlanPool::default(),

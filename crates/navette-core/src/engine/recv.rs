@@ -678,12 +678,20 @@ impl Engine {
         }
     }
 
-    /// Refuses a rendezvous piece so its sender does not wait; eager data is
-    /// simply dropped.
+    /// Refuses a rendezvous piece so its sender does not wait (and, for a
+    /// readable one, tells the driver to forget its address); eager data
+    /// is simply dropped.
     pub(super) fn reject(&mut self, gate: GateId, piece: &Piece<&[u8]>) {
-        if let Body::Rdv { send_id, .. } = piece.body {
+        if let Body::Rdv {
+            send_id, readable, ..
+        } = piece.body
+        {
             let g = &mut self.gates[gate.0];
             let channel = g.channel.0;
+            if readable {
+                self.unread.push_back((g.peer, send_id));
+                self.queued = true;
+            }
             g.window.push(Pending::ClearToSend(ClearToSend {
                 channel,
                 flags: CtsFlags::REJECT,

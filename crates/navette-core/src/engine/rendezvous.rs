@@ -171,6 +171,9 @@ impl Engine {
             // The driver looks for reads where it looks for packets.
             self.queued = true;
         } else {
+            if readable {
+                self.unread.push_back((peer, send_id));
+            }
             self.push_cts(gate, CtsFlags::ACCEPT, send_id, recv_id, dest.len);
         }
         if dest.len == 0 {
@@ -230,11 +233,20 @@ impl Engine {
         self.reads.pop_front()
     }
 
-    /// Whether a read waits for [`Self::poll_read`]: a driver's round
-    /// asks this first, at the cost of a load.
+    /// The next readable request refused without a read (its receive
+    /// rejected it, or was dropped): the peer and its transfer id, whose
+    /// address the driver may forget; oldest first. Each readable request
+    /// ends in exactly one [`Self::poll_read`] or one of these.
+    pub fn poll_unread(&mut self) -> Option<(Rank, u32)> {
+        self.unread.pop_front()
+    }
+
+    /// Whether a read waits for [`Self::poll_read`], or a refused request
+    /// for [`Self::poll_unread`]: a driver's round asks this first, at the
+    /// cost of a load or two.
     #[inline]
     pub fn has_reads(&self) -> bool {
-        !self.reads.is_empty()
+        !self.reads.is_empty() || !self.unread.is_empty()
     }
 
     /// Reports the read of `read`: its data is in place (`landed`), or the

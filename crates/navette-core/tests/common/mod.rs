@@ -109,6 +109,8 @@ pub struct Net {
     pub offers: Vec<(usize, usize, u32, MemRef)>,
     /// Reads made from offers.
     pub reads_made: usize,
+    /// Offers forgotten, their requests refused without a read.
+    pub reads_forgotten: usize,
     /// Answer every read as not made: the data is then asked for.
     pub refuse_reads: bool,
     /// Answer reads made with a packet written at once
@@ -170,6 +172,7 @@ impl Net {
             now: Duration::ZERO,
             offers: Vec::new(),
             reads_made: 0,
+            reads_forgotten: 0,
             refuse_reads: false,
             answer_at_once: false,
         }
@@ -296,13 +299,18 @@ impl Net {
         result
     }
 
-    /// Makes the reads the engines ask for, from the offers noted.
+    /// Makes the reads the engines ask for, from the offers noted, after
+    /// forgetting the offers of requests refused without a read.
     pub fn serve_reads(&mut self) {
         for node in 0..self.engines.len() {
+            while let Some((peer, send_id)) = self.engines[node].poll_unread() {
+                if let Some(at) = self.offer_of(peer, node, send_id) {
+                    self.offers.swap_remove(at);
+                    self.reads_forgotten += 1;
+                }
+            }
             while let Some(read) = self.engines[node].poll_read() {
-                let offer = self.offers.iter().position(|&(from, to, id, _)| {
-                    (from, to, id) == (read.peer as usize, node, read.send_id)
-                });
+                let offer = self.offer_of(read.peer, node, read.send_id);
                 let data = offer.map(|at| self.offers.swap_remove(at).3);
                 let landed = match data {
                     Some(data) if !self.refuse_reads => {
@@ -330,6 +338,14 @@ impl Net {
                 }
             }
         }
+    }
+
+    /// Where the offer of `peer`'s readable request `send_id` to `node`
+    /// is kept.
+    fn offer_of(&self, peer: Rank, node: usize, send_id: u32) -> Option<usize> {
+        self.offers
+            .iter()
+            .position(|&(from, to, id, _)| (from, to, id) == (peer as usize, node, send_id))
     }
 
     /// Transmits and delivers until nothing moves, then checks that no

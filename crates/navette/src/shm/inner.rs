@@ -326,8 +326,14 @@ impl Inner {
     /// fails (the kernel refusing it, say), the engine asks for the data
     /// the usual way, and the sender learns of any failure there. A read
     /// for a peer this driver does not reach (shm+tcp) is declined the
-    /// same way; one for a closed rail was dropped with the peer.
+    /// same way; one for a closed rail was dropped with the peer. The
+    /// offers of requests refused without a read are forgotten first.
     fn serve_reads(&mut self, segment: &Segment, port: &mut DriverPort<'_>) {
+        while let Some((peer, send_id)) = port.poll_unread() {
+            if let Some(at) = self.source_of(peer, send_id) {
+                self.sources.swap_remove(at);
+            }
+        }
         while let Some(read) = port.poll_read() {
             match self.peers.get(read.peer as usize) {
                 Some(Some(slot)) if slot.closed => continue,
@@ -343,6 +349,18 @@ impl Inner {
                 Err(what) => self.fail(port, read.peer, &what),
             }
         }
+    }
+
+    /// Peers' read offers kept now.
+    pub(super) fn offers_held(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Where the offer of `peer`'s readable request `send_id` is kept.
+    fn source_of(&self, peer: Rank, send_id: u32) -> Option<usize> {
+        self.sources
+            .iter()
+            .position(|(from, o)| *from == peer && o.send_id == send_id)
     }
 
     /// Tells the sender of `read` that its data was read: a packet cell
@@ -381,11 +399,7 @@ impl Inner {
             stats.reads_declined += 1;
             Ok(false)
         };
-        let found = self
-            .sources
-            .iter()
-            .position(|(peer, o)| *peer == read.peer && o.send_id == read.send_id);
-        let Some(at) = found else {
+        let Some(at) = self.source_of(read.peer, read.send_id) else {
             return Ok(false);
         };
         let (_, offer) = self.sources.swap_remove(at);

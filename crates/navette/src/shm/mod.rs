@@ -314,6 +314,9 @@ pub struct ShmStats {
     /// the cell beside the rest of their packet: their receivers asked
     /// for the data.
     pub offers_dropped: u64,
+    /// Peers' read offers kept now, their requests not yet read nor
+    /// refused (a gauge, not a count).
+    pub offers_held: usize,
     /// Times a peer's ring was full and a packet had to wait.
     pub ring_full: u64,
     /// Packets that landed straight in a receive waiting outside the
@@ -623,7 +626,10 @@ impl ShmDriver {
 
     /// The driver's counters.
     pub fn stats(&self) -> ShmStats {
-        let mut stats = self.inner.lock().stats;
+        let inner = self.inner.lock();
+        let mut stats = inner.stats;
+        stats.offers_held = inner.offers_held();
+        drop(inner);
         stats.packets_sent += self.sent_now.load(Ordering::Relaxed);
         stats.bytes_copied_in += self.bytes_now.load(Ordering::Relaxed);
         stats.landed_at_once = self.landed_now.load(Ordering::Relaxed);

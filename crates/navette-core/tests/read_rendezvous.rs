@@ -204,6 +204,32 @@ fn request_of(net: &mut Net, len: usize) -> (u32, bool, RailId) {
 fn a_node_whose_rails_do_not_read_asks_for_the_data() {
     let mut plain = Net::one_chunk_per_packet(2, 1, caps(64, 100_000));
     let (r, msg, packets) = posted_then_sent(&mut plain, 5000, 9);
+    inject_as_readable(&mut plain, packets);
+    assert_eq!(plain.engines[1].poll_read(), None, "no read asked for");
+    plain.run();
+    assert_eq!(plain.reads_made, 0);
+    // Its driver keeps no offers: none to forget either.
+    assert_eq!(plain.reads_forgotten, 0);
+    plain.check_received(1, 0, 9, &r, &msg);
+}
+
+/// A request marked readable that the receiver's rail would not read
+/// (below its `read_min`, as when the two ranks' settings differ) is
+/// asked for as usual, and handed to the driver to forget its offer.
+#[test]
+fn a_readable_request_this_side_would_not_read_is_forgotten() {
+    let mut net = Net::one_chunk_per_packet(2, 1, readable_caps());
+    let (r, msg, packets) = posted_then_sent(&mut net, 500, 9);
+    inject_as_readable(&mut net, packets);
+    assert_eq!(net.reads_forgotten, 1);
+    net.run();
+    assert_eq!(net.reads_made, 0);
+    net.check_received(1, 0, 9, &r, &msg);
+}
+
+/// Delivers node 0's lone rendezvous requests to node 1 marked readable,
+/// as a peer whose rails read would send them.
+fn inject_as_readable(net: &mut Net, packets: Packets) {
     for (rail, bytes) in packets {
         let Some(Chunk::RdvRequest(mut req)) = only_chunk(&bytes) else {
             panic!("not a lone request");
@@ -211,12 +237,8 @@ fn a_node_whose_rails_do_not_read_asks_for_the_data() {
         req.readable = true;
         let mut packet = Vec::new();
         encode_packet(&[Chunk::RdvRequest(req)], &mut packet);
-        plain.inject(1, rail, &packet).expect("a valid request");
+        net.inject(1, rail, &packet).expect("a valid request");
     }
-    assert_eq!(plain.engines[1].poll_read(), None, "no read asked for");
-    plain.run();
-    assert_eq!(plain.reads_made, 0);
-    plain.check_received(1, 0, 9, &r, &msg);
 }
 
 fn violation(net: &Net) -> Option<&Violation> {

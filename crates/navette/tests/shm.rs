@@ -1062,13 +1062,13 @@ fn a_bad_geometry_is_refused_by_every_rank() {
     }
 }
 
-/// Sends `size` bytes of rank 0's to rank 1 with `tag` from a buffer of
-/// its own, in a blocking send that must stall (past the test's short wait
-/// timeout); the buffer is then reused, filled with 0xaa, which rank 1
-/// must never receive.
-fn send_until_stalled(node: &Node, size: usize, tag: u64) {
+/// Sends `size` bytes to rank `to` with `tag` from a buffer of its own, in
+/// a blocking send that must stall (past the test's short wait timeout);
+/// the buffer is then reused, filled with 0xaa, which `to` must never
+/// receive.
+fn send_until_stalled(node: &Node, to: u32, size: usize, tag: u64) {
     let mut data = pattern(size, 1);
-    let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
+    let mut msg = node.begin_packing(node.gate(to), tag).expect("begin");
     msg.pack(&data, SendMode::Cheaper, ReceiveMode::Cheaper)
         .expect("pack");
     assert!(msg.end_packing().is_err(), "the send stalls");
@@ -1088,7 +1088,7 @@ fn memory_let_go_after_its_offer_is_not_read() {
     let stats = run(2, config, |node, driver, _| {
         if node.rank() == 0 {
             // Nobody receives yet: the send stalls.
-            send_until_stalled(node, size, 7);
+            send_until_stalled(node, 1, size, 7);
             node.send(node.gate(1), 8, b"go").expect("go");
         } else {
             let mut go = [0u8; 2];
@@ -1120,22 +1120,22 @@ fn pulled_by_fragments() -> RuntimeConfig {
     config
 }
 
-/// Progresses `node` until its driver has sent a packet (the
-/// clear-to-send of a receive posted before), and no further: a round
-/// handles the ring before it sends, so a pull that answers that packet
-/// stays unread.
-fn progress_until_a_packet_left(node: &Node, driver: &ShmDriver) {
-    while driver.stats().packets_sent == 0 {
+/// Progresses `node` until its driver has sent a packet more than
+/// `before` (the clear-to-send of a receive posted before), and no
+/// further: a round handles the ring before it sends, so a pull that
+/// answers that packet stays unread.
+fn progress_until_a_packet_left(node: &Node, driver: &ShmDriver, before: u64) {
+    while driver.stats().packets_sent == before {
         node.progress().expect("progress");
     }
 }
 
-/// Waits for the peer's word that it is done (each wait is short: the
+/// Waits for rank `from`'s word that it is done (each wait is short: the
 /// peer may be waiting out a stalled receive).
-fn until_done(node: &Node) {
+fn until_done(node: &Node, from: u32) {
     let mut done = [0u8; 4];
     while node
-        .recv(RecvFrom::from(node.gate(1)), 8u64, &mut done)
+        .recv(RecvFrom::from(node.gate(from)), 8u64, &mut done)
         .is_err()
     {}
 }
@@ -1145,29 +1145,53 @@ fn until_done(node: &Node) {
 /// reused): the receiver sees the sender's release epoch moved and
 /// declines the pull; the sender, its memory gone, drops the data, and
 /// what the address holds now is never delivered.
+///
+/// The send stalls on its own clock, which starts before the receiver
+/// answers: a receiver held up past it (an oversubscribed host) leaves
+/// nothing pulled, and the attempt is made again with the next tag.
 #[test]
 fn a_pull_of_memory_let_go_is_declined() {
     use std::sync::Barrier;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     let size = 1 << 20;
     let stalled = Barrier::new(2);
+    let pulled = AtomicBool::new(false);
     let stats = run(2, pulled_by_fragments(), |node, driver, _| {
-        if node.rank() == 0 {
-            // The first fragment's pull is never answered: the send stalls.
-            send_until_stalled(node, size, 7);
-            stalled.wait();
-            // Progressing meanwhile: the answer to the pull comes.
-            until_done(node);
-        } else {
-            let recv = node.irecv(RecvFrom::from(node.gate(0)), 7, vec![0u8; size]);
-            progress_until_a_packet_left(node, driver);
-            stalled.wait();
-            // Nothing is delivered (the second fragment never comes, so
-            // the counters below tell whether the reused buffer was read).
-            if let Ok(got) = recv.wait() {
-                panic!("delivered {} bytes", got.data.len());
+        // (Tag 8 is the word that the receiver is done.)
+        for tag in 100.. {
+            if node.rank() == 0 {
+                let before = driver.stats().pulls_sent;
+                // The first fragment's pull is never answered: the send
+                // stalls.
+                send_until_stalled(node, 1, size, tag);
+                let made = driver.stats().pulls_sent > before;
+                pulled.store(made, Ordering::SeqCst);
+                stalled.wait();
+                if made {
+                    // Progressing meanwhile: the answer to the pull comes.
+                    until_done(node, 1);
+                    break;
+                }
+                // Again once the receiver has waited this one out.
+                stalled.wait();
+            } else {
+                let before = driver.stats().packets_sent;
+                let recv = node.irecv(RecvFrom::from(node.gate(0)), tag, vec![0u8; size]);
+                progress_until_a_packet_left(node, driver, before);
+                stalled.wait();
+                // Nothing is delivered (the second fragment never comes, so
+                // the counters below tell whether the reused buffer was
+                // read).
+                if let Ok(got) = recv.wait() {
+                    panic!("delivered {} bytes", got.data.len());
+                }
+                if pulled.load(Ordering::SeqCst) {
+                    node.send(node.gate(0), 8, b"done").expect("done");
+                    break;
+                }
+                stalled.wait();
             }
-            node.send(node.gate(0), 8, b"done").expect("done");
         }
         driver.stats()
     });
@@ -1176,43 +1200,54 @@ fn a_pull_of_memory_let_go_is_declined() {
 }
 
 /// A pull made before the sender let go of other memory it had offered
-/// (the data of a readable request whose send stalled): the epoch moved,
-/// so the receiver declines the pull, though this data is still there;
-/// the sender then pushes it through the ring, and it arrives whole. The
-/// next fragment, pulled after the release, is read as usual.
+/// (the data of a readable request to a third rank, whose send stalled):
+/// the epoch moved, so the receiver declines the pull, though this data is
+/// still there; the sender then pushes it through the ring, and it
+/// arrives whole. The next fragment, pulled after the release, is read as
+/// usual; the third rank declines its own read, and gets nothing.
 #[test]
 fn a_pull_declined_for_another_release_comes_through_the_ring() {
     use std::sync::Barrier;
 
     let (size, readable) = (1 << 20, 256 << 10);
-    let stalled = Barrier::new(2);
-    let stats = run(2, pulled_by_fragments(), |node, driver, _| {
-        if node.rank() == 0 {
-            let pulled = node
-                .isend(node.gate(1), 2, pattern(size, 2))
-                .expect("isend");
-            // Its request goes out beside the pulled message's, and its
-            // receive is never posted: the send stalls, lets its data go,
-            // and the release epoch moves after the first pull's.
-            send_until_stalled(node, readable, 3);
-            stalled.wait();
-            pulled.wait().expect("sent through the ring");
-            until_done(node);
-        } else {
-            let recv = node.irecv(RecvFrom::from(node.gate(0)), 2, vec![0u8; size]);
-            progress_until_a_packet_left(node, driver);
-            stalled.wait();
-            let got = recv.wait().expect("received");
-            check(&got.data, size, 2);
-            // The stalled send's read is declined too (its offer is as old
-            // as the first pull), and its data, gone, never comes.
-            let recv = node.irecv(RecvFrom::from(node.gate(0)), 3, vec![0u8; readable]);
-            assert!(recv.wait().is_err(), "the stalled send delivered");
-            node.send(node.gate(0), 8, b"done").expect("done");
+    let stalled = Barrier::new(3);
+    let stats = run(3, pulled_by_fragments(), |node, driver, _| {
+        match node.rank() {
+            0 => {
+                let pulled = node
+                    .isend(node.gate(1), 2, pattern(size, 2))
+                    .expect("isend");
+                while driver.stats().pulls_sent == 0 {
+                    node.progress().expect("progress");
+                }
+                // Rank 2 receives nothing yet: the send stalls, lets its
+                // data go, and the release epoch moves after the pull's.
+                send_until_stalled(node, 2, readable, 3);
+                stalled.wait();
+                pulled.wait().expect("sent through the ring");
+                until_done(node, 1);
+                until_done(node, 2);
+            }
+            1 => {
+                let recv = node.irecv(RecvFrom::from(node.gate(0)), 2, vec![0u8; size]);
+                progress_until_a_packet_left(node, driver, 0);
+                stalled.wait();
+                let got = recv.wait().expect("received");
+                check(&got.data, size, 2);
+                node.send(node.gate(0), 8, b"done").expect("done");
+            }
+            _ => {
+                stalled.wait();
+                // Its read is declined (the epoch moved since the offer),
+                // and the data, gone, never comes.
+                let recv = node.irecv(RecvFrom::from(node.gate(0)), 3, vec![0u8; readable]);
+                assert!(recv.wait().is_err(), "the stalled send delivered");
+                node.send(node.gate(0), 8, b"done").expect("done");
+            }
         }
         driver.stats()
     });
-    assert_eq!(stats[1].reads_declined, 2, "{:?}", stats[1]);
+    assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
     assert_eq!(
         stats[1].bytes_pulled + stats[1].bytes_written_by_peers,
         512 << 10,
@@ -1220,6 +1255,44 @@ fn a_pull_declined_for_another_release_comes_through_the_ring() {
         stats[1]
     );
     assert!(stats[0].bytes_copied_in >= 512 << 10, "{:?}", stats[0]);
+    assert_eq!(stats[2].reads_declined, 1, "{:?}", stats[2]);
+}
+
+/// Sends that end as usual (one read at its request, one pulled) let
+/// their memory go without moving the release epoch, since their peer
+/// was done with the address: a readable request made before them, its
+/// receive posted after, is still read at its request.
+#[test]
+fn ordinary_completions_leave_other_offers_readable() {
+    let mut config = config(CopyMode::Single);
+    config.shm.pull_fragment = 512 << 10;
+    let (readable, pulled) = (256 << 10, 1 << 20);
+    let stats = run(2, config, |node, driver, _| {
+        if node.rank() == 0 {
+            let first = node
+                .isend(node.gate(1), 1, pattern(readable, 1))
+                .expect("isend");
+            node.send(node.gate(1), 2, &pattern(readable, 2))
+                .expect("read");
+            node.send(node.gate(1), 3, &pattern(pulled, 3))
+                .expect("pulled");
+            // Both let go of their memory before returning.
+            node.send(node.gate(1), 4, &pattern(8, 4))
+                .expect("released");
+            first.wait().expect("read last");
+        } else {
+            for (tag, size) in [(2, readable), (3, pulled), (4, 8), (1, readable)] {
+                let mut got = vec![0u8; size];
+                node.recv(RecvFrom::from(node.gate(0)), tag, &mut got)
+                    .expect("received");
+                check(&got, size, tag);
+            }
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[0].pulls_sent, 2, "{:?}", stats[0]);
+    assert_eq!(stats[1].reads_at_request, 2, "{:?}", stats[1]);
+    assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
 }
 
 /// A readable request that shares its packet with an EXPRESS head so long

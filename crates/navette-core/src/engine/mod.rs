@@ -498,9 +498,17 @@ impl Engine {
                 // Read only where this side's rail reads too (the rails of
                 // a job read each other's memory or none does): a peer
                 // that marks a request readable elsewhere is asked for the
-                // data as usual.
-                r.readable &=
-                    self.readable_by(peer, usize::try_from(r.total_len).unwrap_or(usize::MAX));
+                // data as usual, and a driver that keeps offers forgets
+                // its offer.
+                if r.readable
+                    && !self.readable_by(peer, usize::try_from(r.total_len).unwrap_or(usize::MAX))
+                {
+                    r.readable = false;
+                    if self.reads_from(peer) {
+                        self.unread.push_back((peer, r.send_id));
+                        self.queued = true;
+                    }
+                }
                 let gate = self.gate(ChannelId(r.channel), peer);
                 self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::rdv(&r), mem)

@@ -225,6 +225,17 @@ impl Engine {
         }
     }
 
+    /// Whether a rail to `peer` reads its memory, so that its driver keeps
+    /// the offers of readable requests ([`Self::poll_unread`] tells it
+    /// which to forget); drivers whose rails do not read never see one.
+    pub(super) fn reads_from(&self, peer: Rank) -> bool {
+        self.peers.get(&peer).is_some_and(|p| {
+            p.rails
+                .iter()
+                .any(|r| self.rails[r.0 as usize].caps.read_min.is_some())
+        })
+    }
+
     /// The next read for the driver to make, oldest first (see
     /// [`RdvRead`]); the driver asks after each event that may have
     /// matched a readable request, as it asks for packets
@@ -233,10 +244,12 @@ impl Engine {
         self.reads.pop_front()
     }
 
-    /// The next readable request refused without a read (its receive
-    /// rejected it, or was dropped): the peer and its transfer id, whose
-    /// address the driver may forget; oldest first. Each readable request
-    /// ends in exactly one [`Self::poll_read`] or one of these.
+    /// The next readable request that will not be read (its receive
+    /// rejected it or was dropped, or this side's rail does not read
+    /// it): the peer and its transfer id, whose address the driver may
+    /// forget; oldest first. Each readable request ends in exactly one
+    /// [`Self::poll_read`] or one of these, unless its peer is lost
+    /// first (the driver then forgets everything of that peer).
     pub fn poll_unread(&mut self) -> Option<(Rank, u32)> {
         self.unread.pop_front()
     }

@@ -109,7 +109,8 @@ pub struct Net {
     pub offers: Vec<(usize, usize, u32, MemRef)>,
     /// Reads made from offers.
     pub reads_made: usize,
-    /// Offers forgotten, their requests refused without a read.
+    /// Readable requests the engines said will not be read
+    /// (`Engine::poll_unread`); their offers, if noted, are dropped.
     pub reads_forgotten: usize,
     /// Answer every read as not made: the data is then asked for.
     pub refuse_reads: bool,
@@ -306,8 +307,8 @@ impl Net {
             while let Some((peer, send_id)) = self.engines[node].poll_unread() {
                 if let Some(at) = self.offer_of(peer, node, send_id) {
                     self.offers.swap_remove(at);
-                    self.reads_forgotten += 1;
                 }
+                self.reads_forgotten += 1;
             }
             while let Some(read) = self.engines[node].poll_read() {
                 let offer = self.offer_of(read.peer, node, read.send_id);

@@ -128,9 +128,6 @@ pub(super) enum CellError {
     /// Unknown kind byte.
     #[error("shm cell of unknown kind {0}")]
     Kind(u8),
-    /// A pulled cell's outcome byte that names no outcome.
-    #[error("pulled shm cell of unknown outcome {0}")]
-    Outcome(u8),
 }
 
 impl<'a> Cell<'a> {
@@ -172,8 +169,11 @@ impl<'a> Cell<'a> {
                 })
             }
             PULLED => {
+                // Any other byte (a later or broken peer) is a failure, as
+                // every byte but 0 was before `Declined`: the sender's
+                // rail closes rather than wait for ever.
                 let byte = *body.first().ok_or_else(short)?;
-                let outcome = Pulled::from_byte(byte).ok_or(CellError::Outcome(byte))?;
+                let outcome = Pulled::from_byte(byte).unwrap_or(Pulled::Failed);
                 Ok(Self::Pulled { from, outcome })
             }
             kind => Err(CellError::Kind(kind)),
@@ -365,8 +365,14 @@ mod tests {
         let mut pulled = [0u8; PULLED_LEN];
         write_pulled(&mut pulled, 1, Pulled::Read);
         assert!(Cell::parse(&pulled[..HEADER_LEN]).is_err());
-        pulled[HEADER_LEN] = 3;
-        assert_eq!(Cell::parse(&pulled), Err(CellError::Outcome(3)));
+        for byte in [3, u8::MAX] {
+            pulled[HEADER_LEN] = byte;
+            let failed = Cell::Pulled {
+                from: 1,
+                outcome: Pulled::Failed,
+            };
+            assert_eq!(Cell::parse(&pulled), Ok(failed), "outcome byte {byte}");
+        }
         for cut in 0..HEADER_LEN {
             assert!(Cell::parse(&[PACKET; HEADER_LEN][..cut]).is_err());
         }

@@ -882,6 +882,7 @@ impl Inner {
                     }
                     slot.out = Some(Out::Pulling(plan));
                     self.pulls_out += 1;
+                    self.stats.pulls_sent += 1;
                 }
                 return true;
             }

@@ -295,6 +295,9 @@ pub struct ShmStats {
     pub bytes_copied_in: u64,
     /// Rendezvous data bytes this rank read from peers, single-copy.
     pub bytes_pulled: u64,
+    /// Pull cells this rank sent: rendezvous fragments that peers read
+    /// from its memory (or declined to).
+    pub pulls_sent: u64,
     /// Bytes of this rank's single-copy reads that their sender wrote
     /// (shared reads, [`ShmConfig::share_min`]).
     pub bytes_written_by_peers: u64,
@@ -782,6 +785,7 @@ impl Driver for ShmDriver {
             ("packets_sent", s.packets_sent),
             ("bytes_copied_in", s.bytes_copied_in),
             ("bytes_pulled", s.bytes_pulled),
+            ("pulls_sent", s.pulls_sent),
             ("bytes_written_by_peers", s.bytes_written_by_peers),
             ("bytes_written_for_peers", s.bytes_written_for_peers),
             ("reads_at_request", s.reads_at_request),

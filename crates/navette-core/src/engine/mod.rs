@@ -505,8 +505,7 @@ impl Engine {
                 {
                     r.readable = false;
                     if self.reads_from(peer) {
-                        self.unread.push_back((peer, r.send_id));
-                        self.queued = true;
+                        self.forget_read(peer, r.send_id);
                     }
                 }
                 let gate = self.gate(ChannelId(r.channel), peer);

@@ -686,12 +686,11 @@ impl Engine {
             send_id, readable, ..
         } = piece.body
         {
+            if readable {
+                self.forget_read(self.gates[gate.0].peer, send_id);
+            }
             let g = &mut self.gates[gate.0];
             let channel = g.channel.0;
-            if readable {
-                self.unread.push_back((g.peer, send_id));
-                self.queued = true;
-            }
             g.window.push(Pending::ClearToSend(ClearToSend {
                 channel,
                 flags: CtsFlags::REJECT,

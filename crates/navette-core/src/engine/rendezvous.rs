@@ -172,7 +172,7 @@ impl Engine {
             self.queued = true;
         } else {
             if readable {
-                self.unread.push_back((peer, send_id));
+                self.forget_read(peer, send_id);
             }
             self.push_cts(gate, CtsFlags::ACCEPT, send_id, recv_id, dest.len);
         }
@@ -242,6 +242,14 @@ impl Engine {
     /// ([`Self::take_queued`]).
     pub fn poll_read(&mut self) -> Option<RdvRead> {
         self.reads.pop_front()
+    }
+
+    /// Hands the driver the readable request `send_id` of `peer`, which
+    /// will not be read, to forget its offer ([`Self::poll_unread`]).
+    pub(super) fn forget_read(&mut self, peer: Rank, send_id: u32) {
+        self.unread.push_back((peer, send_id));
+        // The driver looks for these where it looks for packets.
+        self.queued = true;
     }
 
     /// The next readable request that will not be read (its receive

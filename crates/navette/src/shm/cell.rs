@@ -36,7 +36,8 @@ const OFFERING: u8 = 4;
 const COUNT_LEN: usize = 4;
 const OFFER_LEN: usize = 32;
 
-/// Bytes of a pull descriptor before the packet's headers.
+/// Bytes of a pull descriptor ([`PullSource`]) before the packet's
+/// headers; an offer is a send id, a zero word, then the same.
 const PULL_FIXED: usize = 24;
 
 /// A parsed cell.
@@ -68,14 +69,8 @@ pub(super) enum Cell<'a> {
 pub(super) struct ReadOffer {
     /// The request's transfer id.
     pub(super) send_id: u32,
-    /// The data's address in the sender.
-    pub(super) addr: u64,
-    /// The data's length.
-    pub(super) len: u64,
-    /// The sender's release epoch when it gave the address
-    /// ([`navette_shm::RankArea::release_epoch`]): the data may be read
-    /// only while the epoch has not moved.
-    pub(super) epoch: u64,
+    /// Where its data is, as a pull cell says it.
+    pub(super) source: PullSource,
 }
 
 /// The offers of an offering cell (its `offers` bytes, whose length
@@ -83,9 +78,7 @@ pub(super) struct ReadOffer {
 pub(super) fn offers(bytes: &[u8]) -> impl Iterator<Item = ReadOffer> + '_ {
     bytes.chunks_exact(OFFER_LEN).map(|o| ReadOffer {
         send_id: u32::from_le_bytes(o[..4].try_into().expect("4 bytes")),
-        addr: u64::from_le_bytes(o[8..16].try_into().expect("8 bytes")),
-        len: u64::from_le_bytes(o[16..24].try_into().expect("8 bytes")),
-        epoch: u64::from_le_bytes(o[24..32].try_into().expect("8 bytes")),
+        source: PullSource::read(&o[8..]),
     })
 }
 
@@ -112,10 +105,15 @@ impl Pulled {
         }
     }
 
-    fn from_byte(byte: u8) -> Option<Self> {
-        [Self::Read, Self::Failed, Self::Declined]
-            .into_iter()
-            .find(|p| p.byte() == byte)
+    /// Any byte but those of `Read` and `Declined` (a later or broken
+    /// peer's) is a failure, as every byte but 0 was before `Declined`:
+    /// the sender's rail closes rather than wait for ever.
+    fn from_byte(byte: u8) -> Self {
+        match byte {
+            0 => Self::Read,
+            2 => Self::Declined,
+            _ => Self::Failed,
+        }
     }
 }
 
@@ -141,16 +139,9 @@ impl<'a> Cell<'a> {
             PACKET => Ok(Self::Packet { from, packet: body }),
             PULL => {
                 let fixed = body.get(..PULL_FIXED).ok_or_else(short)?;
-                let word =
-                    |at: usize| u64::from_le_bytes(fixed[at..at + 8].try_into().expect("8 bytes"));
-                let source = PullSource {
-                    addr: word(0),
-                    len: word(8),
-                    epoch: word(16),
-                };
                 Ok(Self::Pull {
                     from,
-                    source,
+                    source: PullSource::read(fixed),
                     headers: &body[PULL_FIXED..],
                 })
             }
@@ -169,12 +160,11 @@ impl<'a> Cell<'a> {
                 })
             }
             PULLED => {
-                // Any other byte (a later or broken peer) is a failure, as
-                // every byte but 0 was before `Declined`: the sender's
-                // rail closes rather than wait for ever.
                 let byte = *body.first().ok_or_else(short)?;
-                let outcome = Pulled::from_byte(byte).unwrap_or(Pulled::Failed);
-                Ok(Self::Pulled { from, outcome })
+                Ok(Self::Pulled {
+                    from,
+                    outcome: Pulled::from_byte(byte),
+                })
             }
             kind => Err(CellError::Kind(kind)),
         }
@@ -214,13 +204,31 @@ pub(super) struct PullSource {
     pub(super) epoch: u64,
 }
 
+impl PullSource {
+    /// Reads the [`PULL_FIXED`] bytes at the start of `bytes` (the caller
+    /// checked there are as many): address, length, epoch.
+    fn read(bytes: &[u8]) -> Self {
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Self {
+            addr: word(0),
+            len: word(8),
+            epoch: word(16),
+        }
+    }
+
+    /// Writes it into the first [`PULL_FIXED`] bytes of `out`.
+    fn write(self, out: &mut [u8]) {
+        let words = [self.addr, self.len, self.epoch];
+        for (at, word) in (0..).step_by(8).zip(words) {
+            out[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        }
+    }
+}
+
 /// Writes a pull cell (`out` is [`pull_len`] long).
 pub(super) fn write_pull(out: &mut [u8], from: Rank, source: PullSource, headers: &[u8]) {
     header(out, PULL, from);
-    let words = [source.addr, source.len, source.epoch];
-    for (at, word) in (HEADER_LEN..).step_by(8).zip(words) {
-        out[at..at + 8].copy_from_slice(&word.to_le_bytes());
-    }
+    source.write(&mut out[HEADER_LEN..]);
     out[HEADER_LEN + PULL_FIXED..].copy_from_slice(headers);
 }
 
@@ -241,9 +249,7 @@ pub(super) fn write_offering(out: &mut [u8], from: Rank, offers: &[ReadOffer]) -
         let o = &mut out[at..at + OFFER_LEN];
         o[..4].copy_from_slice(&offer.send_id.to_le_bytes());
         o[4..8].fill(0);
-        o[8..16].copy_from_slice(&offer.addr.to_le_bytes());
-        o[16..24].copy_from_slice(&offer.len.to_le_bytes());
-        o[24..32].copy_from_slice(&offer.epoch.to_le_bytes());
+        offer.source.write(&mut o[8..]);
         at += OFFER_LEN;
     }
     at
@@ -300,15 +306,19 @@ mod tests {
         let sent = [
             ReadOffer {
                 send_id: 7,
-                addr: 0x7fff_0000_1000,
-                len: 256 << 10,
-                epoch: 3,
+                source: PullSource {
+                    addr: 0x7fff_0000_1000,
+                    len: 256 << 10,
+                    epoch: 3,
+                },
             },
             ReadOffer {
                 send_id: u32::MAX,
-                addr: 1,
-                len: u64::MAX,
-                epoch: u64::MAX,
+                source: PullSource {
+                    addr: 1,
+                    len: u64::MAX,
+                    epoch: u64::MAX,
+                },
             },
         ];
         for count in 0..=sent.len() {
@@ -341,16 +351,7 @@ mod tests {
             assert!(Cell::parse(&pull[..cut]).is_err(), "cut at {cut}");
         }
         let mut offering = vec![0u8; offering_len(2, 0)];
-        write_offering(
-            &mut offering,
-            1,
-            &[ReadOffer {
-                send_id: 1,
-                addr: 2,
-                len: 3,
-                epoch: 4,
-            }; 2],
-        );
+        write_offering(&mut offering, 1, &[ReadOffer { send_id: 1, source }; 2]);
         for cut in 0..offering.len() {
             assert!(Cell::parse(&offering[..cut]).is_err(), "cut at {cut}");
         }

@@ -395,26 +395,22 @@ impl Inner {
         port: &mut DriverPort<'_>,
         read: &RdvRead,
     ) -> Result<bool, String> {
-        let decline = |stats: &mut ShmStats| {
-            stats.reads_declined += 1;
-            Ok(false)
-        };
         let Some(at) = self.source_of(read.peer, read.send_id) else {
             return Ok(false);
         };
-        let (_, offer) = self.sources.swap_remove(at);
-        if offer.len != read.dest.len as u64 {
+        let (_, ReadOffer { source, .. }) = self.sources.swap_remove(at);
+        if source.len != read.dest.len as u64 {
             return Err(format!(
                 "a read offer of {} bytes for a request of {}",
-                offer.len, read.dest.len
+                source.len, read.dest.len
             ));
         }
         let area = segment.area(read.peer);
         // The sender let memory it offered go since this offer (its
         // request abandoned, say): the address may hold something else
         // now, so the data is asked for instead.
-        if area.release_epoch() != offer.epoch {
-            return decline(&mut self.stats);
+        if self.epoch_moved(area, source) {
+            return Ok(false);
         }
         let pid = area.pid();
         let at = read.dest.offset..read.dest.offset + read.dest.len;
@@ -425,18 +421,28 @@ impl Inner {
             .get_mut(read.dest.handle)
             .and_then(|r| r.get_mut(at))
         {
-            if let Err(e) = self.read_pulled(segment, read.peer, pid, offer.addr, target) {
+            if let Err(e) = self.read_pulled(segment, read.peer, pid, source.addr, target) {
                 tracing::debug!(rank = self.me, peer = read.peer, %e, "shm: a read at the request failed");
-                return decline(&mut self.stats);
+                self.stats.reads_declined += 1;
+                return Ok(false);
             }
             // Let go during the read: what was read may not be the data
             // (it is overwritten when the data comes the usual way).
-            if area.release_epoch() != offer.epoch {
-                return decline(&mut self.stats);
+            if self.epoch_moved(area, source) {
+                return Ok(false);
             }
             self.stats.reads_at_request += 1;
         }
         Ok(true)
+    }
+
+    /// Whether the sender (`area`'s owner) let memory it offered go since
+    /// it gave `source`: the address may then hold something else, and
+    /// the read is declined (and counted so).
+    fn epoch_moved(&mut self, area: navette_shm::RankArea<'_>, source: PullSource) -> bool {
+        let moved = area.release_epoch() != source.epoch;
+        self.stats.reads_declined += u64::from(moved);
+        moved
     }
 
     /// The rail of an open peer; a cell from an unknown rank is dropped.
@@ -494,16 +500,14 @@ impl Inner {
             // abandoned, say): the address may hold something else. Checked
             // again after the read, which may have raced the release (what
             // was read is then overwritten when the data comes).
-            if area.release_epoch() != source.epoch {
-                self.stats.reads_declined += 1;
+            if self.epoch_moved(area, source) {
                 return Pulled::Declined;
             }
             if let Err(e) = self.read_pulled(segment, from, area.pid(), source.addr, target) {
                 self.fail(port, from, &format!("single-copy read failed: {e}"));
                 return Pulled::Failed;
             }
-            if area.release_epoch() != source.epoch {
-                self.stats.reads_declined += 1;
+            if self.epoch_moved(area, source) {
                 return Pulled::Declined;
             }
         }
@@ -858,7 +862,7 @@ impl Inner {
             piece_max: self.piece_max,
             own: segment.area(self.me),
         };
-        let (offers, offered, dropped) = read_offers(plan, peer, port, way.own);
+        let (offers, dropped) = read_offers(plan, peer, port, way.own);
         let before = *sent;
         let pushed = push_packet(area, self.me, plan, way, sent, port.memory(), &offers);
         let pieces = (*sent - before) as u64;
@@ -888,9 +892,13 @@ impl Inner {
             }
             Pushed::Copied => {
                 area.ring_doorbell();
-                for (offer, &handle) in offers.iter().zip(&offered) {
-                    port.mark_offered(handle);
-                    self.offered.push((peer, offer.send_id, handle));
+                // Under the node's lock, as any release is: marked before
+                // the memory can go.
+                for offer in &offers {
+                    if let Some((_, data)) = port.offered_data(offer.send_id) {
+                        port.mark_offered(data.handle);
+                        self.offered.push((peer, offer.send_id, data.handle));
+                    }
                 }
                 self.stats.offers_dropped += dropped;
                 if let Some(Out::Queued { plan, .. }) = &slot.out {
@@ -984,49 +992,42 @@ struct Way<'s> {
 }
 
 /// The read offers of `plan`'s readable requests to `peer` (see
-/// [`PacketPlan::offers`]), if they fit a cell beside the packet:
-/// otherwise none, and the receiver asks for the data. The offers carry
-/// our release epoch (read from `own`, our area); beside them, the region
-/// of each, which the caller marks offered once they are out (under the
-/// node's lock, as any release is), so that letting it go bumps the
-/// epoch first; and how many were dropped for want of room.
+/// [`PacketPlan::offers`]), each with our release epoch (read from
+/// `own`, our area), if they fit a cell beside the packet: otherwise
+/// none, and the receiver asks for the data; beside them, how many were
+/// dropped for want of room. The caller marks the regions offered once
+/// the offers are out, so that letting one go bumps the epoch first.
 fn read_offers(
     plan: &PacketPlan,
     peer: Rank,
     port: &DriverPort<'_>,
     own: navette_shm::RankArea<'_>,
-) -> (SmallVec<[ReadOffer; 2]>, SmallVec<[MemHandle; 2]>, u64) {
+) -> (SmallVec<[ReadOffer; 2]>, u64) {
     let mut offers = SmallVec::new();
-    let mut handles = SmallVec::new();
     if plan.offers.is_empty() {
-        return (offers, handles, 0);
+        return (offers, 0);
     }
+    let epoch = own.release_epoch();
     for &send_id in &plan.offers {
-        let Some((to, data)) = port.offered_data(send_id) else {
-            continue;
-        };
-        let Some(bytes) = memory::read(port.memory(), data).filter(|_| to == peer) else {
-            continue;
-        };
-        offers.push(ReadOffer {
-            send_id,
-            addr: bytes.as_ptr() as u64,
-            len: bytes.len() as u64,
-            epoch: 0,
-        });
-        handles.push(data.handle);
+        let data = port
+            .offered_data(send_id)
+            .filter(|&(to, _)| to == peer)
+            .and_then(|(_, data)| memory::read(port.memory(), data));
+        if let Some(data) = data {
+            let source = PullSource {
+                addr: data.as_ptr() as u64,
+                len: data.len() as u64,
+                epoch,
+            };
+            offers.push(ReadOffer { send_id, source });
+        }
     }
     if cell::offering_len(offers.len(), plan.len()) > own.cell_payload() {
         let dropped = offers.len() as u64;
         offers.clear();
-        handles.clear();
-        return (offers, handles, dropped);
+        return (offers, dropped);
     }
-    let epoch = own.release_epoch();
-    for offer in &mut offers {
-        offer.epoch = epoch;
-    }
-    (offers, handles, 0)
+    (offers, 0)
 }
 
 /// Pushes one packet into `area`'s ring: a pull cell when the packet is one

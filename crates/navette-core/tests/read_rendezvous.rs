@@ -7,7 +7,9 @@
 mod common;
 
 use common::{Net, Piece, Received, caps, from};
-use navette_core::{ProtocolError, RailCaps, RailId, RequestError, TagMatch, Violation};
+use navette_core::{
+    ProtocolError, RailCaps, RailId, ReceiveMode, RequestError, SendMode, TagMatch, Violation,
+};
 use navette_wire::{Chunk, ClearToSend, CtsFlags, Limits, Packet, encode_packet};
 
 /// Rendezvous from 64 bytes, fragments of 100 000, reads from 1 000.
@@ -290,4 +292,146 @@ fn reads_of_a_lost_peer_are_dropped() {
     assert_eq!(net.engines[1].poll_read(), None);
     net.collect();
     assert!(net.outcome(1, r.posted[0].req).is_some_and(|o| o.is_err()));
+}
+
+/// The usual large message: an EXPRESS head (eager), then a body to read.
+fn head_and_body(body: usize, seed: u64) -> [Piece; 2] {
+    [
+        Piece::new(32, seed).modes(SendMode::Cheaper, ReceiveMode::Express),
+        Piece::new(body, seed + 1),
+    ]
+}
+
+/// [`readable_caps`] with eager pieces up to 999 bytes, as a shared-memory
+/// rail aggregates a head and a request into one packet.
+fn aggregating_readable_caps() -> RailCaps {
+    RailCaps {
+        read_min: Some(1000),
+        ..caps(1000, 100_000)
+    }
+}
+
+/// A message whose last piece is readable may leave at once, in one
+/// packet written by the driver, with no round of the window: the packet
+/// is the one the aggregating strategy builds for the same message, the
+/// receiver reads the body at its request, and the clear-to-send that
+/// says so completes the large piece's request.
+#[test]
+fn a_message_sent_at_once_with_its_body_readable_is_read_at_its_request() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, aggregating_readable_caps());
+        for tag in 0..3u64 {
+            let msg = head_and_body(50_000, tag * 10);
+            let mut usual = Net::new(2, 1, aggregating_readable_caps());
+            for earlier in 0..tag {
+                // The same numbering as `net` by now.
+                let _ = usual.send(0, 1, earlier, &head_and_body(50_000, 0));
+                usual.capture(0, 1);
+            }
+            usual.send(0, 1, tag, &msg);
+            let usual_packets = usual.capture(0, 1);
+            let r = posted_first.then(|| net.recv(1, from(0), TagMatch::exact(tag), &msg, false));
+            let reads = net.reads_made;
+            let req = net
+                .send_readable_now(0, 1, tag, &msg)
+                .expect("an idle rail that reads, an empty window");
+            let link = &net.links[0];
+            assert_eq!(link.queue.len(), 1, "one packet");
+            assert_eq!(
+                usual_packets,
+                vec![(link.from_rail, link.queue[0].clone())],
+                "the packet aggregate builds"
+            );
+            net.run();
+            let r = r.unwrap_or_else(|| {
+                let r = net.recv(1, from(0), TagMatch::exact(tag), &msg, false);
+                net.run();
+                r
+            });
+            net.check_received(1, 0, tag, &r, &msg);
+            assert_eq!(net.ok(0, req).len, 50_000, "the large piece's status");
+            assert_eq!(net.reads_made, reads + 1, "read at its request");
+            assert!(net.offers.is_empty(), "every offer was read");
+            assert!(!net.engines[0].has_pending(1), "nothing queued");
+        }
+        let sent = net.engines[0]
+            .gate_stats()
+            .map(|s| s.packets_sent)
+            .sum::<u64>();
+        assert_eq!(sent, 3, "one packet a message, counted");
+    }
+}
+
+/// A message sent at once whose read fails (or is declined) has its data
+/// asked for, and sent, the usual way.
+#[test]
+fn a_message_sent_at_once_whose_read_fails_is_sent_the_usual_way() {
+    for posted_first in [true, false] {
+        let mut net = Net::new(2, 1, readable_caps());
+        net.refuse_reads = true;
+        let msg = head_and_body(50_000, 7);
+        let r = posted_first.then(|| net.recv(1, from(0), TagMatch::exact(3), &msg, false));
+        let req = net.send_readable_now(0, 1, 3, &msg).expect("sent at once");
+        net.run();
+        let r = r.unwrap_or_else(|| {
+            let r = net.recv(1, from(0), TagMatch::exact(3), &msg, false);
+            net.run();
+            r
+        });
+        net.check_received(1, 0, 3, &r, &msg);
+        assert_eq!(net.ok(0, req).len, 50_000);
+        assert_eq!(net.reads_made, 0);
+    }
+}
+
+/// What keeps a message from leaving at once with its body readable: it
+/// then goes the usual way, untouched.
+#[test]
+fn messages_that_cannot_leave_at_once_readable_are_refused() {
+    let refused = |net: &mut Net, pieces: &[Piece], why: &str| {
+        assert!(net.send_readable_now(0, 1, 9, pieces).is_none(), "{why}");
+        assert!(
+            net.links.iter().all(|l| l.queue.is_empty()),
+            "{why}: nothing sent"
+        );
+    };
+    let mut net = Net::new(2, 1, readable_caps());
+    refused(&mut net, &[Piece::new(63, 1)], "a small last piece");
+    refused(
+        &mut net,
+        &[Piece::new(64, 1), Piece::new(5000, 2)],
+        "a rendezvous piece before the last",
+    );
+    refused(&mut net, &[Piece::new(999, 1)], "below the rail's reads");
+    refused(&mut net, &[Piece::new(100_001, 1)], "above a fragment");
+    refused(
+        &mut net,
+        &common::pieces(&[8, 8, 8, 8, 8, 8, 8, 8, 5000], 1),
+        "nine pieces",
+    );
+    // Something in the window: it leaves first.
+    net.send(0, 1, 1, &[Piece::new(8, 1)]);
+    refused(&mut net, &head_and_body(5000, 1), "a window not empty");
+    // A packet in flight on the rail.
+    let now = std::time::Duration::from_secs(1);
+    let rail = net.links[0].from_rail;
+    assert!(net.engines[0].poll_transmit(now, rail).is_some());
+    refused(&mut net, &head_and_body(5000, 1), "a busy rail");
+    net.engines[0].handle_send_complete(now, rail);
+    assert!(
+        net.send_readable_now(0, 1, 9, &head_and_body(5000, 1))
+            .is_some(),
+        "idle again"
+    );
+    // Two rails to the peer, or one that does not read.
+    for mut net in [
+        Net::new(2, 2, readable_caps()),
+        Net::new(2, 1, caps(64, 100_000)),
+    ] {
+        refused(
+            &mut net,
+            &head_and_body(5000, 1),
+            "no single rail that reads",
+        );
+    }
 }

@@ -484,6 +484,22 @@ impl EagerHeader {
 impl RdvRequest {
     /// Encoded size.
     pub const LEN: usize = 4 + 4 + 4 + 8 + 4 + 8;
+
+    /// The encoded chunk, for a caller that writes it in place.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let readable = if self.readable { READABLE_BIT } else { 0 };
+        let mut b = [0u8; Self::LEN];
+        b[0] = ChunkKind::RDV_REQUEST.0;
+        b[1] = self.flags.bits() | readable;
+        b[2..4].copy_from_slice(&self.channel.to_le_bytes());
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..12].copy_from_slice(&self.msg.to_le_bytes());
+        b[12..20].copy_from_slice(&self.tag.to_le_bytes());
+        b[20..24].copy_from_slice(&self.send_id.to_le_bytes());
+        b[24..32].copy_from_slice(&self.total_len.to_le_bytes());
+        b
+    }
 }
 
 impl ClearToSend {
@@ -598,20 +614,7 @@ impl<'a> Chunk<'a> {
                 e.header.encode(out);
                 out.extend_from_slice(e.data);
             }
-            Chunk::RdvRequest(r) => {
-                let readable = if r.readable { READABLE_BIT } else { 0 };
-                common(
-                    out,
-                    ChunkKind::RDV_REQUEST,
-                    r.flags.bits() | readable,
-                    r.channel,
-                );
-                put_u32(out, r.seq);
-                put_u32(out, r.msg);
-                put_u64(out, r.tag);
-                put_u32(out, r.send_id);
-                put_u64(out, r.total_len);
-            }
+            Chunk::RdvRequest(r) => out.extend_from_slice(&r.to_bytes()),
             Chunk::ClearToSend(c) => {
                 common(out, ChunkKind::CLEAR_TO_SEND, c.flags.0, c.channel);
                 put_u32(out, c.send_id);

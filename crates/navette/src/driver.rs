@@ -136,6 +136,25 @@ pub trait Driver: Send + Sync + fmt::Debug {
         None
     }
 
+    /// [`Self::send_message_now`] of a message whose last piece is large
+    /// and whose peer reads it from where it lies (see
+    /// [`navette_core::Engine::send_readable_now`]): the small pieces go
+    /// in the packet, the large one's address beside it. The large piece's
+    /// bytes are lent to the node as they go: `Some(Ok((request, range)))`
+    /// gives the large piece's request, which completes once the receiver
+    /// has the data, and the range lent, which the caller must release
+    /// (a `Registration`) before the bytes' borrow ends; `None` to go the
+    /// usual way. The default never does.
+    fn send_readable_now(
+        &self,
+        node: &NodeCore,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+    ) -> Option<Result<(navette_core::ReqId, navette_core::MemRef)>> {
+        let _ = (node, out, pieces);
+        None
+    }
+
     /// [`Self::send_now`] of a message whose data is `parts` back to
     /// back, each copied straight into the packet: an RPC call or reply
     /// sent as one tagged piece, its pieces' table then their data (see
@@ -542,6 +561,40 @@ impl<'a> DriverPort<'a> {
         packet: &mut [u8],
     ) {
         self.state.engine.send_message_now(out, pieces, packet);
+    }
+
+    /// See [`navette_core::Engine::can_send_readable_now`].
+    pub fn can_send_readable_now(
+        &mut self,
+        out: &navette_core::OutMsg,
+        rail: RailId,
+        pieces: &[navette_core::NowPiece<'_>],
+    ) -> bool {
+        self.state.engine.can_send_readable_now(out, rail, pieces)
+    }
+
+    /// Lends the last of `pieces` to the node and writes the packet of
+    /// `out` with it readable (see
+    /// [`navette_core::Engine::send_readable_now`]); the node watches the
+    /// large piece's request, and the lent region is marked offered (its
+    /// address leaves with the packet). Returns the transfer and the range
+    /// lent, which the caller releases before the piece's borrow ends (see
+    /// [`Driver::send_readable_now`]).
+    pub(crate) fn send_readable_now(
+        &mut self,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+        packet: &mut [u8],
+    ) -> (navette_core::ReadableNow, navette_core::MemRef) {
+        let large = pieces.last().expect("a message has a piece").data;
+        let data = self.state.mem.borrow(large);
+        let sent = self
+            .state
+            .engine
+            .send_readable_now(out, pieces, data, packet);
+        self.state.watch(sent.req, None);
+        self.state.mem.mark_offered(data.handle);
+        (sent, data)
     }
 
     /// See [`navette_core::Engine::gather_message_now`].

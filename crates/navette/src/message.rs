@@ -79,6 +79,8 @@ pub struct Packing<'n, 'a> {
 /// body: an RPC's call is three). Kept small, as the copies below: a
 /// `Packing` moves by value, and each move copies it whole.
 const INLINE_PIECES: usize = 4;
+/// Most pieces of a message the drivers send at once.
+const MOST_AT_ONCE: usize = navette_core::MOST_PIECES_AT_ONCE;
 
 /// Bytes of SAFER copies a message holds before it allocates.
 const INLINE_COPIES: usize = 64;
@@ -420,30 +422,7 @@ impl<'n, 'a> Packing<'n, 'a> {
     /// left or failed. Pieces are read where they are, borrowed ones
     /// included: they have left before `end_packing` returns.
     fn try_send_now(&mut self) -> Option<Result<()>> {
-        const MOST: usize = navette_core::MOST_PIECES_AT_ONCE;
-        let count = self.deferred.len();
-        if count > MOST {
-            return None;
-        }
-        let mut pieces = [NowPiece {
-            data: &[],
-            send: SendMode::Safer,
-            recv: ReceiveMode::Express,
-        }; MOST];
-        for (now, (piece, _)) in pieces.iter_mut().zip(&self.deferred) {
-            let data = match &piece.data {
-                OutData::Copy(buf) => buf.as_slice(),
-                &OutData::Inline(start, len) => &self.copies[start..start + len],
-                OutData::Small(data) | OutData::Borrowed(data) => data,
-                OutData::Shared(bytes) => bytes.as_ref(),
-                OutData::Cells(_) => return None,
-            };
-            *now = NowPiece {
-                data,
-                send: piece.send,
-                recv: piece.recv,
-            };
-        }
+        let (pieces, count) = Self::now_pieces(&self.deferred, &self.copies)?;
         // A small RPC message goes as one tagged piece where the driver
         // sends one at once (`Driver::send_parts_now`: shm, tcp).
         if self.core.table
@@ -458,6 +437,86 @@ impl<'n, 'a> Packing<'n, 'a> {
             Err(err) => return Some(Err(err)),
         };
         node.driver().send_message_now(node, out, &pieces[..count])
+    }
+
+    /// The message's pieces as the drivers take them at once, and their
+    /// count: `None` if there are too many, or LATER ones (read only as
+    /// they leave).
+    #[inline(always)]
+    fn now_pieces<'p>(
+        deferred: &'p [(OutPiece<'a>, bool)],
+        copies: &'p [u8],
+    ) -> Option<([NowPiece<'p>; MOST_AT_ONCE], usize)> {
+        let count = deferred.len();
+        if count > MOST_AT_ONCE {
+            return None;
+        }
+        let mut pieces = [NowPiece {
+            data: &[],
+            send: SendMode::Safer,
+            recv: ReceiveMode::Express,
+        }; MOST_AT_ONCE];
+        for (now, (piece, _)) in pieces.iter_mut().zip(deferred) {
+            let data = match &piece.data {
+                OutData::Copy(buf) => buf.as_slice(),
+                &OutData::Inline(start, len) => &copies[start..start + len],
+                OutData::Small(data) | OutData::Borrowed(data) => data,
+                OutData::Shared(bytes) => bytes.as_ref(),
+                OutData::Cells(_) => return None,
+            };
+            *now = NowPiece {
+                data,
+                send: piece.send,
+                recv: piece.recv,
+            };
+        }
+        Some((pieces, count))
+    }
+
+    /// Sends the usual large message (small pieces, then one large piece
+    /// lent from the caller's memory) at once where the driver can: its
+    /// packet, with the large piece as a request the receiver answers
+    /// once it has read the data from where it lies, leaves without the
+    /// window's round (`Driver::send_readable_now`: shm). The large piece
+    /// is lent as it leaves, and its request waited for as any submitted
+    /// piece's. `None` to submit the pieces the usual way.
+    #[inline(never)]
+    fn try_send_readable_now(&mut self) -> Option<Result<Sent<'n, 'a>>> {
+        let (
+            OutPiece {
+                data: OutData::Borrowed(large),
+                ..
+            },
+            _,
+        ) = self.deferred.last()?
+        else {
+            return None;
+        };
+        // A message that may not lend (one whose request may be leaked)
+        // copies its large pieces as they are submitted.
+        if !self.core.lend {
+            return None;
+        }
+        let large: &'a [u8] = large;
+        let (pieces, count) = Self::now_pieces(&self.deferred, &self.copies)?;
+        let core = &mut self.core;
+        let node = core.node;
+        let out = match core.begun()? {
+            Ok(out) => out,
+            Err(err) => return Some(Err(err)),
+        };
+        let n = node.core();
+        let (req, range) = match n.driver().send_readable_now(n, out, &pieces[..count])? {
+            Ok(sent) => sent,
+            Err(err) => return Some(Err(err)),
+        };
+        debug_assert_eq!(range.len, large.len(), "the large piece is the one lent");
+        let lent = vec![node.registration(range)];
+        Some(Ok(Sent {
+            node,
+            pieces: vec![req],
+            lent,
+        }))
     }
 
     /// Sends a small RPC call or reply at once as one tagged piece whose
@@ -557,6 +616,10 @@ impl<'n, 'a> Packing<'n, 'a> {
                 pieces: Vec::new(),
                 lent: Vec::new(),
             });
+        }
+        if let Some(sent) = self.try_send_readable_now() {
+            self.core.out = None;
+            return sent;
         }
         self.submit_all()
     }

@@ -1295,6 +1295,61 @@ fn ordinary_completions_leave_other_offers_readable() {
     assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
 }
 
+/// The usual large message (an EXPRESS head, then a body read at its
+/// request) leaves at once, in one offering cell written by the sending
+/// thread, and the receiver reads the body at its request. Its
+/// completion takes its mark back as the usual way's does: a readable
+/// request made before them, received after, is still read at its
+/// request.
+#[test]
+fn heads_and_bodies_leave_at_once_and_are_read_at_their_request() {
+    let (head, body, count) = (64, 256 << 10, 5u64);
+    let stats = run(2, config(CopyMode::Single), |node, driver, _| {
+        if node.rank() == 0 {
+            let first = node
+                .isend(node.gate(1), 100, pattern(body, 100))
+                .expect("isend");
+            // Once this blocking send has returned, what was submitted
+            // before it has left too: the window is empty.
+            node.send(node.gate(1), 101, b"go").expect("go");
+            let before = driver.stats().sent_at_once;
+            for tag in 0..count {
+                let (h, b) = (pattern(head, tag), pattern(body, tag + 1));
+                let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
+                msg.pack(&h, SendMode::Cheaper, ReceiveMode::Express)
+                    .expect("head");
+                msg.pack(&b, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .expect("body");
+                msg.end_packing().expect("sent");
+            }
+            let after = driver.stats();
+            assert_eq!(after.sent_at_once, before + count, "{after:?}");
+            first.wait().expect("read last");
+        } else {
+            let mut go = [0u8; 2];
+            node.recv(RecvFrom::from(node.gate(0)), 101u64, &mut go)
+                .expect("go");
+            for tag in 0..count {
+                let (mut h, mut b) = (vec![0u8; head], vec![0u8; body]);
+                let mut msg = node.begin_unpacking(node.gate(0), tag).expect("begin");
+                msg.unpack_express(&mut h, SendMode::Cheaper).expect("head");
+                msg.unpack_cheaper(&mut b, SendMode::Cheaper).expect("body");
+                msg.end_unpacking().expect("received");
+                check(&h, head, tag);
+                check(&b, body, tag + 1);
+            }
+            let mut got = vec![0u8; body];
+            node.recv(RecvFrom::from(node.gate(0)), 100u64, &mut got)
+                .expect("received");
+            check(&got, body, 100);
+        }
+        driver.stats()
+    });
+    assert_eq!(stats[1].reads_at_request, count + 1, "{:?}", stats[1]);
+    assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
+    assert_eq!(stats[1].offers_held, 0, "{:?}", stats[1]);
+}
+
 /// A readable request that shares its packet with an EXPRESS head so long
 /// that its read offer no longer fits the cell: the offer is dropped and
 /// counted, and the receiver asks for the data, which is then pulled.

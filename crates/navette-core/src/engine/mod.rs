@@ -24,6 +24,7 @@ mod now;
 mod open;
 mod piece;
 mod posted_now;
+mod readable_now;
 mod recv;
 mod rendezvous;
 mod report;
@@ -54,6 +55,7 @@ pub use now::{
 pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
 pub use piece::PIECE_COST;
 pub use posted_now::{MOST_LANDING, PostedBuffer, PostedList, PostedNow, PostedNowOutcome};
+pub use readable_now::ReadableNow;
 pub use recv::RecvPiece;
 pub use rendezvous::RdvRead;
 pub use report::{OutsideReceive, PendingRequest, PendingState, RailReport, Report};

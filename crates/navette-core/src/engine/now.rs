@@ -393,7 +393,7 @@ impl Engine {
     /// The largest packet `rail` takes, if it leads to `peer` and is open
     /// and idle: a packet may then go on it at once.
     #[inline]
-    fn idle_rail_max_packet(&self, rail: RailId, peer: Rank) -> Option<usize> {
+    pub(super) fn idle_rail_max_packet(&self, rail: RailId, peer: Rank) -> Option<usize> {
         let r = self.rails.get(rail.0 as usize)?;
         let idle = r.peer == peer && !r.closed && r.in_flight.is_none();
         // Staged messages to the peer leave first (with the next round).
@@ -475,26 +475,13 @@ impl Engine {
         assert_eq!(buffer.len(), buffered, "packet buffer length");
         let body_len = packet_len - PacketHeader::LEN;
         let g = &mut self.gates[out.gate.0];
-        let header = PacketHeader {
-            chunk_count: u16::try_from(pieces.len()).expect("checked by can_send_message_now"),
-            body_len: u32::try_from(body_len).expect("checked by can_send_message_now"),
-        };
-        buffer[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+        let count = pieces.len();
+        write_packet_header(buffer, count, body_len);
         // The buffer's range not yet in `gather` starts here; it ends at `at`.
         let mut run = 0;
         let mut at = PacketHeader::LEN;
-        let count = pieces.len();
         for (i, piece) in pieces.iter().enumerate() {
-            let seq = g.next_seq;
-            g.next_seq = g.next_seq.wrapping_add(1);
-            let eager = EagerHeader {
-                channel: g.channel.0,
-                flags: PieceFlags::new(i == 0, i + 1 == count, piece.send, piece.recv),
-                seq,
-                msg: out.msg,
-                tag: out.tag,
-                len: u32::try_from(piece.data.len()).expect("checked by can_send_message_now"),
-            };
+            let eager = now_eager_header(g, out, i, count, piece);
             buffer[at..at + EagerHeader::LEN].copy_from_slice(&eager.to_bytes());
             at += EagerHeader::LEN;
             match &mut gather {
@@ -514,14 +501,7 @@ impl Engine {
         {
             gather.push(NowPart::Buffer(run..at));
         }
-        g.stats.packets_sent += 1;
-        g.stats.chunks_sent += count as u64;
-        g.stats.bytes_sent += body_len as u64;
-        g.stats.bytes_copied += pieces
-            .iter()
-            .filter(|p| p.send == SendMode::Safer)
-            .map(|p| p.data.len() as u64)
-            .sum::<u64>();
+        count_sent_now(g, count, body_len, pieces);
         out.started = true;
         out.ended = true;
     }
@@ -864,4 +844,50 @@ pub(super) fn sequenced(chunk: &Chunk<'_>) -> Option<(u16, PieceFlags, u64)> {
         Chunk::RdvRequest(r) => Some((r.channel, r.flags, r.tag)),
         _ => None,
     }
+}
+
+/// Writes the header of a packet of `count` chunks and `body_len` bytes
+/// sent at once (whose sender checked both fit).
+pub(super) fn write_packet_header(buffer: &mut [u8], count: usize, body_len: usize) {
+    let header = PacketHeader {
+        chunk_count: u16::try_from(count).expect("at most MOST_PIECES_AT_ONCE chunks"),
+        body_len: u32::try_from(body_len).expect("checked to fit the rail's packets"),
+    };
+    buffer[..PacketHeader::LEN].copy_from_slice(&header.to_bytes());
+}
+
+/// The eager header of `piece`, the `i`th of the `count` pieces of the
+/// message `out` sent at once: it takes the gate's next sequence number,
+/// as if submitted.
+pub(super) fn now_eager_header(
+    g: &mut Gate,
+    out: &OutMsg,
+    i: usize,
+    count: usize,
+    piece: &NowPiece<'_>,
+) -> EagerHeader {
+    let seq = g.next_seq;
+    g.next_seq = g.next_seq.wrapping_add(1);
+    EagerHeader {
+        channel: g.channel.0,
+        flags: PieceFlags::new(i == 0, i + 1 == count, piece.send, piece.recv),
+        seq,
+        msg: out.msg,
+        tag: out.tag,
+        len: u32::try_from(piece.data.len()).expect("an eager piece is below 4 GiB"),
+    }
+}
+
+/// Counts a packet of `count` chunks and `body_len` bytes sent at once on
+/// `g`, and the bytes of its SAFER `pieces` as copied (the message layer
+/// copied them when they were packed).
+pub(super) fn count_sent_now(g: &mut Gate, count: usize, body_len: usize, pieces: &[NowPiece<'_>]) {
+    g.stats.packets_sent += 1;
+    g.stats.chunks_sent += count as u64;
+    g.stats.bytes_sent += body_len as u64;
+    g.stats.bytes_copied += pieces
+        .iter()
+        .filter(|p| p.send == SendMode::Safer)
+        .map(|p| p.data.len() as u64)
+        .sum::<u64>();
 }

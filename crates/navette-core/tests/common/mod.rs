@@ -23,8 +23,8 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use navette_core::memory;
 use navette_core::{
-    ChannelId, Engine, EngineConfig, MemRef, OutMsg, PieceSpec, ProtocolError, RailCaps, RailId,
-    Rank, ReceiveMode, RecvPiece, ReqId, RequestError, SendMode, Source, Status, TagMatch,
+    ChannelId, Engine, EngineConfig, MemRef, NowPiece, OutMsg, PieceSpec, ProtocolError, RailCaps,
+    RailId, Rank, ReceiveMode, RecvPiece, ReqId, RequestError, SendMode, Source, Status, TagMatch,
     VecMemory,
 };
 
@@ -473,6 +473,51 @@ impl Net {
             .enumerate()
             .map(|(i, p)| self.pack(from, &mut out, p, i + 1 == n))
             .collect()
+    }
+
+    /// Sends a whole message of `pieces` at once with its last piece
+    /// readable, as a shared-memory driver does
+    /// ([`Engine::send_readable_now`]) on the first link to `to`, if the
+    /// engine agrees: the packet is queued on the link and the offer
+    /// noted. Returns the large piece's request, or `None` (nothing sent,
+    /// the message not begun) when the engine refuses.
+    pub fn send_readable_now(
+        &mut self,
+        from: usize,
+        to: usize,
+        tag: u64,
+        pieces: &[Piece],
+    ) -> Option<ReqId> {
+        let link = self
+            .links
+            .iter()
+            .position(|l| l.from == from && l.to == to)
+            .expect("a link leads to the peer");
+        let rail = self.links[link].from_rail;
+        let mut out = self.begin(from, to, tag);
+        let now: Vec<NowPiece<'_>> = pieces
+            .iter()
+            .map(|p| NowPiece {
+                data: &p.data,
+                send: p.send,
+                recv: p.recv,
+            })
+            .collect();
+        if !self.engines[from].can_send_readable_now(&out, rail, &now) {
+            return None;
+        }
+        let large = pieces.last().expect("a piece").data.clone();
+        let data = self.alloc(from, large);
+        let mut packet = vec![0; Engine::readable_packet_len(&now)];
+        let sent = self.engines[from].send_readable_now(&mut out, &now, data, &mut packet);
+        assert_eq!(
+            self.engines[from].offered_data(sent.send_id),
+            Some((to as Rank, data)),
+            "the engine holds the transfer"
+        );
+        self.offers.push((from, to, sent.send_id, data));
+        self.links[link].queue.push_back(packet);
+        Some(sent.req)
     }
 
     /// Starts a receive.

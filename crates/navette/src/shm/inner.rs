@@ -351,6 +351,14 @@ impl Inner {
         }
     }
 
+    /// Notes that the offer of our readable request `send_id`, whose data
+    /// is `handle`'s region (marked offered), went to `peer` in a cell
+    /// written at once: rounds look for the peer's offer to share the read
+    /// and take the mark back, as for one this driver wrote.
+    pub(super) fn offered_now(&mut self, peer: Rank, send_id: u32, handle: MemHandle) {
+        self.offered.push((peer, send_id, handle));
+    }
+
     /// Peers' read offers kept now.
     pub(super) fn offers_held(&self) -> usize {
         self.sources.len()

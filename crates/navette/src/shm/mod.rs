@@ -36,7 +36,11 @@
 //!   destination (at once for a receive posted ahead), and its
 //!   clear-to-send, which says the data was read, completes the send: one
 //!   cell each way instead of a request, a clear-to-send, a pull and a
-//!   pulled cell. The offer carries the sender's *release epoch*, which
+//!   pulled cell. The usual message of that kind (small pieces, then the
+//!   large one) does not even wait for a round: when its rail is idle
+//!   and its gate's window empty, the sending thread writes the offering
+//!   cell itself, as it writes a small message's packet
+//!   ([`navette_core::Engine::send_readable_now`]). The offer carries the sender's *release epoch*, which
 //!   the sender bumps in its area before it lets go of any memory it
 //!   offered (a blocking send that stalled, say): the receiver reads only
 //!   while the epoch holds, before and after the read. An offer the
@@ -898,6 +902,62 @@ impl Driver for ShmDriver {
             |port, out, cell| port.send_message_now(out, pieces, cell),
         )?;
         Some(Ok(()))
+    }
+
+    /// The offering cell of a usual rendezvous message (see
+    /// [`navette_core::Engine::send_readable_now`]), written at once as a
+    /// small message's packet is ([`Self::write_at_once`]), with the large
+    /// piece's offer.
+    fn send_readable_now(
+        &self,
+        node: &NodeCore,
+        out: &mut navette_core::OutMsg,
+        pieces: &[navette_core::NowPiece<'_>],
+    ) -> Option<Result<(navette_core::ReqId, navette_core::MemRef)>> {
+        let segment = self.segment.as_ref()?;
+        let peer = out.peer();
+        let rail = self.shm_rail(peer)?;
+        let large = pieces.last()?.data;
+        let at = cell::offering_len(1, 0);
+        let len = cell::offering_len(1, navette_core::Engine::readable_packet_len(pieces));
+        if len > segment.cell_payload() {
+            return None;
+        }
+        // The driver's state, which keeps what we offered, before the
+        // node's lock, as the driver's rounds take them; busy (a round is
+        // under way), the message goes the usual way.
+        let mut inner = self.inner.try_lock()?;
+        let mut port = node.port();
+        if !port.can_send_readable_now(out, rail, pieces) {
+            return None;
+        }
+        // Read under the lock, before the region is marked offered: the
+        // release hook moves it past this value before the memory can go.
+        let source = cell::PullSource {
+            addr: large.as_ptr() as u64,
+            len: large.len() as u64,
+            epoch: segment.area(self.rank).release_epoch(),
+        };
+        let area = segment.area(peer);
+        let mut sent = None;
+        // A full ring: the usual way waits for room.
+        let _ = area.try_push_handing_over(len, true, |cell| {
+            let (now, data) = port.send_readable_now(out, pieces, &mut cell[at..]);
+            let offer = cell::ReadOffer {
+                send_id: now.send_id,
+                source,
+            };
+            cell::write_offering(cell, self.rank, &[offer]);
+            sent = Some((now, data));
+        });
+        let (now, data) = sent?;
+        area.ring_doorbell();
+        // Under the node's lock, as `push_packet` counts.
+        count(&self.sent_now, 1);
+        count(&self.bytes_now, (len - at) as u64);
+        drop(port);
+        inner.offered_now(peer, now.send_id, data.handle);
+        Some(Ok((now.req, data)))
     }
 
     fn wake(&self) {

@@ -336,10 +336,14 @@ fn a_message_sent_at_once_with_its_body_readable_is_read_at_its_request() {
                 .send_readable_now(0, 1, tag, &msg)
                 .expect("an idle rail that reads, an empty window");
             let link = &net.links[0];
-            assert_eq!(link.queue.len(), 1, "one packet");
+            assert_eq!(
+                (link.from, link.to, link.queue.len()),
+                (0, 1, 1),
+                "one packet"
+            );
             assert_eq!(
                 usual_packets,
-                vec![(link.from_rail, link.queue[0].clone())],
+                vec![(link.to_rail, link.queue[0].clone())],
                 "the packet aggregate builds"
             );
             net.run();
@@ -417,6 +421,12 @@ fn messages_that_cannot_leave_at_once_readable_are_refused() {
     let rail = net.links[0].from_rail;
     assert!(net.engines[0].poll_transmit(now, rail).is_some());
     refused(&mut net, &head_and_body(5000, 1), "a busy rail");
+    net.engines[0].handle_send_complete(now, rail);
+    // A small message staged in the peer's open packet: it leaves first.
+    let staged = net.engines[0].stage_tagged(common::CH, 1, 2, b"staged");
+    assert!(staged.is_some(), "staged");
+    refused(&mut net, &head_and_body(5000, 1), "an open packet");
+    assert!(net.engines[0].poll_transmit(now, rail).is_some());
     net.engines[0].handle_send_complete(now, rail);
     assert!(
         net.send_readable_now(0, 1, 9, &head_and_body(5000, 1))

@@ -510,12 +510,13 @@ impl<'n, 'a> Packing<'n, 'a> {
             Ok(sent) => sent,
             Err(err) => return Some(Err(err)),
         };
+        // Owned at once: the region is released however this ends.
+        let registration = node.registration(range);
         debug_assert_eq!(range.len, large.len(), "the large piece is the one lent");
-        let lent = vec![node.registration(range)];
         Some(Ok(Sent {
             node,
             pieces: vec![req],
-            lent,
+            lent: vec![registration],
         }))
     }
 

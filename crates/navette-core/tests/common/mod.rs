@@ -479,8 +479,8 @@ impl Net {
     /// readable, as a shared-memory driver does
     /// ([`Engine::send_readable_now`]) on the first link to `to`, if the
     /// engine agrees: the packet is queued on the link and the offer
-    /// noted. Returns the large piece's request, or `None` (nothing sent,
-    /// the message not begun) when the engine refuses.
+    /// noted. Returns the large piece's request, or `None` when the
+    /// engine refuses (the message numbered, nothing of it sent).
     pub fn send_readable_now(
         &mut self,
         from: usize,

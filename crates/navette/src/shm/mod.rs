@@ -40,7 +40,8 @@
 //!   large one) does not even wait for a round: when its rail is idle
 //!   and its gate's window empty, the sending thread writes the offering
 //!   cell itself, as it writes a small message's packet
-//!   ([`navette_core::Engine::send_readable_now`]). The offer carries the sender's *release epoch*, which
+//!   ([`navette_core::Engine::send_readable_now`]). The offer carries the
+//!   sender's *release epoch*, which
 //!   the sender bumps in its area before it lets go of any memory it
 //!   offered (a blocking send that stalled, say): the receiver reads only
 //!   while the epoch holds, before and after the read. An offer the
@@ -333,8 +334,10 @@ pub struct ShmStats {
     pub landed_at_once: u64,
     /// Packets written straight into a peer's ring by the sending thread,
     /// with no request (small tagged sends and whole small Madeleine
-    /// messages to an idle rail), or by a thread about to wait for the
-    /// small messages of an open packet (counted in `packets_sent` too).
+    /// messages to an idle rail), or with the one request of a Madeleine
+    /// message's large last piece, read by the peer where it lies (its
+    /// offering cell), or by a thread about to wait for the small
+    /// messages of an open packet (counted in `packets_sent` too).
     pub sent_at_once: u64,
     /// Whether this rank can read peers' memory (single copy).
     pub can_pull: bool,
@@ -363,7 +366,8 @@ pub struct ShmDriver {
     /// The rail to each peer rank, once attached (read without the
     /// driver's lock by [`Driver::send_now`]).
     rails: OnceLock<Vec<Option<RailId>>>,
-    /// Packets and bytes sent at once by [`Driver::send_now`].
+    /// Packets and bytes sent at once by the sending thread
+    /// ([`Driver::send_now`] and its kin).
     sent_now: AtomicU64,
     bytes_now: AtomicU64,
     /// Packets landed by [`Driver::progress_lean`].

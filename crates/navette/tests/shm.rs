@@ -1295,6 +1295,30 @@ fn ordinary_completions_leave_other_offers_readable() {
     assert_eq!(stats[1].reads_declined, 0, "{:?}", stats[1]);
 }
 
+/// Sends rank 1 a message of an EXPRESS head of `head` bytes and a
+/// CHEAPER body of `body` bytes on `tag` (see [`receive_head_and_body`]).
+fn send_head_and_body(node: &Node, tag: u64, head: usize, body: usize) {
+    let (h, b) = (pattern(head, tag), pattern(body, tag + 1));
+    let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
+    msg.pack(&h, SendMode::Cheaper, ReceiveMode::Express)
+        .expect("head");
+    msg.pack(&b, SendMode::Cheaper, ReceiveMode::Cheaper)
+        .expect("body");
+    msg.end_packing().expect("sent");
+}
+
+/// Receives from rank 0 and checks the message of
+/// [`send_head_and_body`].
+fn receive_head_and_body(node: &Node, tag: u64, head: usize, body: usize) {
+    let (mut h, mut b) = (vec![0u8; head], vec![0u8; body]);
+    let mut msg = node.begin_unpacking(node.gate(0), tag).expect("begin");
+    msg.unpack_express(&mut h, SendMode::Cheaper).expect("head");
+    msg.unpack_cheaper(&mut b, SendMode::Cheaper).expect("body");
+    msg.end_unpacking().expect("received");
+    check(&h, head, tag);
+    check(&b, body, tag + 1);
+}
+
 /// The usual large message (an EXPRESS head, then a body read at its
 /// request) leaves at once, in one offering cell written by the sending
 /// thread, and the receiver reads the body at its request. Its
@@ -1314,13 +1338,7 @@ fn heads_and_bodies_leave_at_once_and_are_read_at_their_request() {
             node.send(node.gate(1), 101, b"go").expect("go");
             let before = driver.stats().sent_at_once;
             for tag in 0..count {
-                let (h, b) = (pattern(head, tag), pattern(body, tag + 1));
-                let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
-                msg.pack(&h, SendMode::Cheaper, ReceiveMode::Express)
-                    .expect("head");
-                msg.pack(&b, SendMode::Cheaper, ReceiveMode::Cheaper)
-                    .expect("body");
-                msg.end_packing().expect("sent");
+                send_head_and_body(node, tag, head, body);
             }
             let after = driver.stats();
             assert_eq!(after.sent_at_once, before + count, "{after:?}");
@@ -1330,13 +1348,7 @@ fn heads_and_bodies_leave_at_once_and_are_read_at_their_request() {
             node.recv(RecvFrom::from(node.gate(0)), 101u64, &mut go)
                 .expect("go");
             for tag in 0..count {
-                let (mut h, mut b) = (vec![0u8; head], vec![0u8; body]);
-                let mut msg = node.begin_unpacking(node.gate(0), tag).expect("begin");
-                msg.unpack_express(&mut h, SendMode::Cheaper).expect("head");
-                msg.unpack_cheaper(&mut b, SendMode::Cheaper).expect("body");
-                msg.end_unpacking().expect("received");
-                check(&h, head, tag);
-                check(&b, body, tag + 1);
+                receive_head_and_body(node, tag, head, body);
             }
             let mut got = vec![0u8; body];
             node.recv(RecvFrom::from(node.gate(0)), 100u64, &mut got)
@@ -1367,21 +1379,9 @@ fn offers_that_do_not_fit_their_cell_are_dropped_and_counted() {
         for (i, &head) in heads.iter().enumerate() {
             let tag = i as u64;
             if node.rank() == 0 {
-                let (h, b) = (pattern(head, tag), pattern(body, tag + 1));
-                let mut msg = node.begin_packing(node.gate(1), tag).expect("begin");
-                msg.pack(&h, SendMode::Cheaper, ReceiveMode::Express)
-                    .expect("head");
-                msg.pack(&b, SendMode::Cheaper, ReceiveMode::Cheaper)
-                    .expect("body");
-                msg.end_packing().expect("sent");
+                send_head_and_body(node, tag, head, body);
             } else {
-                let (mut h, mut b) = (vec![0u8; head], vec![0u8; body]);
-                let mut msg = node.begin_unpacking(node.gate(0), tag).expect("begin");
-                msg.unpack_express(&mut h, SendMode::Cheaper).expect("head");
-                msg.unpack_cheaper(&mut b, SendMode::Cheaper).expect("body");
-                msg.end_unpacking().expect("received");
-                check(&h, head, tag);
-                check(&b, body, tag + 1);
+                receive_head_and_body(node, tag, head, body);
             }
         }
         driver.stats()

@@ -376,18 +376,31 @@ impl Engine {
         rail: RailId,
         pieces: &[NowPiece<'_>],
     ) -> bool {
-        if out.started() || pieces.is_empty() || pieces.len() > MOST_PIECES_AT_ONCE {
-            return false;
-        }
-        let Some(max_packet) = self.idle_rail_max_packet(rail, out.peer()) else {
-            return false;
-        };
         let body = Self::message_packet_len(pieces) - PacketHeader::LEN;
+        self.gate_if_now(out, rail, pieces.len(), body)
+            .is_some_and(|g| pieces.iter().all(|p| p.data.len() < g.rdv_threshold))
+    }
+
+    /// The gate of the whole message `out` if a packet of its `count`
+    /// chunks and `body` bytes may leave at once on `rail`: the message
+    /// not started, of at most [`MOST_PIECES_AT_ONCE`] pieces, the rail
+    /// idle (see [`Self::idle_rail_max_packet`]) and the packet within
+    /// its own, the gate's window empty. The caller checks the pieces.
+    #[inline]
+    pub(super) fn gate_if_now(
+        &self,
+        out: &OutMsg,
+        rail: RailId,
+        count: usize,
+        body: usize,
+    ) -> Option<&Gate> {
+        if out.started() || count == 0 || count > MOST_PIECES_AT_ONCE {
+            return None;
+        }
+        let max_packet = self.idle_rail_max_packet(rail, out.peer())?;
         let g = &self.gates[out.gate.0];
-        g.window.is_empty()
-            && pieces.iter().all(|p| p.data.len() < g.rdv_threshold)
-            && body <= max_packet
-            && u32::try_from(body).is_ok()
+        let fits = body <= max_packet && u32::try_from(body).is_ok();
+        (g.window.is_empty() && fits).then_some(g)
     }
 
     /// The largest packet `rail` takes, if it leads to `peer` and is open

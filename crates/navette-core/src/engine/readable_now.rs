@@ -59,19 +59,12 @@ impl Engine {
         let Some((large, small)) = pieces.split_last() else {
             return false;
         };
-        if out.started() || pieces.len() > super::MOST_PIECES_AT_ONCE {
-            return false;
-        }
-        let Some(max_packet) = self.idle_rail_max_packet(rail, out.peer()) else {
-            return false;
-        };
         let body = Self::readable_packet_len(pieces) - PacketHeader::LEN;
-        let g = &self.gates[out.gate.0];
-        g.window.is_empty()
-            && large.data.len() >= g.rdv_threshold
-            && small.iter().all(|p| p.data.len() < g.rdv_threshold)
-            && body <= max_packet
-            && u32::try_from(body).is_ok()
+        self.gate_if_now(out, rail, pieces.len(), body)
+            .is_some_and(|g| {
+                large.data.len() >= g.rdv_threshold
+                    && small.iter().all(|p| p.data.len() < g.rdv_threshold)
+            })
             && self.readable_by(out.peer(), large.data.len())
     }
 

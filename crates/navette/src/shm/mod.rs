@@ -910,7 +910,7 @@ impl Driver for ShmDriver {
 
     /// The offering cell of a usual rendezvous message (see
     /// [`navette_core::Engine::send_readable_now`]), written at once as a
-    /// small message's packet is ([`Self::write_at_once`]), with the large
+    /// small message's packet is (`write_at_once`), with the large
     /// piece's offer.
     fn send_readable_now(
         &self,

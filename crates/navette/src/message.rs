@@ -497,13 +497,20 @@ impl<'n, 'a> Packing<'n, 'a> {
         if !self.core.lend {
             return None;
         }
-        let large: &'a [u8] = large;
+        let large_len = large.len();
         let (pieces, count) = Self::now_pieces(&self.deferred, &self.copies)?;
         let core = &mut self.core;
         let node = core.node;
-        let out = match core.begun()? {
-            Ok(out) => out,
-            Err(err) => return Some(Err(err)),
+        if let Err(err) = core.begun()? {
+            return Some(Err(err));
+        }
+        // A small last piece (borrowed before the message was numbered)
+        // is no rendezvous: no lock taken to hear the driver say so.
+        if large_len < core.copy_below {
+            return None;
+        }
+        let Some(Out::Begun(out)) = core.out.as_mut() else {
+            unreachable!("numbered above")
         };
         let n = node.core();
         let (req, range) = match n.driver().send_readable_now(n, out, &pieces[..count])? {
@@ -512,7 +519,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         };
         // Owned at once: the region is released however this ends.
         let registration = node.registration(range);
-        debug_assert_eq!(range.len, large.len(), "the large piece is the one lent");
+        debug_assert_eq!(range.len, large_len, "the large piece is the one lent");
         Some(Ok(Sent {
             node,
             pieces: vec![req],

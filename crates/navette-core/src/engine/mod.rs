@@ -218,12 +218,18 @@ struct Gate {
 }
 
 impl Gate {
+    /// The gate's next sequence number, taken.
+    fn take_seq(&mut self) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        seq
+    }
+
     /// The header of a one-piece tagged message of `len` bytes with `tag`,
     /// the gate's next message: it takes the gate's next sequence and
     /// message numbers.
     fn next_tagged(&mut self, tag: u64, len: u32) -> navette_wire::EagerHeader {
-        let (seq, msg) = (self.next_seq, self.next_msg);
-        self.next_seq = self.next_seq.wrapping_add(1);
+        let (seq, msg) = (self.take_seq(), self.next_msg);
         self.next_msg = self.next_msg.wrapping_add(1);
         navette_wire::EagerHeader {
             channel: self.channel.0,

@@ -879,12 +879,10 @@ pub(super) fn now_eager_header(
     count: usize,
     piece: &NowPiece<'_>,
 ) -> EagerHeader {
-    let seq = g.next_seq;
-    g.next_seq = g.next_seq.wrapping_add(1);
     EagerHeader {
         channel: g.channel.0,
         flags: PieceFlags::new(i == 0, i + 1 == count, piece.send, piece.recv),
-        seq,
+        seq: g.take_seq(),
         msg: out.msg,
         tag: out.tag,
         len: u32::try_from(piece.data.len()).expect("an eager piece is below 4 GiB"),

@@ -9,7 +9,7 @@
 //! Nothing waits in the window, so no strategy has anything to weigh: the
 //! packet is the one `aggregate` would build (the pieces in order, the
 //! request piggybacked on them), without the window's round, and the
-//! sender's engine holds the same transfer ([`RdvSend`]) as for a request
+//! sender's engine opens the same transfer (`Engine::open_rdv_send`) as for a request
 //! submitted the usual way: the receiver's clear-to-send that says it read
 //! the data completes it, and one that asks for the data gets it the
 //! usual way.
@@ -17,9 +17,8 @@
 use navette_wire::{EagerHeader, PacketHeader, PieceFlags, RdvRequest};
 
 use super::now::{count_sent_now, now_eager_header, write_packet_header};
-use super::rendezvous::RdvSend;
 use super::{Engine, NowPiece, OutMsg};
-use crate::{MemRef, RailId, ReqId, Status};
+use crate::{MemRef, RailId, ReqId};
 
 /// The transfer of the large piece of a message sent at once by
 /// [`Engine::send_readable_now`].
@@ -97,7 +96,6 @@ impl Engine {
             "packet length"
         );
         let req = self.new_req();
-        let send_id = self.new_transfer();
         let count = pieces.len();
         let body_len = packet.len() - PacketHeader::LEN;
         let g = &mut self.gates[out.gate.0];
@@ -110,41 +108,13 @@ impl Engine {
             packet[at..at + piece.data.len()].copy_from_slice(piece.data);
             at += piece.data.len();
         }
-        let seq = g.next_seq;
-        g.next_seq = g.next_seq.wrapping_add(1);
-        let channel = g.channel.0;
-        let request = RdvRequest {
-            channel,
-            flags: PieceFlags::new(small.is_empty(), true, large.send, large.recv),
-            seq,
-            msg: out.msg,
-            tag: out.tag,
-            send_id,
-            total_len: data.len as u64,
-            readable: true,
-        };
-        packet[at..].copy_from_slice(&request.to_bytes());
         count_sent_now(g, count, body_len, small);
+        let flags = PieceFlags::new(small.is_empty(), true, large.send, large.recv);
+        let request = self.open_rdv_send(out, flags, data, req, true);
+        packet[at..].copy_from_slice(&request.to_bytes());
         out.started = true;
         out.ended = true;
-        let status = Status {
-            peer: out.peer(),
-            tag: out.tag,
-            len: data.len,
-        };
-        self.rdv_sends.insert(
-            send_id,
-            RdvSend {
-                peer: out.peer(),
-                channel,
-                data,
-                req,
-                status,
-                requested: 0,
-                sent: 0,
-                readable: true,
-            },
-        );
+        let send_id = request.send_id;
         ReadableNow { req, send_id }
     }
 }

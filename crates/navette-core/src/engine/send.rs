@@ -143,14 +143,11 @@ impl Engine {
             return req;
         }
         let gate = &mut self.gates[out.gate.0];
-        let seq = gate.next_seq;
-        gate.next_seq = gate.next_seq.wrapping_add(1);
-        let channel = gate.channel.0;
         if piece.data.len < gate.rdv_threshold {
             let header = EagerHeader {
-                channel,
+                channel: gate.channel.0,
                 flags,
-                seq,
+                seq: gate.take_seq(),
                 msg: out.msg,
                 tag: out.tag,
                 len: u32::try_from(piece.data.len).expect("rendezvous threshold below 4 GiB"),
@@ -161,35 +158,61 @@ impl Engine {
                 done: Some((req, status)),
             });
         } else {
-            let send_id = self.new_transfer();
             let readable = self.readable_by(out.peer, piece.data.len);
-            let gate = &mut self.gates[out.gate.0];
-            gate.window.push(Pending::RdvRequest(RdvRequest {
-                channel,
-                flags,
-                seq,
-                msg: out.msg,
-                tag: out.tag,
-                send_id,
-                total_len: piece.data.len as u64,
-                readable,
-            }));
-            self.rdv_sends.insert(
-                send_id,
-                RdvSend {
-                    peer: out.peer,
-                    channel,
-                    data: piece.data,
-                    req,
-                    status,
-                    requested: 0,
-                    sent: 0,
-                    readable,
-                },
-            );
+            let request = self.open_rdv_send(out, flags, piece.data, req, readable);
+            self.gates[out.gate.0]
+                .window
+                .push(Pending::RdvRequest(request));
         }
         self.window_joined(out.gate);
         req
+    }
+
+    /// Opens the rendezvous transfer of a piece of `out` with `flags`,
+    /// whose data is `data` and whose request is `req` (`readable` where
+    /// the peer reads the data from where it lies): the piece takes the
+    /// gate's next sequence number, and the sender's state waits for the
+    /// receiver's clear-to-send. Returns the request chunk that announces
+    /// it, for the caller to send.
+    pub(super) fn open_rdv_send(
+        &mut self,
+        out: &OutMsg,
+        flags: PieceFlags,
+        data: MemRef,
+        req: ReqId,
+        readable: bool,
+    ) -> RdvRequest {
+        let send_id = self.new_transfer();
+        let g = &mut self.gates[out.gate.0];
+        let (channel, seq) = (g.channel.0, g.take_seq());
+        let status = Status {
+            peer: out.peer,
+            tag: out.tag,
+            len: data.len,
+        };
+        self.rdv_sends.insert(
+            send_id,
+            RdvSend {
+                peer: out.peer,
+                channel,
+                data,
+                req,
+                status,
+                requested: 0,
+                sent: 0,
+                readable,
+            },
+        );
+        RdvRequest {
+            channel,
+            flags,
+            seq,
+            msg: out.msg,
+            tag: out.tag,
+            send_id,
+            total_len: data.len as u64,
+            readable,
+        }
     }
 
     /// Abandons a message before its last piece: the receiver gets an
@@ -217,12 +240,10 @@ impl Engine {
     /// Queues the empty piece with `flags` that abandons `out`.
     fn push_abort(&mut self, out: &OutMsg, flags: PieceFlags) {
         let gate = &mut self.gates[out.gate.0];
-        let seq = gate.next_seq;
-        gate.next_seq = gate.next_seq.wrapping_add(1);
         let header = EagerHeader {
             channel: gate.channel.0,
             flags,
-            seq,
+            seq: gate.take_seq(),
             msg: out.msg,
             tag: out.tag,
             len: 0,

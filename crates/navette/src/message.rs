@@ -309,6 +309,22 @@ impl Node {
     }
 }
 
+/// Under the node's lock, unpacks the tail of `whole` (at its tail, or
+/// passed over) into `dest` (lent by the caller): the request that
+/// completes when its data is there, watched.
+fn unpack_tail(
+    s: &mut State,
+    whole: &mut WholeMessage,
+    dest: MemRef,
+    send: SendMode,
+    recv: ReceiveMode,
+) -> Result<ReqId> {
+    let unpacked = s.engine.unpack_whole_tail(whole, dest, send, recv);
+    let req = unpacked.expect("the message is at its tail, or passed over it")?;
+    s.watch(req, None);
+    Ok(req)
+}
+
 /// Posts the engine's receive of a message `want` describes (watched),
 /// after the receives waiting outside the engine on its channel; the
 /// driver then has work (mark the node and wake it once the lock is
@@ -978,6 +994,10 @@ fn told<T>(hidden: u32, result: Result<T>) -> Result<T> {
 pub struct Unpacking<'n, 'a> {
     core: UnpackingCore<&'n Node>,
     cheaper: Vec<(ReqId, &'a mut [u8])>,
+    /// Where the tail of a message taken whole goes, unpacked CHEAPER and
+    /// passed over ([`WholeMessage::defer_tail`]): its data is asked for
+    /// (or read) at the end, as a CHEAPER piece's of the usual path.
+    tail_dest: Option<(&'a mut [u8], SendMode)>,
 }
 
 /// The part of an unpacking message that owns engine state; dropping it
@@ -1086,15 +1106,22 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
     }
 
     /// Copies the next piece of a message taken whole into `dest`; `None`
-    /// if the message was not taken whole.
+    /// if the message was not taken whole, or if that piece is its tail
+    /// ([`Self::at_tail`]).
     fn unpack_whole(
         &mut self,
         dest: &mut [u8],
         send: SendMode,
         recv: ReceiveMode,
     ) -> Option<Result<()>> {
-        let whole = self.whole.as_mut()?;
+        let whole = self.whole.as_mut().filter(|w| !w.at_tail())?;
         Some(whole.unpack(dest, send, recv).map_err(Error::from))
+    }
+
+    /// Whether the next piece is the tail of the message taken whole: its
+    /// last piece, whose data is still at the sender.
+    fn at_tail(&self) -> bool {
+        self.whole.as_ref().is_some_and(WholeMessage::at_tail)
     }
 
     /// Takes the message out of the engine whole, under the node's lock,
@@ -1109,7 +1136,14 @@ impl<N: Borrow<Node>> UnpackingCore<N> {
         if std::mem::replace(&mut self.tried_whole, true) {
             return false;
         }
-        let Some(mut whole) = s.engine.take_matched_whole(self.key) else {
+        // An RPC's table is eager: its messages are taken whole without a
+        // tail, as the table's unfolding expects.
+        let taken = if self.table {
+            s.engine.take_matched_whole(self.key)
+        } else {
+            s.engine.take_matched_with_tail(self.key)
+        };
+        let Some(mut whole) = taken else {
             return false;
         };
         if self.table {
@@ -1145,6 +1179,7 @@ impl<'n> Unpacking<'n, '_> {
                 table: false,
             },
             cheaper: Vec::new(),
+            tail_dest: None,
         }
     }
 
@@ -1171,6 +1206,7 @@ impl<'n> Unpacking<'n, '_> {
                 table: false,
             },
             cheaper: Vec::new(),
+            tail_dest: None,
         }
     }
 
@@ -1210,6 +1246,7 @@ impl<'n> Unpacking<'n, '_> {
                 table: false,
             },
             cheaper: Vec::new(),
+            tail_dest: None,
         }
     }
 
@@ -1275,27 +1312,35 @@ impl<'a> Unpacking<'_, 'a> {
         let len = dest.len();
         let core = &mut self.core;
         let posted = node.with_state(|s| {
-            if core.take_whole(s) {
-                let landed = core.unpack_whole(dest, send, ReceiveMode::Express);
-                return Ok(Express::Landed(landed.expect("taken whole")));
+            let taken = core.take_whole(s);
+            if taken && let Some(landed) = core.unpack_whole(dest, send, ReceiveMode::Express) {
+                return Ok(Express::Landed(landed));
             }
             let (range, lent) = node.lend_mut(s, dest);
-            let spec = RecvPiece {
-                dest: Some(range),
-                len,
-                send,
-                recv: ReceiveMode::Express,
-                exact: true,
+            let req = if let Some(whole) = core.whole.as_mut() {
+                // Taken whole, at its tail.
+                unpack_tail(s, whole, range, send, ReceiveMode::Express)
+            } else {
+                let spec = RecvPiece {
+                    dest: Some(range),
+                    len,
+                    send,
+                    recv: ReceiveMode::Express,
+                    exact: true,
+                };
+                let State { engine, mem, .. } = &mut *s;
+                engine.recv_piece(key, spec, mem).map_err(Error::from)
             };
-            let State { engine, mem, .. } = &mut *s;
-            let req = match engine.recv_piece(key, spec, mem) {
+            let req = match req {
                 Ok(req) => req,
                 Err(err) => {
                     lent.release(s);
-                    return Err(Error::from(err));
+                    return Err(err);
                 }
             };
-            s.watch(req, None);
+            if !taken {
+                s.watch(req, None);
+            }
             // A piece that has arrived lands at once: its outcome is
             // taken under this lock, with no wait.
             s.collect();
@@ -1329,6 +1374,9 @@ impl<'a> Unpacking<'_, 'a> {
         if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper) {
             return landed;
         }
+        if self.core.at_tail() {
+            return self.unpack_tail_cheaper(dest, send);
+        }
         let key = self.core.key;
         let spec = RecvPiece {
             dest: None,
@@ -1348,12 +1396,27 @@ impl<'a> Unpacking<'_, 'a> {
             Ok::<_, Error>(Some(req))
         })?;
         let Some(req) = req else {
-            // Taken whole: the data is here already.
-            let landed = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper);
-            return landed.expect("taken whole");
+            // Taken whole: the data is here already, or comes to `dest`.
+            if let Some(landed) = self.core.unpack_whole(dest, send, ReceiveMode::Cheaper) {
+                return landed;
+            }
+            return self.unpack_tail_cheaper(dest, send);
         };
         self.core.pieces.push(req);
         self.cheaper.push((req, dest));
+        Ok(())
+    }
+
+    /// [`Self::unpack_cheaper`] of the tail of a message taken whole
+    /// ([`UnpackingCore::at_tail`]): passed over, its data asked for (or
+    /// read) into `dest` by [`Self::end_unpacking`], as the usual path
+    /// lends a CHEAPER piece's memory only there.
+    fn unpack_tail_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
+        if let Some(whole) = &mut self.core.whole
+            && whole.defer_tail()
+        {
+            self.tail_dest = Some((dest, send));
+        }
         Ok(())
     }
 
@@ -1411,10 +1474,49 @@ impl<'a> Unpacking<'_, 'a> {
     #[inline(always)]
     fn end_unpacking_any(mut self) -> Result<Status> {
         self.core.come_in()?;
-        if let Some(whole) = self.core.whole.take() {
-            return Ok(whole.end()?);
+        match self.core.whole.take() {
+            Some(whole) if !whole.tail_pending() => Ok(whole.end()?),
+            Some(whole) => self.end_tail(whole),
+            None => self.end_posted(),
         }
-        self.end_posted()
+    }
+
+    /// [`Self::end_unpacking`] for a message taken whole with its tail
+    /// pending: asks for (or reads) the tail's data into the memory its
+    /// CHEAPER unpack gave, and waits for it; a tail not unpacked is
+    /// refused (its sender waits for the answer).
+    #[inline(never)]
+    fn end_tail(mut self, mut whole: WholeMessage) -> Result<Status> {
+        let node = self.core.node;
+        let tail_dest = self.tail_dest.take();
+        let started = node.with_state(|s| {
+            let Some((dest, send)) = tail_dest else {
+                s.engine.refuse_whole_tail(&mut whole);
+                return None;
+            };
+            let (range, lent) = node.lend_mut(s, dest);
+            match unpack_tail(s, &mut whole, range, send, ReceiveMode::Cheaper) {
+                Ok(req) => Some(Ok((req, lent))),
+                Err(err) => {
+                    lent.release(s);
+                    Some(Err(err))
+                }
+            }
+        });
+        let landed = match started {
+            Some(Ok((req, lent))) => {
+                let landed = node.wait_releasing(req, lent);
+                if landed.is_err() {
+                    // Not waited for any more (a stall): forgotten.
+                    node.with_state(|s| s.detach(req));
+                }
+                landed.map(drop)
+            }
+            Some(Err(err)) => Err(err),
+            None => Ok(()),
+        };
+        let status = whole.end()?;
+        landed.map(|()| status)
     }
 
     /// [`Self::end_unpacking`] for a message not taken whole: out of line,
@@ -1477,6 +1579,7 @@ impl Parked {
         Unpacking {
             core: self.core.move_to(node),
             cheaper: Vec::new(),
+            tail_dest: None,
         }
     }
 }
@@ -1486,7 +1589,7 @@ impl<'n> Unpacking<'n, '_> {
     /// CHEAPER piece waiting (none borrows memory).
     pub(crate) fn park(mut self) -> Parked {
         assert!(
-            self.cheaper.is_empty(),
+            self.cheaper.is_empty() && self.tail_dest.is_none(),
             "no CHEAPER piece may wait when a message is parked"
         );
         self.core.post_outside();
@@ -1532,6 +1635,11 @@ impl<'n> Unpacking<'n, '_> {
 impl<N: Borrow<Node>> Drop for UnpackingCore<N> {
     fn drop(&mut self) {
         self.drop_outside();
+        // A tail's sender waits for an answer.
+        if let Some(whole) = self.whole.as_mut().filter(|w| w.tail_pending()) {
+            let node = self.node.borrow();
+            node.with_state(|s| s.engine.refuse_whole_tail(whole));
+        }
         if !self.open {
             return;
         }

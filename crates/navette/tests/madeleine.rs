@@ -435,3 +435,151 @@ fn a_dropped_receiver_lets_the_sender_finish() {
         },
     );
 }
+
+/// Messages taken whole by the receiver with their large last piece (the
+/// usual head and body: eager pieces, then one rendezvous piece) count
+/// among the gate's whole messages.
+fn messages_whole(node: &Node) -> u64 {
+    node.gate_stats().iter().map(|g| g.messages_whole).sum()
+}
+
+/// Sends a 64-byte head EXPRESS and a 100 000-byte body (received
+/// `body_mode`) on tag 7, then the follow-up: what `end_packing` said.
+fn send_head_and_body(a: &Node, body_mode: ReceiveMode) -> navette::Result<()> {
+    let (head, body) = (pattern(64, 1), pattern(100_000, 2));
+    let mut msg = a.begin_packing(a.gate(1), 7).unwrap();
+    msg.pack(&head, SendMode::Cheaper, ReceiveMode::Express)
+        .unwrap();
+    msg.pack(&body, SendMode::Cheaper, body_mode).unwrap();
+    let ended = msg.end_packing();
+    a.send(a.gate(1), 8, b"after").unwrap();
+    ended
+}
+
+/// Waits until the message on tag 7 has come, unexpected.
+fn await_arrival(b: &Node) {
+    while b.probe(b.gate(0), 7u64).unwrap().is_none() {
+        std::thread::yield_now();
+    }
+}
+
+/// The usual large message, its body unpacked CHEAPER or EXPRESS, arrived
+/// before its receive or not: the head is taken from the message whole,
+/// the body lands from where the sender keeps it.
+#[test]
+fn a_head_and_a_large_body_are_taken_whole_with_their_tail() {
+    for (arrived_first, body_mode) in [
+        (true, ReceiveMode::Cheaper),
+        (true, ReceiveMode::Express),
+        (false, ReceiveMode::Cheaper),
+    ] {
+        let cluster = two_ranks();
+        let whole_before = messages_whole(cluster.node(1));
+        exchange(
+            &cluster,
+            |a| send_head_and_body(a, body_mode).unwrap(),
+            |b| {
+                if arrived_first {
+                    await_arrival(b);
+                }
+                let (mut head, mut body) = (vec![0u8; 64], vec![0u8; 100_000]);
+                let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
+                msg.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+                match body_mode {
+                    ReceiveMode::Cheaper => msg.unpack_cheaper(&mut body, SendMode::Cheaper),
+                    ReceiveMode::Express => msg.unpack_express(&mut body, SendMode::Cheaper),
+                }
+                .unwrap();
+                let status = msg.end_unpacking().unwrap();
+                assert_eq!((status.peer, status.tag, status.len), (0, 7, 100_064));
+                check(&head, 64, 1);
+                check(&body, 100_000, 2);
+                receive_follow_up(b);
+            },
+        );
+        // Taken whole at the head's unpack when the message was there.
+        let taken = messages_whole(cluster.node(1)) - whole_before;
+        if arrived_first {
+            assert_eq!(taken, 1, "{body_mode:?}");
+        }
+    }
+}
+
+/// A receiver that stops at the tail (dropping the message, or ending it
+/// with the body not unpacked, or unpacking it into memory of another
+/// size, or unpacking a piece more before the end) refuses it: its
+/// sender's message fails as rejected instead of waiting, and the gate
+/// carries on.
+#[test]
+fn a_tail_not_unpacked_is_refused() {
+    for mistake in ["dropped", "too few", "too short", "too many"] {
+        let cluster = two_ranks();
+        exchange(
+            &cluster,
+            |a| {
+                let ended = send_head_and_body(a, ReceiveMode::Cheaper);
+                assert_eq!(
+                    request_error(ended),
+                    RequestError::RejectedByReceiver,
+                    "{mistake}"
+                );
+            },
+            |b| {
+                await_arrival(b);
+                let mut head = vec![0u8; 64];
+                let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
+                msg.unpack_express(&mut head, SendMode::Cheaper).unwrap();
+                let (mut short, mut body, mut more) =
+                    (vec![0u8; 99_999], vec![0u8; 100_000], vec![0u8; 8]);
+                let err = match mistake {
+                    "dropped" => {
+                        drop(msg);
+                        None
+                    }
+                    "too few" => Some(request_error(msg.end_unpacking())),
+                    "too short" => {
+                        msg.unpack_cheaper(&mut short, SendMode::Cheaper).unwrap();
+                        Some(request_error(msg.end_unpacking()))
+                    }
+                    _ => {
+                        msg.unpack_cheaper(&mut body, SendMode::Cheaper).unwrap();
+                        // The message fails there, before its body's data
+                        // was asked for, as the usual path fails it.
+                        let extra = msg.unpack_cheaper(&mut more, SendMode::Cheaper);
+                        let extra = match request_error(extra) {
+                            RequestError::MessageFailed(inner) => *inner,
+                            other => other,
+                        };
+                        assert!(
+                            matches!(extra, RequestError::PieceCountMismatch { unpacked: 3, .. }),
+                            "{mistake}: {extra:?}"
+                        );
+                        Some(request_error(msg.end_unpacking()))
+                    }
+                };
+                match (mistake, err) {
+                    ("dropped", None) => {}
+                    ("too few", Some(err)) => assert!(
+                        matches!(err, RequestError::PieceCountMismatch { unpacked: 1, .. }),
+                        "{err:?}"
+                    ),
+                    ("too short", Some(err)) => assert_eq!(
+                        err,
+                        RequestError::SizeMismatch {
+                            piece: 1,
+                            sent: 100_000,
+                            posted: 99_999
+                        }
+                    ),
+                    ("too many", Some(err)) => assert!(
+                        matches!(err, RequestError::PieceCountMismatch { .. }),
+                        "{err:?}"
+                    ),
+                    (mistake, err) => panic!("{mistake}: {err:?}"),
+                }
+                receive_follow_up(b);
+                assert_eq!(messages_whole(b), 1, "{mistake}: taken whole");
+            },
+        );
+    }
+}

@@ -10,6 +10,17 @@
 //! [`Engine::take_unexpected_whole`]), and [`WholeMessage::unpack`] checks
 //! each one against the receiver's sizes and modes exactly as pairing does,
 //! with the same errors.
+//!
+//! A matched message whose last piece is a rendezvous request, every
+//! other piece eager, may leave the engine the same way
+//! ([`Engine::take_matched_with_tail`]): its eager pieces are unpacked
+//! from it with no lock, and its *tail*, the large piece whose data is
+//! still at the sender, goes back to the engine once, with its
+//! destination ([`Engine::unpack_whole_tail`]), which asks for the data
+//! or hands the driver a read at once. The usual large Madeleine message
+//! (a small head, then a large body) then costs its receiver one request,
+//! not a receive message, a posted entry, a pairing and a completion per
+//! piece and an end request.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -21,7 +32,7 @@ use super::now::WholePieces;
 use super::piece::{Body, Piece};
 use super::recv::{RecvPiece, check_piece};
 use super::{Engine, GateId};
-use crate::{ChannelId, PiecesSent, ReqId, RequestError, Source, Status, TagMatch};
+use crate::{ChannelId, MemRef, PiecesSent, ReqId, RequestError, Source, Status, TagMatch};
 
 /// A whole message out of the engine, to unpack piece by piece in the
 /// order it was packed.
@@ -47,6 +58,39 @@ struct Whole {
     packed: Packed,
     unpacked: u32,
     failed: Option<RequestError>,
+    /// Its last piece, if the sender kept its data (see [`Tail`]), until
+    /// it is unpacked or refused.
+    tail: Option<Tail>,
+}
+
+/// The last piece of a message taken whole whose data is still at the
+/// sender: its rendezvous request, which the sender waits to have
+/// answered. Only the engine may answer it ([`Engine::unpack_whole_tail`],
+/// [`Engine::refuse_whole_tail`]).
+#[derive(Clone, Copy, Debug)]
+struct Tail {
+    gate: GateId,
+    flags: PieceFlags,
+    send_id: u32,
+    len: u64,
+    readable: bool,
+    /// Passed over by the unpacking as this piece ([`WholeMessage::defer_tail`]),
+    /// its destination to come.
+    deferred: Option<u32>,
+}
+
+impl Tail {
+    /// The piece as the engine kept it.
+    fn piece(&self) -> Piece<&'static [u8]> {
+        Piece {
+            flags: self.flags,
+            body: Body::Rdv {
+                send_id: self.send_id,
+                len: self.len,
+                readable: self.readable,
+            },
+        }
+    }
 }
 
 /// The pieces of a message received at once, and each piece's flags and
@@ -110,6 +154,7 @@ impl Recycled {
                 },
                 unpacked: 0,
                 failed: None,
+                tail: None,
             }),
         };
         let mut whole = Self(Some(whole));
@@ -125,6 +170,7 @@ impl Recycled {
         spare.packed.pieces.clear();
         spare.packed.next = 0;
         spare.unpacked = 0;
+        spare.tail = None;
         spare
     }
 }
@@ -213,9 +259,14 @@ impl Whole {
         Some(checked.map(|()| dest.copy_from_slice(data)))
     }
 
+    /// Whether every eager piece was unpacked.
+    fn eager_done(&self) -> bool {
+        self.kept.is_empty() && self.packed.next == self.packed.pieces.len()
+    }
+
     /// Whether every piece was unpacked.
     fn is_empty(&self) -> bool {
-        self.kept.is_empty() && self.packed.next == self.packed.pieces.len()
+        self.eager_done() && self.tail.is_none()
     }
 }
 
@@ -281,9 +332,44 @@ impl WholeMessage {
         self.0.status
     }
 
+    /// Whether the next piece is the message's tail: its last piece, whose
+    /// data is still at the sender, which only
+    /// [`Engine::unpack_whole_tail`] unpacks.
+    #[inline]
+    pub fn at_tail(&self) -> bool {
+        self.0.tail.is_some_and(|t| t.deferred.is_none()) && self.0.eager_done()
+    }
+
+    /// Passes over the tail ([`Self::at_tail`]) as the next piece, its
+    /// destination to come: the pieces unpacked after it are counted after
+    /// it, and [`Engine::unpack_whole_tail`] unpacks it later, as the
+    /// piece it was. Returns whether the message was at its tail.
+    pub fn defer_tail(&mut self) -> bool {
+        if !self.at_tail() {
+            return false;
+        }
+        let w = &mut *self.0;
+        if let Some(tail) = &mut w.tail {
+            tail.deferred = Some(w.unpacked);
+            w.unpacked += 1;
+        }
+        true
+    }
+
+    /// Whether the message's tail is neither unpacked nor refused yet: its
+    /// sender waits for an answer, which [`Engine::unpack_whole_tail`] or
+    /// [`Engine::refuse_whole_tail`] gives. A message dropped or ended
+    /// with its tail pending leaves its sender waiting.
+    #[inline]
+    pub fn tail_pending(&self) -> bool {
+        self.0.tail.is_some()
+    }
+
     /// Copies the next piece into `dest`, after checking that the sender
     /// packed it with `dest`'s length and these modes. After a failure,
-    /// every later piece fails with [`RequestError::MessageFailed`].
+    /// every later piece fails with [`RequestError::MessageFailed`]. The
+    /// tail ([`Self::at_tail`]) is not unpacked here: past the eager
+    /// pieces, this fails as a piece too many would.
     pub fn unpack(
         &mut self,
         dest: &mut [u8],
@@ -338,7 +424,7 @@ impl WholeMessage {
     /// [`Self::unfold_table`], its failure returned.
     fn unfold(&mut self) -> Result<bool, RequestError> {
         let whole = &mut *self.0;
-        if whole.unpacked != 0 || whole.failed.is_some() {
+        if whole.unpacked != 0 || whole.failed.is_some() || whole.tail.is_some() {
             return Ok(false);
         }
         // A piece the engine kept moves into the packed form first.
@@ -389,7 +475,9 @@ impl WholeMessage {
     }
 
     /// Ends the message: fails if a piece failed or the sender packed more
-    /// pieces than were unpacked; else the sender, tag and total length.
+    /// pieces than were unpacked; else the sender, tag and total length. A
+    /// tail still pending must be refused first
+    /// ([`Engine::refuse_whole_tail`]): its sender waits for the answer.
     pub fn end(mut self) -> Result<Status, RequestError> {
         let whole = &mut *self.0;
         if let Some(err) = whole.failed.take() {
@@ -412,6 +500,19 @@ impl Engine {
     /// nothing any more (its match request has completed: the caller
     /// forgets it). Otherwise `None`, and nothing changes.
     pub fn take_matched_whole(&mut self, key: ReqId) -> Option<WholeMessage> {
+        self.take_matched(key, false)
+    }
+
+    /// [`Self::take_matched_whole`], but its last piece may also be a
+    /// rendezvous request: the message's tail, which
+    /// [`Self::unpack_whole_tail`] unpacks (or
+    /// [`Self::refuse_whole_tail`] refuses). The caller must do one or the
+    /// other before it drops the message: its sender waits for the answer.
+    pub fn take_matched_with_tail(&mut self, key: ReqId) -> Option<WholeMessage> {
+        self.take_matched(key, true)
+    }
+
+    fn take_matched(&mut self, key: ReqId, tail_ok: bool) -> Option<WholeMessage> {
         let m = self.recv_msgs.get(&key)?;
         let bound = m.bound?;
         let untouched = m.failed.is_none()
@@ -419,7 +520,8 @@ impl Engine {
             && m.posted.is_empty()
             && m.paired == 0
             && m.outstanding == 0;
-        if !untouched || !is_whole(&m.arrived) {
+        let whole = is_whole(&m.arrived) || (tail_ok && is_whole_with_tail(&m.arrived));
+        if !untouched || !whole {
             return None;
         }
         let mut m = self.recv_msgs.remove(&key).expect("looked up above");
@@ -433,6 +535,95 @@ impl Engine {
         Some(self.hand_over(bound.gate, status, arrived))
     }
 
+    /// Unpacks the tail of `whole` into `dest`, when the message is at its
+    /// tail ([`WholeMessage::at_tail`]) or passed over it
+    /// ([`WholeMessage::defer_tail`]), after checking it against `dest`'s
+    /// length and these modes as [`WholeMessage::unpack`] checks an eager
+    /// piece: asks the sender for its data, or, if it is readable, hands
+    /// the driver a read at once. Returns the request that completes when
+    /// the data is in `dest`, or the piece's error (the tail is then
+    /// refused, its sender told; the message fails as
+    /// [`WholeMessage::unpack`] fails it). `None` if neither (nothing
+    /// changes).
+    pub fn unpack_whole_tail(
+        &mut self,
+        whole: &mut WholeMessage,
+        dest: MemRef,
+        send: SendMode,
+        recv: ReceiveMode,
+    ) -> Option<Result<ReqId, RequestError>> {
+        let deferred = whole.0.tail.and_then(|t| t.deferred).is_some();
+        if !deferred && !whole.at_tail() {
+            return None;
+        }
+        let w = &mut *whole.0;
+        let tail = w.tail.take()?;
+        let peer = w.status.peer;
+        if !self.is_reachable(peer) {
+            // Lost since the message left the engine: the data never
+            // comes, and nobody waits for an answer.
+            let err = RequestError::PeerUnreachable { peer };
+            let failed = w.failed.get_or_insert(err);
+            return Some(Err(RequestError::MessageFailed(Box::new(failed.clone()))));
+        }
+        if let Some(err) = &w.failed {
+            self.reject(tail.gate, &tail.piece());
+            return Some(Err(RequestError::MessageFailed(Box::new(err.clone()))));
+        }
+        let index = tail.deferred.unwrap_or_else(|| {
+            w.unpacked += 1;
+            w.unpacked - 1
+        });
+        let spec = RecvPiece {
+            dest: Some(dest),
+            len: dest.len,
+            send,
+            recv,
+            exact: true,
+        };
+        if let Err(err) = check_piece(index, &spec, tail.flags, tail.len) {
+            self.reject(tail.gate, &tail.piece());
+            w.failed = Some(err.clone());
+            return Some(Err(err));
+        }
+        let status = Status {
+            len: dest.len,
+            ..w.status
+        };
+        let req = self.new_req();
+        // No receive message holds the piece: its request stands for it
+        // where the transfer names one (and names none).
+        self.start_rdv_recv(
+            tail.gate,
+            req,
+            req,
+            dest,
+            tail.send_id,
+            tail.readable,
+            status,
+        );
+        Some(Ok(req))
+    }
+
+    /// Refuses the tail of `whole` if it is still pending
+    /// ([`WholeMessage::tail_pending`]): its sender is told, as for a
+    /// rendezvous piece of an abandoned message, and the message then ends
+    /// as one whose sender packed more pieces than were unpacked.
+    pub fn refuse_whole_tail(&mut self, whole: &mut WholeMessage) {
+        let w = &mut *whole.0;
+        let Some(tail) = w.tail.take() else {
+            return;
+        };
+        // A lost peer waits for nothing.
+        if self.is_reachable(w.status.peer) {
+            self.reject(tail.gate, &tail.piece());
+        }
+        w.failed.get_or_insert(RequestError::PieceCountMismatch {
+            sent: PiecesSent::MoreThan(w.unpacked),
+            unpacked: w.unpacked,
+        });
+    }
+
     /// Takes whole the first unexpected message on `channel` that a receive
     /// from `source` with `tag` would match, if every one of its pieces has
     /// arrived eager (none aborted). If that message is not whole yet,
@@ -443,6 +634,29 @@ impl Engine {
         source: Source,
         tag: TagMatch,
     ) -> Option<WholeMessage> {
+        self.take_unexpected(channel, source, tag, false)
+    }
+
+    /// [`Self::take_unexpected_whole`], but its last piece may also be a
+    /// rendezvous request: the message's tail, as
+    /// [`Self::take_matched_with_tail`]'s (the caller must unpack or
+    /// refuse it).
+    pub fn take_unexpected_with_tail(
+        &mut self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+    ) -> Option<WholeMessage> {
+        self.take_unexpected(channel, source, tag, true)
+    }
+
+    fn take_unexpected(
+        &mut self,
+        channel: ChannelId,
+        source: Source,
+        tag: TagMatch,
+        tail_ok: bool,
+    ) -> Option<WholeMessage> {
         let i = self.unexpected_index(channel, source, tag)?;
         let ch = self.channels.get_mut(&channel)?;
         let (gate, msg) = ch.unexpected[i];
@@ -451,7 +665,7 @@ impl Engine {
                 arrived,
                 last_seen: true,
                 ..
-            }) if is_whole(arrived) => {}
+            }) if is_whole(arrived) || (tail_ok && is_whole_with_tail(arrived)) => {}
             _ => return None,
         }
         ch.unexpected.remove(i);
@@ -468,13 +682,38 @@ impl Engine {
     }
 
     /// The pieces of a message taken whole, released from the engine's
-    /// buffer. Their copy into the receiver's memory is counted now.
+    /// buffer, a last rendezvous piece as its tail. The copy of the eager
+    /// pieces into the receiver's memory is counted now.
     fn hand_over(
         &mut self,
         gate: GateId,
         mut status: Status,
-        pieces: VecDeque<Piece<Vec<u8>>>,
+        mut pieces: VecDeque<Piece<Vec<u8>>>,
     ) -> WholeMessage {
+        let tail = match pieces.back().map(|p| (p.flags, &p.body)) {
+            Some((
+                flags,
+                &Body::Rdv {
+                    send_id,
+                    len,
+                    readable,
+                },
+            )) => {
+                let tail = Tail {
+                    gate,
+                    flags,
+                    send_id,
+                    len,
+                    readable,
+                    deferred: None,
+                };
+                if let Some(piece) = pieces.pop_back() {
+                    self.release_bytes(piece.held());
+                }
+                Some(tail)
+            }
+            _ => None,
+        };
         let (held, len) = pieces
             .iter()
             .fold((0, 0), |(h, l), p| (h + p.held(), l + p.data_len()));
@@ -482,7 +721,14 @@ impl Engine {
         self.copied(gate, len);
         self.gates[gate.0].stats.messages_whole += 1;
         status.len = len;
-        WholeMessage::kept(status, pieces)
+        let mut whole = WholeMessage::kept(status, pieces);
+        if let Some(tail) = tail {
+            // A piece's length is below `usize::MAX`: it came whole in one
+            // request the driver accepted.
+            whole.0.status.len += tail.len as usize;
+            whole.0.tail = Some(tail);
+        }
+        whole
     }
 }
 
@@ -510,6 +756,19 @@ pub(super) fn is_one_message(eager: &[navette_wire::Eager<'_>]) -> bool {
 fn is_whole(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
     pieces.back().is_some_and(|p| p.flags.last())
         && pieces.iter().all(|p| !p.is_rdv() && !p.flags.aborted())
+}
+
+/// Whether `pieces` are a whole message but for its last piece's data: its
+/// last piece a rendezvous request, every other one eager, none aborted.
+fn is_whole_with_tail(pieces: &VecDeque<Piece<Vec<u8>>>) -> bool {
+    pieces
+        .back()
+        .is_some_and(|p| p.flags.last() && p.is_rdv() && !p.flags.aborted())
+        && pieces
+            .iter()
+            .rev()
+            .skip(1)
+            .all(|p| !p.is_rdv() && !p.flags.aborted())
 }
 
 use super::now::MOST_PIECES_AT_ONCE as ARRIVE_MOST;

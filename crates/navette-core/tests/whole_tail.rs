@@ -412,3 +412,48 @@ fn a_tail_of_a_peer_already_lost_fails_at_once() {
         assert!(whole.end().is_err());
     }
 }
+
+/// A message that came before its receive leaves the engine whole with its
+/// tail from the unexpected queue, as from a matched receive; the first
+/// matching message goes, and nothing of it stays behind.
+#[test]
+fn an_unexpected_message_is_taken_whole_with_its_tail() {
+    for caps in [readable_caps(), plain_caps()] {
+        let mut net = Net::new(2, 1, caps);
+        let (first, second) = (head_and_body(5000, 1), head_and_body(5000, 3));
+        let sent_first = net.send(0, 1, 7, &first);
+        let sent_second = net.send(0, 1, 7, &second);
+        net.run();
+        let (ch, tag) = (common::CH, TagMatch::exact(7));
+        assert!(
+            net.engines[1]
+                .take_unexpected_whole(ch, from(0), tag)
+                .is_none(),
+            "not whole without its tail"
+        );
+        for (msg, sent) in [(&first, &sent_first), (&second, &sent_second)] {
+            let mut whole = net.engines[1]
+                .take_unexpected_with_tail(ch, from(0), tag)
+                .expect("the first message");
+            let mut head = vec![0; 64];
+            whole
+                .unpack(&mut head, SendMode::Cheaper, ReceiveMode::Cheaper)
+                .expect("the head");
+            assert_eq!(head, msg[0].data, "in order");
+            let dest = net.alloc(1, vec![0; 5000]);
+            let req = unpack_tail(&mut net, &mut whole, dest, SendMode::Cheaper);
+            net.run();
+            assert_eq!(net.ok(1, req.expect("accepted")).len, 5000);
+            assert!(net.read(1, dest) == msg[1].data);
+            assert_eq!(whole.end().map(|s| s.len), Ok(5064));
+            assert_eq!(net.ok(0, sent[1]).len, 5000);
+        }
+        assert!(
+            net.engines[1]
+                .take_unexpected_with_tail(ch, from(0), tag)
+                .is_none()
+        );
+        assert_eq!(net.engines[1].buffered_bytes(), 0);
+        assert!(net.offers.is_empty());
+    }
+}

@@ -175,6 +175,15 @@ impl State {
         self.can_join_list(channel, source) && !self.lean_irecvs.waits_on(channel)
     }
 
+    /// Whether a receive waits outside the engine on `channel` (the
+    /// list's, a begun message's or a blocking one): a receive made there
+    /// comes after it.
+    pub(crate) fn waits_outside_on(&self, channel: ChannelId) -> bool {
+        self.message_waits_on(channel)
+            || self.lean_waits_on(channel)
+            || self.lean_irecvs.waits_on(channel)
+    }
+
     /// [`Self::can_recv_now`] but for the list itself: a receive may join
     /// the list's receives on `channel`, behind them.
     #[inline]

@@ -298,10 +298,25 @@ impl Node {
             source: from.source,
             tag,
         };
-        if from.channel != ChannelId::RPC && state.await_whole(WholeFor::Message, want, settled) {
-            // Nothing for the driver to do: no mark, no wake-up.
-            crate::node::unlock(state);
-            return Unpacking::outside(self);
+        if from.channel != ChannelId::RPC {
+            if state.await_whole(WholeFor::Message, want, settled) {
+                // Nothing for the driver to do: no mark, no wake-up.
+                crate::node::unlock(state);
+                return Unpacking::outside(self);
+            }
+            // A message that came before its receive, whole or for its
+            // tail, leaves the engine here: no receive message, match or
+            // request. Only where no receive waits outside the engine on
+            // its channel, which would come first.
+            if !state.waits_outside_on(from.channel)
+                && let Some(whole) =
+                    state
+                        .engine
+                        .take_unexpected_with_tail(from.channel, from.source, tag)
+            {
+                crate::node::unlock(state);
+                return Unpacking::from_whole(self, whole);
+            }
         }
         let key = post_recv(&mut state, want, core);
         self.unlock_with_work(state);

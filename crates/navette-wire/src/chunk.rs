@@ -500,11 +500,70 @@ impl RdvRequest {
         b[24..32].copy_from_slice(&self.total_len.to_le_bytes());
         b
     }
+
+    /// The request at the start of `bytes`, read at fixed offsets with the
+    /// checks of [`Chunk::decode`] but without its error reporting: `None`
+    /// for anything else, valid or not (the general path then decides).
+    #[inline]
+    pub(crate) fn read_fixed(bytes: &[u8], limits: &Limits) -> Option<Self> {
+        let b = bytes.first_chunk::<{ Self::LEN }>()?;
+        if b[0] != ChunkKind::RDV_REQUEST.0 {
+            return None;
+        }
+        let req = Self {
+            channel: u16::from_le_bytes([b[2], b[3]]),
+            flags: PieceFlags::from_bits(b[1] & !READABLE_BIT).ok()?,
+            seq: le_u32(b, 4),
+            msg: le_u32(b, 8),
+            tag: le_u64(b, 12),
+            send_id: le_u32(b, 20),
+            total_len: le_u64(b, 24),
+            readable: b[1] & READABLE_BIT != 0,
+        };
+        (req.total_len <= limits.max_message_len).then_some(req)
+    }
 }
 
 impl ClearToSend {
     /// Encoded size.
     pub const LEN: usize = 4 + 4 + 4 + 8 + 8;
+
+    /// The clear-to-send at the start of `bytes`, read at fixed offsets as
+    /// [`RdvRequest::read_fixed`] reads a request.
+    #[inline]
+    pub(crate) fn read_fixed(bytes: &[u8], limits: &Limits) -> Option<Self> {
+        let b = bytes.first_chunk::<{ Self::LEN }>()?;
+        if b[0] != ChunkKind::CLEAR_TO_SEND.0 {
+            return None;
+        }
+        let cts = Self {
+            channel: u16::from_le_bytes([b[2], b[3]]),
+            flags: CtsFlags::from_bits(b[1]).ok()?,
+            send_id: le_u32(b, 4),
+            recv_id: le_u32(b, 8),
+            offset: le_u64(b, 12),
+            len: le_u64(b, 20),
+        };
+        let max = limits.max_message_len;
+        (cts.offset <= max && cts.len <= max).then_some(cts)
+    }
+}
+
+/// The little-endian `u32` at `at` in `b` (in bounds: callers read fixed
+/// offsets of a fixed-size array).
+#[inline]
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut v = [0; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(v)
+}
+
+/// The little-endian `u64` at `at` in `b`, as [`le_u32`].
+#[inline]
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut v = [0; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(v)
 }
 
 impl RdvDataHeader {
@@ -640,10 +699,19 @@ impl<'a> Chunk<'a> {
 
     /// Decodes one chunk from the front of `r`.
     pub fn decode(r: &mut Reader<'a>, limits: &Limits) -> Result<Self, DecodeError> {
-        // The commonest chunk, read at fixed offsets.
-        if let Some((eager, len)) = Eager::read_fixed(r.rest(), limits) {
+        // The commonest chunks, read at fixed offsets.
+        let rest = r.rest();
+        if let Some((eager, len)) = Eager::read_fixed(rest, limits) {
             r.skip(len);
             return Ok(Chunk::Eager(eager));
+        }
+        if let Some(req) = RdvRequest::read_fixed(rest, limits) {
+            r.skip(RdvRequest::LEN);
+            return Ok(Chunk::RdvRequest(req));
+        }
+        if let Some(cts) = ClearToSend::read_fixed(rest, limits) {
+            r.skip(ClearToSend::LEN);
+            return Ok(Chunk::ClearToSend(cts));
         }
         Self::decode_reporting(r, limits)
     }
@@ -791,6 +859,42 @@ mod tests {
                     prop_assert_eq!(len, bytes.len() - r.remaining());
                 }
                 None => prop_assert!(!matches!(reported, Ok(Chunk::Eager(_)))),
+            }
+        }
+
+        /// The same for rendezvous requests and clear-to-sends: bytes of
+        /// either kind (or another), spoilt or cut short.
+        #[test]
+        fn the_fixed_offset_paths_of_control_chunks_agree_with_the_reporting_one(
+            kind in prop::sample::select(vec![
+                ChunkKind::RDV_REQUEST.0,
+                ChunkKind::CLEAR_TO_SEND.0,
+                ChunkKind::EAGER.0,
+                ChunkKind::RDV_DATA.0,
+            ]),
+            flags in prop::sample::select(vec![0u8, 0x01, 0x03, 0x07, 0x0c, 0x30, 0x80, 0x83, 0xff]),
+            fields in prop::collection::vec(any::<u8>(), 0..40),
+            max_message_len in prop::sample::select(vec![0u64, 1 << 20, u64::MAX]),
+        ) {
+            let limits = Limits { max_message_len, ..Limits::default() };
+            let mut bytes = vec![kind, flags];
+            bytes.extend_from_slice(&fields);
+            let mut r = Reader::new(&bytes);
+            let reported = Chunk::decode_reporting(&mut r, &limits);
+            let consumed = bytes.len() - r.remaining();
+            match RdvRequest::read_fixed(&bytes, &limits) {
+                Some(req) => {
+                    prop_assert_eq!(&reported, &Ok(Chunk::RdvRequest(req)));
+                    prop_assert_eq!(consumed, RdvRequest::LEN);
+                }
+                None => prop_assert!(!matches!(reported, Ok(Chunk::RdvRequest(_)))),
+            }
+            match ClearToSend::read_fixed(&bytes, &limits) {
+                Some(cts) => {
+                    prop_assert_eq!(&reported, &Ok(Chunk::ClearToSend(cts)));
+                    prop_assert_eq!(consumed, ClearToSend::LEN);
+                }
+                None => prop_assert!(!matches!(reported, Ok(Chunk::ClearToSend(_)))),
             }
         }
     }

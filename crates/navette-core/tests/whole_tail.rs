@@ -457,3 +457,52 @@ fn an_unexpected_message_is_taken_whole_with_its_tail() {
         assert!(net.offers.is_empty());
     }
 }
+
+/// The packet of the usual large message (a head, then the body's
+/// rendezvous request) is handled in one step when it comes: the state it
+/// leaves is the one its chunks one by one leave, receive posted first or
+/// not, read or asked for.
+#[test]
+fn the_usual_large_message_arrives_in_one_step_as_chunk_by_chunk() {
+    for (caps, read) in [(readable_caps(), true), (plain_caps(), false)] {
+        for posted_first in [true, false] {
+            let what = format!("read: {read}, posted first: {posted_first}");
+            let msg = head_and_body(50_000, 1);
+            let mut outcomes = Vec::new();
+            for one_step in [true, false] {
+                let mut net = Net::new(2, 1, caps);
+                let want = TagMatch::exact(7);
+                let early = posted_first.then(|| net.recv(1, from(0), want, &msg, false));
+                net.send(0, 1, 7, &msg);
+                let packets = net.capture(0, 1);
+                assert_eq!(packets.len(), 1, "{what}: head and request in one packet");
+                for (rail, bytes) in packets {
+                    if one_step {
+                        net.inject(1, rail, &bytes).expect("a valid packet");
+                    } else {
+                        // The same chunks, one packet each.
+                        let packet = navette_wire::Packet::decode(&bytes, &Default::default())
+                            .expect("a valid packet");
+                        for chunk in packet.chunks() {
+                            let mut one = Vec::new();
+                            navette_wire::encode_packet(&[chunk], &mut one);
+                            net.inject(1, rail, &one).expect("a valid chunk");
+                        }
+                    }
+                }
+                let r = early.unwrap_or_else(|| net.recv(1, from(0), want, &msg, false));
+                net.run();
+                net.check_received(1, 0, 7, &r, &msg);
+                assert_eq!(net.engines[1].buffered_bytes(), 0, "{what}");
+                assert!(net.offers.is_empty(), "{what}");
+                let stats: Vec<_> = net.engines[1]
+                    .gate_stats()
+                    .map(|s| (s.chunks_received, s.bytes_copied))
+                    .collect();
+                outcomes.push((net.reads_made, stats));
+            }
+            assert_eq!(outcomes[0], outcomes[1], "{what}");
+            assert_eq!(outcomes[0].0, usize::from(read), "{what}");
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! (see [`LONE`]).
 
 use crate::codec::{Reader, check_len};
-use crate::{Chunk, DecodeError, Eager, EagerHeader, Limits, PieceFlags};
+use crate::{Chunk, DecodeError, Eager, EagerHeader, Limits, PieceFlags, RdvRequest};
 
 const MAGIC: [u8; 2] = *b"NV";
 
@@ -259,6 +259,33 @@ impl<'a> Packet<'a> {
         reader.is_complete().then(|| f(&chunks[..count]))
     }
 
+    /// [`Self::with_eager_chunks`] for a packet of 1 to `N` eager chunks
+    /// followed by one rendezvous request, and nothing else (the usual
+    /// large message: small pieces, then one whose data stays at the
+    /// sender), read at fixed offsets with exactly the checks of
+    /// [`Self::decode`]: `f` gets the eager chunks and the request. `None`,
+    /// without calling `f`, for any other packet.
+    #[inline]
+    pub fn with_eager_chunks_then_request<const N: usize, R>(
+        bytes: &'a [u8],
+        limits: &Limits,
+        f: impl FnOnce(&[Eager<'a>], &RdvRequest) -> R,
+    ) -> Option<R> {
+        let mut reader = Self::fixed_eagers(bytes, limits)?;
+        let count = usize::from(reader.left());
+        if !(2..=N + 1).contains(&count) {
+            return None;
+        }
+        // As in `with_eager_chunks`: the slots past the eager chunks keep
+        // a copy of the first and are never shown.
+        let mut chunks = [reader.next()?; N];
+        for slot in &mut chunks[1..count - 1] {
+            *slot = reader.next()?;
+        }
+        let request = reader.last_request()?;
+        Some(f(&chunks[..count - 1], &request))
+    }
+
     /// The chunk count and body of a packet whose header [`PacketHeader::decode`]
     /// accepts and whose body is exactly the rest of `bytes`, read at fixed
     /// offsets; `None` otherwise.
@@ -425,6 +452,15 @@ impl FixedEagers<'_> {
     /// follows the last one.
     pub fn is_complete(&self) -> bool {
         self.left == 0 && self.body.is_empty()
+    }
+
+    /// The packet's last chunk, if it is a rendezvous request that
+    /// [`Packet::decode`] accepts and nothing follows it.
+    pub fn last_request(self) -> Option<RdvRequest> {
+        if self.left != 1 || self.body.len() != RdvRequest::LEN {
+            return None;
+        }
+        RdvRequest::read_fixed(self.body, &self.limits)
     }
 }
 

@@ -36,6 +36,29 @@ fn eager_chunks_agree_with_decode(bytes: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `Packet::with_eager_chunks_then_request` (the fast path of the usual
+/// large message's packet) accepts exactly what `Packet::decode` accepts as
+/// 1 to 8 eager chunks then one rendezvous request, and reads the same.
+fn eager_then_request_agrees_with_decode(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let limits = Limits::default();
+    let fast: Option<Vec<Chunk<'_>>> =
+        Packet::with_eager_chunks_then_request::<8, _>(bytes, &limits, |eager, request| {
+            let eager = eager.iter().map(|&e| Chunk::Eager(e));
+            eager.chain([Chunk::RdvRequest(*request)]).collect()
+        });
+    let general: Option<Vec<Chunk<'_>>> = Packet::decode(bytes, &limits)
+        .ok()
+        .map(|p| p.chunks().collect())
+        .filter(|chunks: &Vec<Chunk<'_>>| match chunks.split_last() {
+            Some((Chunk::RdvRequest(_), eager)) => {
+                (1..=8).contains(&eager.len()) && eager.iter().all(|c| matches!(c, Chunk::Eager(_)))
+            }
+            _ => false,
+        });
+    prop_assert_eq!(fast, general);
+    Ok(())
+}
+
 #[test]
 fn a_whole_message_in_one_packet_is_read_by_the_fast_path() {
     use navette_wire::{Eager, EagerHeader, PieceFlags, ReceiveMode, SendMode};
@@ -224,6 +247,35 @@ proptest! {
         let _ = decode_and_reencode(&bytes);
         let _ = navette_wire::fuzzing::fuzz_decode(&bytes);
         eager_chunks_agree_with_decode(&bytes)?;
+        eager_then_request_agrees_with_decode(&bytes)?;
+    }
+
+    /// Eager chunks then one rendezvous request, valid or spoilt by a
+    /// mutation, as the fast path and the general one read them.
+    #[test]
+    fn eager_chunks_then_a_request_are_read_as_decode_reads_them(
+        specs in specs(),
+        mutation in prop::option::of(mutation()),
+    ) {
+        let eager: Vec<&Spec> = specs
+            .iter()
+            .filter(|s| matches!(s, Spec::Eager { .. }))
+            .take(8)
+            .collect();
+        let request = specs.iter().find(|s| matches!(s, Spec::RdvRequest(_)));
+        prop_assume!(!eager.is_empty() && request.is_some());
+        let mut chunks: Vec<Chunk<'_>> = eager.iter().map(|s| s.chunk()).collect();
+        chunks.extend(request.map(Spec::chunk));
+        let mut bytes = Vec::new();
+        encode_packet(&chunks, &mut bytes);
+        if let Some(m) = &mutation {
+            let spoilt: Vec<Spec> = eager.into_iter().chain(request).cloned().collect();
+            apply(&mut bytes, &spoilt, m);
+        } else {
+            let fast = Packet::with_eager_chunks_then_request::<8, _>(&bytes, &Limits::default(), |e, _| e.len());
+            prop_assert_eq!(fast, Some(chunks.len() - 1));
+        }
+        eager_then_request_agrees_with_decode(&bytes)?;
     }
 
     #[test]

@@ -466,6 +466,16 @@ impl Engine {
         if let Some(handled) = eager {
             return handled;
         }
+        // The usual large message's packet, its last piece a rendezvous
+        // request, is handled in one step too.
+        let tailed = Packet::with_eager_chunks_then_request::<MOST_PIECES_AT_ONCE, _>(
+            bytes,
+            &limits,
+            |eager, request| self.arrive_whole_with_request(peer, eager, request, mem),
+        );
+        if tailed == Some(true) {
+            return Ok(());
+        }
         let packet = Packet::decode(bytes, &limits).map_err(|source| ProtocolError::Decode {
             rail,
             peer,
@@ -503,19 +513,7 @@ impl Engine {
                 self.on_sequenced(gate, SeqPiece::eager(&e), mem)
             }
             Chunk::RdvRequest(mut r) => {
-                // Read only where this side's rail reads too (the rails of
-                // a job read each other's memory or none does): a peer
-                // that marks a request readable elsewhere is asked for the
-                // data as usual, and a driver that keeps offers forgets
-                // its offer.
-                if r.readable
-                    && !self.readable_by(peer, usize::try_from(r.total_len).unwrap_or(usize::MAX))
-                {
-                    r.readable = false;
-                    if self.reads_from(peer) {
-                        self.forget_read(peer, r.send_id);
-                    }
-                }
+                r.readable = self.keeps_readable(peer, &r);
                 let gate = self.gate(ChannelId(r.channel), peer);
                 self.gates[gate.0].stats.chunks_received += 1;
                 self.on_sequenced(gate, SeqPiece::rdv(&r), mem)
@@ -526,6 +524,22 @@ impl Engine {
             // accepted for forward compatibility and have no effect yet.
             Chunk::Ack(_) | Chunk::Credit(_) => Ok(()),
         }
+    }
+
+    /// Whether `request` from `peer` stays readable here: only where this
+    /// side's rail reads too (the rails of a job read each other's memory
+    /// or none does). A peer that marks a request readable elsewhere is
+    /// asked for the data as usual, and a driver that keeps offers is told
+    /// to forget its offer.
+    fn keeps_readable(&mut self, peer: Rank, request: &navette_wire::RdvRequest) -> bool {
+        let len = usize::try_from(request.total_len).unwrap_or(usize::MAX);
+        if !request.readable || self.readable_by(peer, len) {
+            return request.readable;
+        }
+        if self.reads_from(peer) {
+            self.forget_read(peer, request.send_id);
+        }
+        false
     }
 
     /// For a driver that reads rendezvous data straight into its

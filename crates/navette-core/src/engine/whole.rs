@@ -790,17 +790,66 @@ impl Engine {
         // A one-piece message gains nothing here (the usual path binds it
         // in one step too); packets of several one-piece messages are told
         // apart at their first chunk.
-        let count = eager.len();
-        if !(2..=ARRIVE_MOST).contains(&count) {
+        if !(2..=ARRIVE_MOST).contains(&eager.len()) || !is_one_message(eager) {
             return false;
         }
+        self.arrive_one(peer, eager, None, mem)
+    }
+
+    /// [`Self::arrive_whole`] for a packet of 1 to [`ARRIVE_MOST`] eager
+    /// pieces then one rendezvous request, `request`, that are exactly one
+    /// whole message (the usual large message: its last piece's data
+    /// stays at the sender): bound or queued as its chunks one by one
+    /// would have left it, the request marked readable only where this
+    /// side reads too.
+    pub(super) fn arrive_whole_with_request(
+        &mut self,
+        peer: crate::Rank,
+        eager: &[navette_wire::Eager<'_>],
+        request: &navette_wire::RdvRequest,
+        mem: &mut dyn crate::Memory,
+    ) -> bool {
+        let Some(last) = eager.last() else {
+            return false;
+        };
+        let (h, f) = (last.header, request.flags);
+        let ends_it = request.channel == h.channel
+            && request.msg == h.msg
+            && request.tag == h.tag
+            && request.seq == h.seq.wrapping_add(1)
+            && f.last()
+            && !f.first()
+            && !f.aborted()
+            && !h.flags.last();
+        let first_ok = eager.iter().enumerate().all(|(i, e)| {
+            let g = e.header.flags;
+            e.header.channel == h.channel
+                && e.header.msg == h.msg
+                && e.header.tag == h.tag
+                && e.header.seq == eager[0].header.seq.wrapping_add(i as u32)
+                && g.first() == (i == 0)
+                && !g.last()
+                && !g.aborted()
+        });
+        if eager.len() > ARRIVE_MOST || !ends_it || !first_ok {
+            return false;
+        }
+        self.arrive_one(peer, eager, Some(request), mem)
+    }
+
+    /// Binds or queues one whole message, checked by the caller: its
+    /// `eager` pieces, then `request`'s piece if any.
+    fn arrive_one(
+        &mut self,
+        peer: crate::Rank,
+        eager: &[navette_wire::Eager<'_>],
+        request: Option<&navette_wire::RdvRequest>,
+        mem: &mut dyn crate::Memory,
+    ) -> bool {
         let Some(first) = eager.first() else {
             return false;
         };
         let h = first.header;
-        if !is_one_message(eager) {
-            return false;
-        }
         let channel = ChannelId(h.channel);
         let gate = self.gate(channel, peer);
         let g = &self.gates[gate.0];
@@ -825,6 +874,7 @@ impl Engine {
             }
             Some(_) => return false,
         };
+        let count = eager.len() + usize::from(request.is_some());
         let data_len: usize = eager.iter().map(|e| e.data.len()).sum();
         let held = count * super::piece::PIECE_COST + data_len;
         if !self.may_hold(held) {
@@ -836,6 +886,17 @@ impl Engine {
             flags: e.header.flags,
             body: Body::Eager(e.data.to_vec()),
         }));
+        if let Some(r) = request {
+            let readable = self.keeps_readable(peer, r);
+            arrived.push_back(Piece {
+                flags: r.flags,
+                body: Body::Rdv {
+                    send_id: r.send_id,
+                    len: r.total_len,
+                    readable,
+                },
+            });
+        }
         self.buffered += held;
         let g = &mut self.gates[gate.0];
         g.stats.chunks_received += count as u64;

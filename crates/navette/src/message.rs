@@ -553,8 +553,8 @@ impl<'n, 'a> Packing<'n, 'a> {
         debug_assert_eq!(range.len, large_len, "the large piece is the one lent");
         Some(Ok(Sent {
             node,
-            pieces: vec![req],
-            lent: vec![registration],
+            pieces: smallvec::smallvec![req],
+            lent: smallvec::smallvec![registration],
         }))
     }
 
@@ -652,8 +652,8 @@ impl<'n, 'a> Packing<'n, 'a> {
             sent?;
             return Ok(Sent {
                 node,
-                pieces: Vec::new(),
-                lent: Vec::new(),
+                pieces: SmallVec::new(),
+                lent: SmallVec::new(),
             });
         }
         if let Some(sent) = self.try_send_readable_now() {
@@ -672,7 +672,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         self.core.begun().expect("an ending message is open")?;
         let copy_below = self.core.copy_below;
         let may_lend = self.core.lend;
-        let mut lent: Vec<Registration<'a>> = Vec::new();
+        let mut lent = LentMemory::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
         let submits: SmallVec<[Submit<'a>; INLINE_PIECES]> = std::mem::take(&mut self.deferred)
@@ -731,7 +731,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         core.out = None;
         Ok(Sent {
             node,
-            pieces: std::mem::take(&mut core.submitted),
+            pieces: std::mem::take(&mut core.submitted).into(),
             lent,
         })
     }
@@ -744,8 +744,10 @@ impl<'n, 'a> Packing<'n, 'a> {
 #[derive(Debug)]
 pub(crate) struct Sent<'n, 'a> {
     node: &'n Node,
-    pieces: Vec<ReqId>,
-    lent: Vec<Registration<'a>>,
+    /// Inline, as the usual large message's one request and one region
+    /// (sent at once, `Packing::try_send_readable_now`): no allocation.
+    pieces: SmallVec<[ReqId; 2]>,
+    lent: LentMemory<'a>,
 }
 
 impl<'n> Sent<'n, '_> {
@@ -776,7 +778,7 @@ impl<'n> Sent<'n, '_> {
         Some(Sent {
             node: self.node,
             pieces: std::mem::take(&mut self.pieces),
-            lent: Vec::new(),
+            lent: SmallVec::new(),
         })
     }
 
@@ -880,7 +882,7 @@ fn submit(
 }
 
 fn lend<'a>(
-    lent: &mut Vec<Registration<'a>>,
+    lent: &mut LentMemory<'a>,
     (range, registration): (MemRef, Registration<'a>),
 ) -> (MemRef, bool) {
     lent.push(registration);

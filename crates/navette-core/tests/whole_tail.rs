@@ -202,9 +202,20 @@ fn taken_whole(
     let mut got = Vec::new();
     let mut later = None;
     for u in unpacks {
-        if deferred && whole.defer_tail() {
-            later = Some((got.len(), u));
-            got.push(Ok(Vec::new()));
+        if deferred && whole.at_tail() {
+            match whole.defer_tail(u.len, u.send, ReceiveMode::Cheaper) {
+                Some(Ok(())) => {
+                    later = Some((got.len(), u));
+                    got.push(Ok(Vec::new()));
+                }
+                Some(Err(err)) => {
+                    // Refused at once, as the node's messages do.
+                    net.engines[1].refuse_whole_tail(&mut whole);
+                    net.collect();
+                    got.push(Err(err));
+                }
+                None => unreachable!("at its tail"),
+            }
         } else if whole.at_tail() {
             let dest = net.alloc(1, vec![0xee; u.len]);
             match unpack_tail(net, &mut whole, dest, u.send) {

@@ -1328,11 +1328,14 @@ impl<'a> Unpacking<'_, 'a> {
         let key = self.core.key;
         let len = dest.len();
         let core = &mut self.core;
+        // Whether the piece is the tail of the message taken whole.
+        let mut tail = false;
         let posted = node.with_state(|s| {
             let taken = core.take_whole(s);
             if taken && let Some(landed) = core.unpack_whole(dest, send, ReceiveMode::Express) {
                 return Ok(Express::Landed(landed));
             }
+            tail = taken;
             let (range, lent) = node.lend_mut(s, dest);
             let req = if let Some(whole) = core.whole.as_mut() {
                 // Taken whole, at its tail.
@@ -1369,11 +1372,27 @@ impl<'a> Unpacking<'_, 'a> {
                 None => Ok(Express::Waiting(req, lent)),
             }
         });
-        let (req, lent) = match posted? {
-            Express::Landed(landed) => return landed,
-            Express::Waiting(req, lent) => (req, lent),
+        let landed = match posted? {
+            Express::Landed(landed) => landed,
+            Express::Waiting(req, lent) => {
+                let landed = node.wait_releasing(req, lent).map(drop);
+                if tail && matches!(landed, Err(Error::Stalled { .. })) {
+                    // Not waited for any more: forgotten, as `end_tail`
+                    // forgets a CHEAPER tail's.
+                    node.with_state(|s| s.detach(req));
+                }
+                landed
+            }
         };
-        node.wait_releasing(req, lent).map(drop)
+        // The message taken whole ends as its tail did (the usual path
+        // fails the message with its piece).
+        if tail
+            && let Err(Error::Request(err)) = &landed
+            && let Some(whole) = &mut self.core.whole
+        {
+            whole.fail(err.clone());
+        }
+        landed
     }
 
     /// Unpacks the next piece into `dest`, which stays borrowed until
@@ -1429,10 +1448,19 @@ impl<'a> Unpacking<'_, 'a> {
     /// read) into `dest` by [`Self::end_unpacking`], as the usual path
     /// lends a CHEAPER piece's memory only there.
     fn unpack_tail_cheaper(&mut self, dest: &'a mut [u8], send: SendMode) -> Result<()> {
-        if let Some(whole) = &mut self.core.whole
-            && whole.defer_tail()
-        {
-            self.tail_dest = Some((dest, send));
+        let Some(whole) = &mut self.core.whole else {
+            return Ok(());
+        };
+        match whole.defer_tail(dest.len(), send, ReceiveMode::Cheaper) {
+            Some(Ok(())) => self.tail_dest = Some((dest, send)),
+            // The message failed here, as pairing fails it: its sender is
+            // told at once, and the error comes at the end, as a CHEAPER
+            // piece's does on the usual path.
+            Some(Err(_)) => {
+                let node = self.core.node;
+                node.with_state(|s| s.engine.refuse_whole_tail(whole));
+            }
+            None => {}
         }
         Ok(())
     }

@@ -115,6 +115,73 @@ fn a_blocked_madeleine_exchange_ends_with_an_error() {
     });
 }
 
+/// A message whose head came and whose body's data never comes (the link
+/// cut once the head is unpacked), its body unpacked CHEAPER or EXPRESS:
+/// the body's error set aside, the message's end fails too, as the usual
+/// path fails a message whose peer is lost.
+#[test]
+fn a_message_whose_body_never_comes_ends_with_an_error() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for express in [false, true] {
+        let cluster = three_ranks();
+        let (a, b) = (cluster.node(0), cluster.node(1));
+        let link = cluster.links_between(0, 1)[0];
+        let (headed, cut) = (AtomicBool::new(false), AtomicBool::new(false));
+        let big = vec![2u8; 100_000];
+        std::thread::scope(|s| {
+            let receiver = s.spawn(|| {
+                let mut msg = b.begin_unpacking(b.gate(0), 7u64).unwrap();
+                let mut head = [0u8; 8];
+                msg.unpack_express(&mut head, SendMode::Safer).unwrap();
+                headed.store(true, Ordering::Release);
+                while !cut.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                let mut body = vec![0u8; 100_000];
+                let unpacked = if express {
+                    msg.unpack_express(&mut body, SendMode::Cheaper)
+                } else {
+                    msg.unpack_cheaper(&mut body, SendMode::Cheaper)
+                };
+                (unpacked, msg.end_unpacking())
+            });
+            let sender = s.spawn(|| {
+                let head = [1u8; 8];
+                let mut msg = a.begin_packing(a.gate(1), 7)?;
+                msg.pack_safer(&head, ReceiveMode::Express)?;
+                let mode = if express {
+                    ReceiveMode::Express
+                } else {
+                    ReceiveMode::Cheaper
+                };
+                msg.pack(&big, SendMode::Cheaper, mode)?;
+                msg.end_packing()
+            });
+            while !headed.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            cluster.cut(link);
+            cut.store(true, Ordering::Release);
+            assert_eq!(request_error(sender.join().unwrap()), unreachable(1));
+            let (unpacked, ended) = receiver.join().unwrap();
+            let root = |err: RequestError| match err {
+                RequestError::MessageFailed(inner) => *inner,
+                other => other,
+            };
+            if express {
+                assert_eq!(root(request_error(unpacked)), unreachable(0));
+            } else {
+                unpacked.expect("a CHEAPER unpack reports at the end");
+            }
+            assert_eq!(
+                root(request_error(ended)),
+                unreachable(0),
+                "express: {express}"
+            );
+        });
+    }
+}
+
 fn first_piece_delivered(cluster: &SimCluster, link: navette::sim::LinkId) -> bool {
     cluster.with_network(|net| net.stats(link).map(|s| s.a_to_b.packets_delivered > 0)) == Ok(true)
 }

@@ -340,20 +340,55 @@ impl WholeMessage {
         self.0.tail.is_some_and(|t| t.deferred.is_none()) && self.0.eager_done()
     }
 
-    /// Passes over the tail ([`Self::at_tail`]) as the next piece, its
-    /// destination to come: the pieces unpacked after it are counted after
-    /// it, and [`Engine::unpack_whole_tail`] unpacks it later, as the
-    /// piece it was. Returns whether the message was at its tail.
-    pub fn defer_tail(&mut self) -> bool {
+    /// Passes over the tail ([`Self::at_tail`]) as the next piece, of
+    /// `len` bytes with these modes, its destination to come: the pieces
+    /// unpacked after it are counted after it, and
+    /// [`Engine::unpack_whole_tail`] unpacks it later, as the piece it
+    /// was. The tail is checked now, as pairing checks a deferred piece:
+    /// if it does not match (or an earlier piece failed), the message
+    /// fails, the error is returned, and the tail is left pending for the
+    /// caller to refuse at once ([`Engine::refuse_whole_tail`]). `None` if
+    /// the message is not at its tail (nothing changes).
+    pub fn defer_tail(
+        &mut self,
+        len: usize,
+        send: SendMode,
+        recv: ReceiveMode,
+    ) -> Option<Result<(), RequestError>> {
         if !self.at_tail() {
-            return false;
+            return None;
         }
-        let w = &mut *self.0;
-        if let Some(tail) = &mut w.tail {
-            tail.deferred = Some(w.unpacked);
-            w.unpacked += 1;
+        let Whole {
+            tail,
+            failed,
+            unpacked,
+            ..
+        } = &mut *self.0;
+        let tail = tail.as_mut()?;
+        let index = *unpacked;
+        *unpacked += 1;
+        if let Some(err) = failed {
+            return Some(Err(RequestError::MessageFailed(Box::new(err.clone()))));
         }
-        true
+        let spec = RecvPiece {
+            dest: None,
+            len,
+            send,
+            recv,
+            exact: true,
+        };
+        if let Err(err) = check_piece(index, &spec, tail.flags, tail.len) {
+            *failed = Some(err.clone());
+            return Some(Err(err));
+        }
+        tail.deferred = Some(index);
+        Some(Ok(()))
+    }
+
+    /// Fails the message with `err` (its data did not all come), unless it
+    /// failed already: its end reports the first failure.
+    pub fn fail(&mut self, err: RequestError) {
+        self.0.failed.get_or_insert(err);
     }
 
     /// Whether the message's tail is neither unpacked nor refused yet: its
@@ -723,9 +758,10 @@ impl Engine {
         status.len = len;
         let mut whole = WholeMessage::kept(status, pieces);
         if let Some(tail) = tail {
-            // A piece's length is below `usize::MAX`: it came whole in one
-            // request the driver accepted.
-            whole.0.status.len += tail.len as usize;
+            // Saturating: a peer may announce any length up to the limits;
+            // no receiver's memory holds that much, so its unpack fails.
+            let len = usize::try_from(tail.len).unwrap_or(usize::MAX);
+            whole.0.status.len = whole.0.status.len.saturating_add(len);
             whole.0.tail = Some(tail);
         }
         whole

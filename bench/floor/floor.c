@@ -44,7 +44,7 @@
  * second half goes, reads the first half while the sender writes the
  * second (process_vm_writev), then waits for the sender's word that it
  * is written: each copies half, on its core. The fastest of the two is
- * printed. One-way time = round trip / 2, best of 3 series after a
+ * printed (both go to stderr). One-way time = round trip / 2, best of 3 series after a
  * warm-up; the received blocks are checked once per size.
  *
  * cores: how many instructions each of CORE_A and CORE_B runs now: one
@@ -762,6 +762,9 @@ static void indexed(size_t large)
     }
     double best = indexed_variant(WHOLE);
     double shared = indexed_variant(SHARED);
+    /* Both, for whoever looks (bench/compare reads stdout only). */
+    fprintf(stderr, "floor: indexed %zu: whole %.4f us, shared %.4f us\n", size, best * 1e6,
+            shared * 1e6);
     if (shared < best)
         best = shared;
     printf("size=%zu head=%d large=%zu iterations=%ld latency_us=%.4f bandwidth_mbps=%.2f\n", size,

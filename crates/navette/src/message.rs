@@ -1551,8 +1551,8 @@ impl<'a> Unpacking<'_, 'a> {
         let landed = match started {
             Some(Ok((req, lent))) => {
                 let landed = node.wait_releasing(req, lent);
-                if landed.is_err() {
-                    // Not waited for any more (a stall): forgotten.
+                if matches!(landed, Err(Error::Stalled { .. })) {
+                    // Not waited for any more: forgotten.
                     node.with_state(|s| s.detach(req));
                 }
                 landed.map(drop)

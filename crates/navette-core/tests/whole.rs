@@ -60,14 +60,7 @@ fn unpack_usual(net: &mut Net, tag: u64, unpacks: &[Unpack]) -> Outcomes {
         .collect();
     let end = net.recv_end(1, key);
     net.run();
-    let got = posted
-        .iter()
-        .map(|p| match net.outcome(1, p.req) {
-            Some(Ok(_)) => Ok(net.read(1, p.dest)),
-            Some(Err(e)) => Err(e.clone()),
-            None => panic!("{} pending", p.req),
-        })
-        .collect();
+    let got = net.landed(1, &posted);
     let end = net.outcome(1, end).expect("the end completed").clone();
     (got, end)
 }

@@ -275,14 +275,7 @@ fn usual(net: &mut Net, key: ReqId, unpacks: &[Unpack], body: ReqId, deferred: b
     }
     let end = net.recv_end(1, key);
     net.run();
-    let got = posted
-        .iter()
-        .map(|p| match net.outcome(1, p.req) {
-            Some(Ok(_)) => Ok(net.read(1, p.dest)),
-            Some(Err(e)) => Err(e.clone()),
-            None => panic!("{} pending", p.req),
-        })
-        .collect();
+    let got = net.landed(1, &posted);
     let end = net.outcome(1, end).expect("the end completed").clone();
     let sent = net.outcome(0, body).expect("the send ended").clone();
     (got, end, sent)

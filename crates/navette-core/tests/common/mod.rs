@@ -617,6 +617,20 @@ impl Net {
         }
     }
 
+    /// What became of each of `posted` on `node`, which all completed: its
+    /// data, or its error.
+    #[track_caller]
+    pub fn landed(&self, node: usize, posted: &[Posted]) -> Vec<Result<Vec<u8>, RequestError>> {
+        posted
+            .iter()
+            .map(|p| match self.outcome(node, p.req) {
+                Some(Ok(_)) => Ok(self.read(node, p.dest)),
+                Some(Err(e)) => Err(e.clone()),
+                None => panic!("{} pending", p.req),
+            })
+            .collect()
+    }
+
     /// Checks that `received` completed with exactly `pieces` from `from`.
     #[track_caller]
     pub fn check_received(

@@ -233,7 +233,9 @@ fn taken_whole(
     }
     if let Some((i, u)) = later {
         let dest = net.alloc(1, vec![0xee; u.len]);
-        match unpack_tail(net, &mut whole, dest, u.send) {
+        let unpacked = net.engines[1].unpack_deferred_tail(&mut whole, dest);
+        net.collect();
+        match unpacked.expect("passed over") {
             Ok(req) => reads.push((i, req, dest)),
             Err(err) => got[i] = Err(err),
         }

@@ -324,9 +324,9 @@ impl Node {
     }
 }
 
-/// Under the node's lock, unpacks the tail of `whole` (at its tail, or
-/// passed over) into `dest` (lent by the caller): the request that
-/// completes when its data is there, watched.
+/// Under the node's lock, unpacks the tail of `whole` (at its tail) into
+/// `dest` (lent by the caller): the request that completes when its data
+/// is there, watched.
 fn unpack_tail(
     s: &mut State,
     whole: &mut WholeMessage,
@@ -335,7 +335,7 @@ fn unpack_tail(
     recv: ReceiveMode,
 ) -> Result<ReqId> {
     let unpacked = s.engine.unpack_whole_tail(whole, dest, send, recv);
-    let req = unpacked.expect("the message is at its tail, or passed over it")?;
+    let req = unpacked.expect("the message is at its tail")?;
     s.watch(req, None);
     Ok(req)
 }
@@ -672,7 +672,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         self.core.begun().expect("an ending message is open")?;
         let copy_below = self.core.copy_below;
         let may_lend = self.core.lend;
-        let mut lent = LentMemory::new();
+        let mut lent = SmallVec::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
         let submits: SmallVec<[Submit<'a>; INLINE_PIECES]> = std::mem::take(&mut self.deferred)
@@ -746,8 +746,10 @@ pub(crate) struct Sent<'n, 'a> {
     node: &'n Node,
     /// Inline, as the usual large message's one request and one region
     /// (sent at once, `Packing::try_send_readable_now`): no allocation.
-    pieces: SmallVec<[ReqId; 2]>,
-    lent: LentMemory<'a>,
+    /// One of each inline, no more: a `Sent` moves within the values
+    /// that hold it (an RPC's call), whose moves grow with it.
+    pieces: SmallVec<[ReqId; 1]>,
+    lent: SmallVec<[Registration<'a>; 1]>,
 }
 
 impl<'n> Sent<'n, '_> {
@@ -882,7 +884,7 @@ fn submit(
 }
 
 fn lend<'a>(
-    lent: &mut LentMemory<'a>,
+    lent: &mut SmallVec<[Registration<'a>; 1]>,
     (range, registration): (MemRef, Registration<'a>),
 ) -> (MemRef, bool) {
     lent.push(registration);
@@ -1010,11 +1012,35 @@ fn told<T>(hidden: u32, result: Result<T>) -> Result<T> {
 #[derive(Debug)]
 pub struct Unpacking<'n, 'a> {
     core: UnpackingCore<&'n Node>,
-    cheaper: Vec<(ReqId, &'a mut [u8])>,
-    /// Where the tail of a message taken whole goes, unpacked CHEAPER and
-    /// passed over ([`WholeMessage::defer_tail`]): its data is asked for
-    /// (or read) at the end, as a CHEAPER piece's of the usual path.
-    tail_dest: Option<(&'a mut [u8], SendMode)>,
+    cheaper: Cheaper<'a>,
+}
+
+/// Where the CHEAPER pieces of a message go, filled at the end: posted
+/// pieces of a message in the engine, or the tail of a message taken
+/// whole (never both: a message is taken whole before its first piece).
+/// One field of one vector's size: an [`Unpacking`] moves whole from call
+/// to call (an RPC's reply, say), and at more than 128 bytes each move
+/// becomes a `memcpy` call.
+#[derive(Debug)]
+enum Cheaper<'a> {
+    /// Posted pieces: each one's request and destination.
+    Posted(Vec<(ReqId, &'a mut [u8])>),
+    /// The tail, passed over ([`WholeMessage::defer_tail`]): its data is
+    /// asked for (or read) at the end, as a CHEAPER piece's of the usual
+    /// path.
+    Tail(&'a mut [u8]),
+}
+
+impl Default for Cheaper<'_> {
+    fn default() -> Self {
+        Self::Posted(Vec::new())
+    }
+}
+
+impl Cheaper<'_> {
+    fn is_empty(&self) -> bool {
+        matches!(self, Self::Posted(posted) if posted.is_empty())
+    }
 }
 
 /// The part of an unpacking message that owns engine state; dropping it
@@ -1195,8 +1221,7 @@ impl<'n> Unpacking<'n, '_> {
                 hidden: 0,
                 table: false,
             },
-            cheaper: Vec::new(),
-            tail_dest: None,
+            cheaper: Cheaper::default(),
         }
     }
 
@@ -1222,8 +1247,7 @@ impl<'n> Unpacking<'n, '_> {
                 hidden: 0,
                 table: false,
             },
-            cheaper: Vec::new(),
-            tail_dest: None,
+            cheaper: Cheaper::default(),
         }
     }
 
@@ -1262,8 +1286,7 @@ impl<'n> Unpacking<'n, '_> {
                 hidden: 0,
                 table: false,
             },
-            cheaper: Vec::new(),
-            tail_dest: None,
+            cheaper: Cheaper::default(),
         }
     }
 
@@ -1439,7 +1462,9 @@ impl<'a> Unpacking<'_, 'a> {
             return self.unpack_tail_cheaper(dest, send);
         };
         self.core.pieces.push(req);
-        self.cheaper.push((req, dest));
+        if let Cheaper::Posted(posted) = &mut self.cheaper {
+            posted.push((req, dest));
+        }
         Ok(())
     }
 
@@ -1452,7 +1477,7 @@ impl<'a> Unpacking<'_, 'a> {
             return Ok(());
         };
         match whole.defer_tail(dest.len(), send, ReceiveMode::Cheaper) {
-            Some(Ok(())) => self.tail_dest = Some((dest, send)),
+            Some(Ok(())) => self.cheaper = Cheaper::Tail(dest),
             // The message failed here, as pairing fails it: its sender is
             // told at once, and the error comes at the end, as a CHEAPER
             // piece's does on the usual path.
@@ -1533,14 +1558,23 @@ impl<'a> Unpacking<'_, 'a> {
     #[inline(never)]
     fn end_tail(mut self, mut whole: WholeMessage) -> Result<Status> {
         let node = self.core.node;
-        let tail_dest = self.tail_dest.take();
+        let cheaper = std::mem::take(&mut self.cheaper);
         let started = node.with_state(|s| {
-            let Some((dest, send)) = tail_dest else {
+            let Cheaper::Tail(dest) = cheaper else {
                 s.engine.refuse_whole_tail(&mut whole);
                 return None;
             };
             let (range, lent) = node.lend_mut(s, dest);
-            match unpack_tail(s, &mut whole, range, send, ReceiveMode::Cheaper) {
+            let Some(unpacked) = s.engine.unpack_deferred_tail(&mut whole, range) else {
+                // (Passed over when `cheaper` became its destination.)
+                lent.release(s);
+                s.engine.refuse_whole_tail(&mut whole);
+                return None;
+            };
+            if let Ok(req) = unpacked {
+                s.watch(req, None);
+            }
+            match unpacked.map_err(Error::from) {
                 Ok(req) => Some(Ok((req, lent))),
                 Err(err) => {
                     lent.release(s);
@@ -1571,7 +1605,11 @@ impl<'a> Unpacking<'_, 'a> {
         let node = self.core.node;
         let key = self.core.key;
         let mut lent = LentMemory::new();
-        let cheaper = std::mem::take(&mut self.cheaper);
+        // (A tail is only ever passed over in a message taken whole.)
+        let cheaper = match std::mem::take(&mut self.cheaper) {
+            Cheaper::Posted(posted) => posted,
+            Cheaper::Tail(_) => Vec::new(),
+        };
         let end = node.with_state(|s| {
             if self.core.matched.is_none() {
                 s.detach(key);
@@ -1623,8 +1661,7 @@ impl Parked {
     pub(crate) fn resume<'n, 'a>(mut self, node: &'n Node) -> Unpacking<'n, 'a> {
         Unpacking {
             core: self.core.move_to(node),
-            cheaper: Vec::new(),
-            tail_dest: None,
+            cheaper: Cheaper::default(),
         }
     }
 }
@@ -1634,7 +1671,7 @@ impl<'n> Unpacking<'n, '_> {
     /// CHEAPER piece waiting (none borrows memory).
     pub(crate) fn park(mut self) -> Parked {
         assert!(
-            self.cheaper.is_empty() && self.tail_dest.is_none(),
+            self.cheaper.is_empty(),
             "no CHEAPER piece may wait when a message is parked"
         );
         self.core.post_outside();

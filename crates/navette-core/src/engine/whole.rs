@@ -343,7 +343,7 @@ impl WholeMessage {
     /// Passes over the tail ([`Self::at_tail`]) as the next piece, of
     /// `len` bytes with these modes, its destination to come: the pieces
     /// unpacked after it are counted after it, and
-    /// [`Engine::unpack_whole_tail`] unpacks it later, as the piece it
+    /// [`Engine::unpack_deferred_tail`] unpacks it later, as the piece it
     /// was. The tail is checked now, as pairing checks a deferred piece:
     /// if it does not match (or an earlier piece failed), the message
     /// fails, the error is returned, and the tail is left pending for the
@@ -570,16 +570,14 @@ impl Engine {
         Some(self.hand_over(bound.gate, status, arrived))
     }
 
-    /// Unpacks the tail of `whole` into `dest`, when the message is at its
-    /// tail ([`WholeMessage::at_tail`]) or passed over it
-    /// ([`WholeMessage::defer_tail`]), after checking it against `dest`'s
-    /// length and these modes as [`WholeMessage::unpack`] checks an eager
-    /// piece: asks the sender for its data, or, if it is readable, hands
-    /// the driver a read at once. Returns the request that completes when
-    /// the data is in `dest`, or the piece's error (the tail is then
-    /// refused, its sender told; the message fails as
-    /// [`WholeMessage::unpack`] fails it). `None` if neither (nothing
-    /// changes).
+    /// Unpacks the tail of `whole` ([`WholeMessage::at_tail`]) into `dest`,
+    /// after checking it against `dest`'s length and these modes as
+    /// [`WholeMessage::unpack`] checks an eager piece: asks the sender for
+    /// its data, or, if it is readable, hands the driver a read at once.
+    /// Returns the request that completes when the data is in `dest`, or
+    /// the piece's error (the tail is then refused, its sender told; the
+    /// message fails as [`WholeMessage::unpack`] fails it). `None` if the
+    /// message is not at its tail (nothing changes).
     pub fn unpack_whole_tail(
         &mut self,
         whole: &mut WholeMessage,
@@ -587,28 +585,11 @@ impl Engine {
         send: SendMode,
         recv: ReceiveMode,
     ) -> Option<Result<ReqId, RequestError>> {
-        let deferred = whole.0.tail.and_then(|t| t.deferred).is_some();
-        if !deferred && !whole.at_tail() {
+        if !whole.at_tail() {
             return None;
         }
-        let w = &mut *whole.0;
-        let tail = w.tail.take()?;
-        let peer = w.status.peer;
-        if !self.is_reachable(peer) {
-            // Lost since the message left the engine: the data never
-            // comes, and nobody waits for an answer.
-            let err = RequestError::PeerUnreachable { peer };
-            let failed = w.failed.get_or_insert(err);
-            return Some(Err(RequestError::MessageFailed(Box::new(failed.clone()))));
-        }
-        if let Some(err) = &w.failed {
-            self.reject(tail.gate, &tail.piece());
-            return Some(Err(RequestError::MessageFailed(Box::new(err.clone()))));
-        }
-        let index = tail.deferred.unwrap_or_else(|| {
-            w.unpacked += 1;
-            w.unpacked - 1
-        });
+        let index = whole.0.unpacked;
+        whole.0.unpacked += 1;
         let spec = RecvPiece {
             dest: Some(dest),
             len: dest.len,
@@ -616,10 +597,68 @@ impl Engine {
             recv,
             exact: true,
         };
-        if let Err(err) = check_piece(index, &spec, tail.flags, tail.len) {
+        Some(self.start_tail(whole, dest, |tail| {
+            check_piece(index, &spec, tail.flags, tail.len)
+        }))
+    }
+
+    /// [`Self::unpack_whole_tail`] for a tail passed over
+    /// ([`WholeMessage::defer_tail`], which checked its modes and length):
+    /// `dest` must be as long as the length checked then. `None` if the
+    /// message has no tail passed over (nothing changes).
+    pub fn unpack_deferred_tail(
+        &mut self,
+        whole: &mut WholeMessage,
+        dest: MemRef,
+    ) -> Option<Result<ReqId, RequestError>> {
+        let index = whole.0.tail.and_then(|t| t.deferred)?;
+        Some(self.start_tail(whole, dest, |tail| {
+            if dest.len as u64 == tail.len {
+                Ok(())
+            } else {
+                Err(RequestError::SizeMismatch {
+                    piece: index,
+                    sent: tail.len,
+                    posted: dest.len as u64,
+                })
+            }
+        }))
+    }
+
+    /// Starts receiving the tail of `whole` into `dest` if `check` accepts
+    /// it (and its peer is still there, and no earlier piece failed);
+    /// otherwise refuses it and fails the message.
+    fn start_tail(
+        &mut self,
+        whole: &mut WholeMessage,
+        dest: MemRef,
+        check: impl FnOnce(&Tail) -> Result<(), RequestError>,
+    ) -> Result<ReqId, RequestError> {
+        let w = &mut *whole.0;
+        let peer = w.status.peer;
+        let Some(tail) = w.tail.take() else {
+            // Checked by both callers: a caller bug, failed as a piece
+            // too many.
+            return Err(RequestError::PieceCountMismatch {
+                sent: PiecesSent::Exactly(w.unpacked),
+                unpacked: w.unpacked,
+            });
+        };
+        if !self.is_reachable(peer) {
+            // Lost since the message left the engine: the data never
+            // comes, and nobody waits for an answer.
+            let err = RequestError::PeerUnreachable { peer };
+            let failed = w.failed.get_or_insert(err);
+            return Err(RequestError::MessageFailed(Box::new(failed.clone())));
+        }
+        if let Some(err) = &w.failed {
+            self.reject(tail.gate, &tail.piece());
+            return Err(RequestError::MessageFailed(Box::new(err.clone())));
+        }
+        if let Err(err) = check(&tail) {
             self.reject(tail.gate, &tail.piece());
             w.failed = Some(err.clone());
-            return Some(Err(err));
+            return Err(err);
         }
         let status = Status {
             len: dest.len,
@@ -637,7 +676,7 @@ impl Engine {
             tail.readable,
             status,
         );
-        Some(Ok(req))
+        Ok(req)
     }
 
     /// Refuses the tail of `whole` if it is still pending

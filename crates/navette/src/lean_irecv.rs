@@ -172,12 +172,13 @@ impl State {
     /// receive). So the receives waiting outside on a channel are of one
     /// kind: a blocking receive, or a begun message, or the list's.
     pub(crate) fn can_recv_now(&self, channel: ChannelId, source: navette_core::Source) -> bool {
-        self.can_join_list(channel, source) && !self.lean_irecvs.waits_on(channel)
+        self.engine.can_recv_now(channel, source) && !self.waits_outside_on(channel)
     }
 
     /// Whether a receive waits outside the engine on `channel` (the
     /// list's, a begun message's or a blocking one): a receive made there
     /// comes after it.
+    #[inline]
     pub(crate) fn waits_outside_on(&self, channel: ChannelId) -> bool {
         self.message_waits_on(channel)
             || self.lean_waits_on(channel)

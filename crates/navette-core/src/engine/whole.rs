@@ -809,21 +809,69 @@ impl Engine {
 
 /// Whether `eager` (decoded, in order) are exactly one whole message: its
 /// first to its last piece, in sequence, none aborted.
+#[inline]
 pub(super) fn is_one_message(eager: &[navette_wire::Eager<'_>]) -> bool {
-    let Some(first) = eager.first() else {
+    let pieces = eager.iter().map(|e| PieceKey::of(&e.header));
+    is_one_sequence(pieces, eager.len())
+}
+
+/// [`is_one_message`] for `eager` then `request`: the message's last
+/// piece a rendezvous request.
+fn is_one_message_then(
+    eager: &[navette_wire::Eager<'_>],
+    request: &navette_wire::RdvRequest,
+) -> bool {
+    let request = PieceKey {
+        channel: request.channel,
+        msg: request.msg,
+        tag: request.tag,
+        seq: request.seq,
+        flags: request.flags,
+    };
+    let pieces = eager.iter().map(|e| PieceKey::of(&e.header));
+    is_one_sequence(pieces.chain([request]), eager.len() + 1)
+}
+
+/// What places a sequenced piece in its message.
+#[derive(Clone, Copy)]
+struct PieceKey {
+    channel: u16,
+    msg: u32,
+    tag: u64,
+    seq: u32,
+    flags: PieceFlags,
+}
+
+impl PieceKey {
+    #[inline]
+    fn of(h: &navette_wire::EagerHeader) -> Self {
+        Self {
+            channel: h.channel,
+            msg: h.msg,
+            tag: h.tag,
+            seq: h.seq,
+            flags: h.flags,
+        }
+    }
+}
+
+/// Whether the `count` `pieces` are one whole message: its first to its
+/// last piece, in sequence, none aborted.
+#[inline]
+fn is_one_sequence(mut pieces: impl Iterator<Item = PieceKey>, count: usize) -> bool {
+    let Some(first) = pieces.next() else {
         return false;
     };
-    let (h, count) = (first.header, eager.len());
-    eager.iter().enumerate().all(|(i, e)| {
-        let f = e.header.flags;
-        e.header.channel == h.channel
-            && e.header.msg == h.msg
-            && e.header.tag == h.tag
-            && e.header.seq == h.seq.wrapping_add(i as u32)
-            && f.first() == (i == 0)
-            && f.last() == (i + 1 == count)
-            && !f.aborted()
-    })
+    let one = |i: usize, p: PieceKey| {
+        p.channel == first.channel
+            && p.msg == first.msg
+            && p.tag == first.tag
+            && p.seq == first.seq.wrapping_add(i as u32)
+            && p.flags.first() == (i == 0)
+            && p.flags.last() == (i + 1 == count)
+            && !p.flags.aborted()
+    };
+    one(0, first) && pieces.enumerate().all(|(i, p)| one(i + 1, p))
 }
 
 /// Whether `pieces` are a whole message: its last piece among them, and
@@ -884,29 +932,7 @@ impl Engine {
         request: &navette_wire::RdvRequest,
         mem: &mut dyn crate::Memory,
     ) -> bool {
-        let Some(last) = eager.last() else {
-            return false;
-        };
-        let (h, f) = (last.header, request.flags);
-        let ends_it = request.channel == h.channel
-            && request.msg == h.msg
-            && request.tag == h.tag
-            && request.seq == h.seq.wrapping_add(1)
-            && f.last()
-            && !f.first()
-            && !f.aborted()
-            && !h.flags.last();
-        let first_ok = eager.iter().enumerate().all(|(i, e)| {
-            let g = e.header.flags;
-            e.header.channel == h.channel
-                && e.header.msg == h.msg
-                && e.header.tag == h.tag
-                && e.header.seq == eager[0].header.seq.wrapping_add(i as u32)
-                && g.first() == (i == 0)
-                && !g.last()
-                && !g.aborted()
-        });
-        if eager.len() > ARRIVE_MOST || !ends_it || !first_ok {
+        if !(1..=ARRIVE_MOST).contains(&eager.len()) || !is_one_message_then(eager, request) {
             return false;
         }
         self.arrive_one(peer, eager, Some(request), mem)

@@ -92,6 +92,12 @@
 //! so that no one writes into its memory once it has settled (see the
 //! `offer` module's source for the states).
 //!
+//! # Memory for large messages
+//!
+//! A [`HugeBuffer`] is a zeroed byte buffer backed by transparent huge
+//! pages: the kernel's single copy pins its pages together rather than
+//! one by one, so large messages to and from it cross faster.
+//!
 //! # Trust
 //!
 //! Peers are processes of the same job and user, but a buggy one must not
@@ -134,6 +140,8 @@ mod area;
 #[cfg(not(loom))]
 mod error;
 #[cfg(not(loom))]
+mod huge;
+#[cfg(not(loom))]
 mod layout;
 #[cfg_attr(all(loom, not(test)), allow(dead_code))]
 mod offer;
@@ -152,6 +160,8 @@ pub use area::RankArea;
 pub use bell::Ticket;
 #[cfg(not(loom))]
 pub use error::ShmError;
+#[cfg(not(loom))]
+pub use huge::{HUGE_PAGE, HugeBuffer, HugeBufferError};
 #[cfg(not(loom))]
 pub use layout::FIRST_LINE_PAYLOAD;
 pub use offer::{Offer, Settled};

@@ -81,6 +81,9 @@ pub use navette_core::{
     RailCaps, RailReport, Rank, ReceiveMode, Report, SendMode, Source, Status, StrategyKind,
     TagMatch,
 };
+/// Memory for large messages: faster to move between local processes
+/// (see [`HugeBuffer`]).
+pub use navette_shm::{HugeBuffer, HugeBufferError};
 pub use node::{Gate, Node, NodeConfig, NodeCore, RecvFrom};
 pub use p2p::{Received, Request, wait_all, wait_all_into, wait_any};
 pub use progress::ProgressThread;

@@ -1426,3 +1426,68 @@ fn offers_of_refused_requests_are_not_kept() {
     assert_eq!(stats[1].reads_at_request, 1, "{:?}", stats[1]);
     assert_eq!(stats[1].offers_held, 0, "{:?}", stats[1]);
 }
+
+/// The indexed message between buffers in huge pages (`HugeBuffer`): a
+/// 64-byte head EXPRESS and a 256 KiB block CHEAPER, from and into huge
+/// pages, back and forth. Every block arrives whole, read at its request
+/// by the kernel's single copy (shared between the two sides), and
+/// Navette copies no byte of it: its copies are the heads'.
+#[test]
+fn indexed_messages_between_huge_buffers_copy_the_block_zero_times() {
+    const HEAD: usize = 64;
+    const LARGE: usize = 256 << 10;
+    const ROUNDS: u64 = 20;
+    let stats = run(2, config(CopyMode::Auto), |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        let mine = u64::from(node.rank());
+        let mut body_out = navette::HugeBuffer::zeroed(LARGE).expect("huge buffer");
+        let mut body_in = navette::HugeBuffer::zeroed(LARGE).expect("huge buffer");
+        let mut head_in = [0u8; HEAD];
+        let copied_before = gate_copies(node);
+        for round in 0..ROUNDS {
+            let mut send = || {
+                let salt = round * 2 + mine;
+                let head = pattern(HEAD, salt);
+                body_out.copy_from_slice(&pattern(LARGE, salt));
+                let mut msg = node.begin_packing(peer, 9).expect("begin packing");
+                msg.pack(&head, SendMode::Cheaper, ReceiveMode::Express)
+                    .expect("pack head");
+                msg.pack(&body_out, SendMode::Cheaper, ReceiveMode::Cheaper)
+                    .expect("pack body");
+                msg.end_packing().expect("end packing");
+            };
+            let mut receive = || {
+                let mut msg = node.begin_unpacking(peer, 9u64).expect("begin unpacking");
+                msg.unpack_express(&mut head_in, SendMode::Cheaper)
+                    .expect("unpack head");
+                msg.unpack_cheaper(&mut body_in, SendMode::Cheaper)
+                    .expect("unpack body");
+                msg.end_unpacking().expect("end unpacking");
+                let salt = round * 2 + (1 - mine);
+                check(&head_in, HEAD, salt);
+                check(&body_in, LARGE, salt);
+            };
+            if node.rank() == 0 {
+                send();
+                receive();
+            } else {
+                receive();
+                send();
+            }
+        }
+        (driver.stats(), gate_copies(node) - copied_before)
+    });
+    for (s, copied) in &stats {
+        assert_eq!(
+            s.bytes_pulled + s.bytes_written_by_peers,
+            ROUNDS * LARGE as u64,
+            "{s:?}"
+        );
+        assert_eq!(s.reads_at_request, ROUNDS, "{s:?}");
+        assert!(
+            *copied <= 2 * ROUNDS * HEAD as u64,
+            "copied {copied}: {s:?}"
+        );
+    }
+    writes_match(&stats.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+}

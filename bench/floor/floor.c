@@ -3,7 +3,7 @@
  *
  *   floor [-c CORE_A,CORE_B] SIZE...
  *   floor [-c CORE_A,CORE_B] series -s SEGMENTS[,SEGMENTS...] SIZE...
- *   floor [-c CORE_A,CORE_B] indexed LARGE...
+ *   floor [-c CORE_A,CORE_B] indexed [-m heap|huge] LARGE...
  *   floor [-c CORE_A,CORE_B] cores
  *
  * cacheline: two threads pinned to CORE_A and CORE_B pass one 64-byte cache
@@ -45,7 +45,10 @@
  * second (process_vm_writev), then waits for the sender's word that it
  * is written: each copies half, on its core. The fastest of the two is
  * printed (both go to stderr). One-way time = round trip / 2, best of 3 series after a
- * warm-up; the received blocks are checked once per size.
+ * warm-up; the received blocks are checked once per size. The large
+ * blocks are whole pages of the heap, or with -m huge mappings of each
+ * process's own backed by transparent huge pages (../huge.h), as navette
+ * bench indexed --memory huge and bench/mpi/indexed.c -m huge have them.
  *
  * cores: how many instructions each of CORE_A and CORE_B runs now: one
  * thread pinned to each in turn runs a loop of independent additions
@@ -87,6 +90,7 @@
 #include <unistd.h>
 
 #include "../counts.h"
+#include "../huge.h"
 
 #define LINE 64
 #define ROUND_TRIPS 100000L
@@ -532,6 +536,7 @@ static struct {
     size_t large;
     long round_trips;
     int variant;
+    enum memory memory; /* of the large blocks (heap: pages of the heap) */
     pid_t pids[2];
     struct mailbox *to[2]; /* to[s]: the mailbox of messages sent to side s */
     unsigned char *send_head, *send_large, *recv_head, *recv_large;
@@ -686,6 +691,28 @@ static void indexed_fill(int side)
     memset(indexed_run.recv_head, 0, HEAD);
 }
 
+/* With -m huge, each side's large blocks in huge pages of its own, mapped
+ * after the fork (a huge page shared copy-on-write with the other process
+ * would be split on its first write); freed by unhuge_blocks. */
+static void huge_blocks(void)
+{
+    if (indexed_run.memory != MEMORY_HUGE)
+        return;
+    indexed_run.send_large = block_alloc(MEMORY_HUGE, indexed_run.large);
+    indexed_run.recv_large = block_alloc(MEMORY_HUGE, indexed_run.large);
+    if (!indexed_run.send_large || !indexed_run.recv_large)
+        indexed_fail("cannot map the large blocks in huge pages");
+}
+
+static void unhuge_blocks(void)
+{
+    if (indexed_run.memory != MEMORY_HUGE)
+        return;
+    block_free(MEMORY_HUGE, indexed_run.send_large, indexed_run.large);
+    block_free(MEMORY_HUGE, indexed_run.recv_large, indexed_run.large);
+    indexed_run.send_large = indexed_run.recv_large = NULL;
+}
+
 /* The best one-way time of `variant` (best of 3 after a warm-up): side 0
  * here, side 1 in a child process. */
 static double indexed_variant(int variant)
@@ -695,7 +722,6 @@ static double indexed_variant(int variant)
         memset(indexed_run.to[s], 0, sizeof *indexed_run.to[s]);
     long trips = indexed_run.round_trips;
     indexed_run.pids[0] = getpid();
-    indexed_fill(0);
     /* The peer starts watching no one (see wait_for). */
     indexed_child = 0;
     indexed_child_done = 0;
@@ -712,6 +738,7 @@ static double indexed_variant(int variant)
             _exit(1);
         pin(cores[1]);
         indexed_run.pids[1] = getpid();
+        huge_blocks();
         indexed_fill(1);
         for (uint64_t n = 1; n <= (uint64_t)(4 * trips); n++) {
             indexed_recv(1, n);
@@ -723,6 +750,8 @@ static double indexed_variant(int variant)
     indexed_run.pids[1] = child;
     indexed_child = child;
     pin(cores[0]);
+    huge_blocks();
+    indexed_fill(0);
     double best = 1e30;
     uint64_t n = 0;
     for (int round = 0; round < 4; round++) {
@@ -743,6 +772,7 @@ static double indexed_variant(int variant)
         if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
             indexed_fail("the indexed peer process failed");
     }
+    unhuge_blocks();
     return best;
 }
 
@@ -753,10 +783,12 @@ static void indexed(size_t large)
     indexed_run.round_trips = clamp((long)((256UL << 20) / size), 8, 25000);
     indexed_run.send_head = pages(HEAD);
     indexed_run.recv_head = pages(HEAD);
-    indexed_run.send_large = pages(large);
-    indexed_run.recv_large = pages(large);
-    if (!indexed_run.send_head || !indexed_run.recv_head || !indexed_run.send_large ||
-        !indexed_run.recv_large) {
+    /* With -m huge, each side maps its own after the fork. */
+    int heap = indexed_run.memory == MEMORY_HEAP;
+    indexed_run.send_large = heap ? pages(large) : NULL;
+    indexed_run.recv_large = heap ? pages(large) : NULL;
+    if (!indexed_run.send_head || !indexed_run.recv_head ||
+        (heap && (!indexed_run.send_large || !indexed_run.recv_large))) {
         perror("floor: indexed memory");
         exit(1);
     }
@@ -778,8 +810,16 @@ static void indexed(size_t large)
 
 static int indexed_main(int argc, char **argv, int first)
 {
+    indexed_run.memory = MEMORY_HEAP;
+    if (first + 1 < argc && strcmp(argv[first], "-m") == 0) {
+        if (parse_memory(argv[first + 1], &indexed_run.memory) != 0) {
+            fprintf(stderr, "floor: -m expects heap or huge\n");
+            return 2;
+        }
+        first += 2;
+    }
     if (first >= argc) {
-        fprintf(stderr, "usage: floor [-c CORE_A,CORE_B] indexed LARGE...\n");
+        fprintf(stderr, "usage: floor [-c CORE_A,CORE_B] indexed [-m heap|huge] LARGE...\n");
         return 2;
     }
     /* A peer may read and write this process's memory under Yama's

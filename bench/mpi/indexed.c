@@ -7,9 +7,12 @@
  * from MPI_BOTTOM with blocking MPI_Send/MPI_Recv. navette bench indexed
  * sends the same two blocks as one Madeleine message (pack/unpack).
  *
- *   mpirun -n 2 ... mpi-indexed [-i ITERATIONS] [-e HEAD] LARGE...
+ *   mpirun -n 2 ... mpi-indexed [-i ITERATIONS] [-e HEAD] [-m heap|huge] LARGE...
  *
- * HEAD is 64 bytes unless -e says otherwise. For each LARGE: a warm-up,
+ * HEAD is 64 bytes unless -e says otherwise. The large blocks (the one
+ * sent and the one received into) are malloc'd, or with -m huge mappings
+ * of their own backed by transparent huge pages (../huge.h), as navette
+ * bench indexed --memory huge has them. For each LARGE: a warm-up,
  * then ITERATIONS round trips under MPI_Wtime. Rank 0 prints one line per
  * size:
  *
@@ -26,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../huge.h"
+
 static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static long default_iterations(long bytes)
@@ -39,19 +44,23 @@ static unsigned char pattern(long size, int b, long i)
     return (unsigned char)((i * 31) ^ size ^ (b * 101));
 }
 
-/* The two blocks of one side, and the datatype that names them. */
+/* The two blocks of one side, the memory of each (the head's on the
+ * heap, the large one's as -m says), and the datatype that names them. */
 struct message {
     char *block[2];
     int len[2];
+    enum memory memory[2];
     MPI_Datatype type;
 };
 
-static void make(struct message *m, long head, long large)
+static void make(struct message *m, long head, long large, enum memory memory)
 {
     m->len[0] = (int)head;
     m->len[1] = (int)large;
+    m->memory[0] = MEMORY_HEAP;
+    m->memory[1] = memory;
     for (int b = 0; b < 2; b++) {
-        m->block[b] = malloc(m->len[b] > 0 ? (size_t)m->len[b] : 1);
+        m->block[b] = block_alloc(m->memory[b], (size_t)m->len[b]);
         if (m->block[b] == NULL)
             MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -65,8 +74,8 @@ static void make(struct message *m, long head, long large)
 static void unmake(struct message *m)
 {
     MPI_Type_free(&m->type);
-    free(m->block[0]);
-    free(m->block[1]);
+    for (int b = 0; b < 2; b++)
+        block_free(m->memory[b], m->block[b], (size_t)m->len[b]);
 }
 
 static void rounds(int rank, struct message *out, struct message *in, long count)
@@ -86,7 +95,7 @@ static void rounds(int rank, struct message *out, struct message *in, long count
 static void usage(int rank, const char *program)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: mpirun -n 2 %s [-i ITERATIONS] [-e HEAD] LARGE...\n", program);
+        fprintf(stderr, "usage: mpirun -n 2 %s [-i ITERATIONS] [-e HEAD] [-m heap|huge] LARGE...\n", program);
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -95,6 +104,7 @@ int main(int argc, char **argv)
     int rank, ranks;
     long fixed_iterations = 0;
     long head = 64;
+    enum memory memory = MEMORY_HEAP;
     int first = 1;
 
     MPI_Init(&argc, &argv);
@@ -105,7 +115,10 @@ int main(int argc, char **argv)
             fixed_iterations = atol(argv[first + 1]);
         else if (strcmp(argv[first], "-e") == 0)
             head = atol(argv[first + 1]);
-        else
+        else if (strcmp(argv[first], "-m") == 0) {
+            if (parse_memory(argv[first + 1], &memory) != 0)
+                usage(rank, argv[0]);
+        } else
             usage(rank, argv[0]);
         first += 2;
     }
@@ -120,8 +133,8 @@ int main(int argc, char **argv)
         }
         long size = head + large;
         struct message out, in;
-        make(&out, head, large);
-        make(&in, head, large);
+        make(&out, head, large, memory);
+        make(&in, head, large, memory);
         for (int b = 0; b < 2; b++) {
             for (long i = 0; i < out.len[b]; i++)
                 out.block[b][i] = (char)pattern(size, b, i);

@@ -4,7 +4,7 @@
 //! verified and reported.
 
 use navette::sim::SimCluster;
-use navette_cli::bench::{self, Baseline, BenchConfig, Pattern};
+use navette_cli::bench::{self, Baseline, BenchConfig, Memory, Pattern};
 use navette_session::Bootstrap;
 use navette_session::local::LocalBootstrap;
 
@@ -15,6 +15,7 @@ fn config(pattern: Pattern) -> BenchConfig {
         iterations: Some(5),
         window: 4,
         baseline: Some(Baseline::RawTcp),
+        memory: Memory::Heap,
         transport: "sim".into(),
         tcp_congestion: Default::default(),
         segments: Vec::new(),
@@ -155,6 +156,35 @@ fn indexed_measures_both_blocks() {
         json[1].get("strategy").is_none() && json[1].get("copies").is_none(),
         "the raw baseline has none"
     );
+}
+
+#[test]
+fn indexed_blocks_in_huge_pages_are_measured_and_checked() {
+    let config = BenchConfig {
+        sizes: vec![0, 100_000],
+        memory: Memory::Huge,
+        baseline: None,
+        ..config(Pattern::Indexed)
+    };
+    let figures = run_config(&config);
+    let sizes: Vec<usize> = figures.iter().map(|f| f.size).collect();
+    assert_eq!(sizes, [64, 100_064]);
+}
+
+#[test]
+fn memory_is_chosen_for_indexed_alone() {
+    for pattern in [Pattern::Pingpong, Pattern::Multiseg, Pattern::Rpc] {
+        let config = BenchConfig {
+            memory: Memory::Huge,
+            ..config(pattern)
+        };
+        let err = bench::cases(&config).unwrap_err();
+        assert!(
+            matches!(err, bench::BenchError::Memory { memory: "huge", .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("indexed"), "{err}");
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
+pub use navette_cli::bench::Memory;
 
 use crate::patterns::{Pattern, parse_patterns};
 use crate::sizes::SizeList;
@@ -124,7 +125,12 @@ multiseg and indexed, navette beside both MPIs:
              the first EXPRESS and the second CHEAPER (Madeleine pack/
              unpack); bench/mpi/indexed.c sends 1 element of an
              MPI_Type_create_hindexed over the two blocks. Rows carry `size`
-             = both blocks (64 + 262144 by default).
+             = both blocks (64 + 262144 by default). The large blocks (sent
+             and received into) are in the same memory for every tool
+             (--memory): by default huge (navette bench indexed --memory
+             huge, bench/mpi/indexed.c -m huge, floor indexed -m huge: a
+             mapping of their own backed by transparent huge pages, whose
+             pages the kernel's single copy pins together), or heap.
 
   navette    as for pingpong, with NAVETTE_DRIVER=shm|tcp; its rows carry
              `strategy` (NAVETTE_STRATEGY, else aggregate)
@@ -279,6 +285,12 @@ pub struct Cli {
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_THREADS,
           value_parser = parse_threads)]
     pub threads: Vec<usize>,
+    /// Memory of indexed's large blocks, the same for every implementation:
+    /// huge (mappings of their own backed by transparent huge pages, as
+    /// navette::HugeBuffer and bench/huge.h make them) or heap (malloc'd,
+    /// a Vec in navette; whole heap pages for the floor).
+    #[arg(long, value_enum, default_value_t = Memory::Huge)]
+    pub memory: Memory,
     /// Timed round trips (series for multiseg, calls for rpc, calls per
     /// thread for rpc_rate, round trips of the task for migrate) per size
     /// for navette, the MPIs and UCX [default: navette bench's rule, 1 GiB
@@ -436,6 +448,7 @@ mod tests {
         assert_eq!(cli.sizes_of(Pattern::Indexed), vec![256 << 10]);
         assert_eq!(cli.sizes_of(Pattern::Multirail), vec![64 << 20]);
         assert_eq!(cli.netns_rails, PathBuf::from("scripts/netns-rails"));
+        assert_eq!(cli.memory, Memory::Huge);
         let cli = Cli::try_parse_from([
             "compare",
             "--out",
@@ -446,9 +459,12 @@ mod tests {
             "1K,2M",
             "--iterations",
             "7",
+            "--memory",
+            "heap",
         ])
         .unwrap();
         assert_eq!(cli.transport, Transport::Tcp);
+        assert_eq!(cli.memory, Memory::Heap);
         assert_eq!(cli.sizes_of(Pattern::Multiseg), vec![1024, 2 << 20]);
         assert_eq!(cli.iterations, Some(7));
         assert!(

@@ -90,6 +90,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<i32, CompareError> {
             segments: &segments,
             threads: &threads,
             iterations: cli.iterations,
+            memory: cli.memory,
             round: None,
         };
         let mut outcome = patterns::run_rounds(pattern, &mut ctx, cli.rounds);

@@ -12,7 +12,9 @@ use navette::{RuntimeConfig, init_with};
 use navette_session::{Bootstrap, env};
 
 use super::document::{self, BenchOutput};
-use super::{Baseline, BenchConfig, BenchError, Pattern, run_rank, table_header, table_row};
+use super::{
+    Baseline, BenchConfig, BenchError, Memory, Pattern, run_rank, table_header, table_row,
+};
 use crate::sizes::SizeList;
 
 /// Environment variable that forces the driver: `tcp` or `shm`.
@@ -89,6 +91,11 @@ pub struct BenchArgs {
     /// Also measure this baseline between the same ranks, in the same run.
     #[arg(long, value_enum)]
     pub baseline: Option<Baseline>,
+    /// Memory of indexed's large blocks: heap (a Vec each) or huge (a
+    /// navette::HugeBuffer each, backed by transparent huge pages, which
+    /// the kernel's single copy over shm moves faster).
+    #[arg(long, value_enum, default_value_t = Memory::Heap)]
+    pub memory: Memory,
     /// Write the results as a benchmark output JSON document (rank 0).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -115,6 +122,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<Option<i32>, BenchEr
         iterations: args.iterations,
         window: args.window,
         baseline: args.baseline,
+        memory: args.memory,
         // Known once the node runs.
         transport: String::new(),
         tcp_congestion: Congestion::default(),
@@ -215,6 +223,7 @@ pub fn demo(
             iterations,
             window: 1,
             baseline: (node.driver_name() == "tcp").then_some(Baseline::RawTcp),
+            memory: Memory::Heap,
             transport: node.driver_name().into(),
             tcp_congestion: tcp_congestion.clone(),
             strategy: document::strategy_from_env(),

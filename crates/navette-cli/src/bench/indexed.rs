@@ -3,13 +3,16 @@
 //! packed CHEAPER, both sent CHEAPER (from where they are: the engine
 //! copies only what it finds small), back and forth. MPI's program
 //! (`bench/mpi/indexed.c`) sends the same two blocks as one element of an
-//! hindexed datatype. The row's size is both blocks.
+//! hindexed datatype. The row's size is both blocks. The large blocks (sent
+//! and received into) are `Vec`s, or with `--memory huge`
+//! [`navette::HugeBuffer`]s, as `bench/compare` gives every tool by
+//! default.
 
 use std::time::Duration;
 
 use navette::{Gate, Node, ReceiveMode, SendMode};
 
-use super::{BenchError, Role, SizeLimit, TAG, pattern, zeroed};
+use super::{BenchError, Memory, Role, SizeLimit, TAG, pattern, zeroed};
 
 /// Bytes of the first block.
 pub const HEAD: usize = 64;
@@ -33,12 +36,53 @@ fn receive_message(
     msg.end_unpacking().map(drop)
 }
 
+/// A large block in `memory`, holding `bytes`.
+enum Block {
+    Heap(Vec<u8>),
+    Huge(navette::HugeBuffer),
+}
+
+impl Block {
+    fn new(memory: Memory, bytes: Vec<u8>) -> Result<Self, BenchError> {
+        Ok(match memory {
+            Memory::Heap => Self::Heap(bytes),
+            Memory::Huge => {
+                let mut huge = navette::HugeBuffer::zeroed(bytes.len())?;
+                huge.copy_from_slice(&bytes);
+                Self::Huge(huge)
+            }
+        })
+    }
+}
+
+impl std::ops::Deref for Block {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Heap(v) => v,
+            Self::Huge(h) => h,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Block {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Self::Heap(v) => v,
+            Self::Huge(h) => h,
+        }
+    }
+}
+
 /// Times `count` round trips of a `size`-byte indexed message ([`HEAD`]
-/// bytes and the rest) after `warm` untimed ones, and checks what arrived.
+/// bytes and the rest, in `memory`) after `warm` untimed ones, and checks
+/// what arrived.
 pub(super) fn navette_indexed(
     node: &Node,
     role: Role,
     size: usize,
+    memory: Memory,
     warm: u32,
     count: u32,
 ) -> Result<Duration, BenchError> {
@@ -50,8 +94,10 @@ pub(super) fn navette_indexed(
     })?;
     let gate = role.peer(node);
     // Four separate allocations: what goes out, what comes in.
-    let (head_out, body_out) = (pattern(HEAD, size, 0)?, pattern(large, size, 1)?);
-    let (mut head_in, mut body_in) = (vec![0u8; HEAD], zeroed(large)?);
+    let head_out = pattern(HEAD, size, 0)?;
+    let body_out = Block::new(memory, pattern(large, size, 1)?)?;
+    let mut head_in = vec![0u8; HEAD];
+    let mut body_in = Block::new(memory, zeroed(large)?)?;
     let elapsed = super::time_rounds(warm, count, || -> navette::Result<()> {
         if role == Role::Client {
             send_message(node, gate, &head_out, &body_out)?;
@@ -61,7 +107,7 @@ pub(super) fn navette_indexed(
             send_message(node, gate, &head_out, &body_out)
         }
     })?;
-    if head_in != head_out || body_in != body_out {
+    if head_in != head_out || *body_in != *body_out {
         return Err(BenchError::Corrupt {
             pattern: "indexed",
             implementation: "navette",

@@ -100,6 +100,28 @@ pub enum Baseline {
     RawTcp,
 }
 
+/// The memory of indexed's large blocks (both the one sent and the one
+/// received into).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Memory {
+    /// A `Vec<u8>` each, from the process's allocator.
+    #[default]
+    Heap,
+    /// A [`navette::HugeBuffer`] each: memory of their own, backed by
+    /// transparent huge pages where the system grants them.
+    Huge,
+}
+
+impl Memory {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Heap => "heap",
+            Self::Huge => "huge",
+        }
+    }
+}
+
 /// Settings of one benchmark run.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -118,6 +140,9 @@ pub struct BenchConfig {
     pub window: usize,
     /// The comparison, if any.
     pub baseline: Option<Baseline>,
+    /// The memory of indexed's large blocks (the other patterns take
+    /// [`Memory::Heap`] alone).
+    pub memory: Memory,
     /// The transport's name in the output (the driver in use).
     pub transport: String,
     /// The congestion control of the tcp driver's connections, which the
@@ -189,6 +214,18 @@ pub enum BenchError {
         /// Why.
         #[source]
         source: std::collections::TryReserveError,
+    },
+    /// A buffer in huge pages could not be mapped.
+    #[error(transparent)]
+    Huge(#[from] navette::HugeBufferError),
+    /// `--memory` other than heap for a pattern whose buffers it does not
+    /// choose.
+    #[error("{pattern}: --memory {memory} applies to indexed's large blocks only")]
+    Memory {
+        /// The pattern.
+        pattern: &'static str,
+        /// The memory asked for.
+        memory: &'static str,
     },
     /// The pattern's built-in default sizes do not parse. They are
     /// constants, so this is a bug in navette, not in the command line.
@@ -432,6 +469,12 @@ pub fn cases(config: &BenchConfig) -> Result<Vec<Case>, BenchError> {
     if config.iterations == Some(0) {
         return Err(BenchError::NoIterations);
     }
+    if config.memory != Memory::Heap && config.pattern != Pattern::Indexed {
+        return Err(BenchError::Memory {
+            pattern: config.pattern.name(),
+            memory: config.memory.name(),
+        });
+    }
     // A count per case (`what`) outside 1 to `max`, the first one.
     let out_of_range = |counts: &[usize], what: &'static str, max: usize| {
         let count = *counts.iter().find(|&&c| !(1..=max).contains(&c))?;
@@ -655,7 +698,9 @@ pub fn run_rank(
                     let segments = case.segments.unwrap_or(1);
                     multiseg::navette_multiseg(node, role, segments, size, warm, count)?
                 }
-                Pattern::Indexed => indexed::navette_indexed(node, role, size, warm, count)?,
+                Pattern::Indexed => {
+                    indexed::navette_indexed(node, role, size, config.memory, warm, count)?
+                }
             };
             if let Some(raw) = raw.as_deref_mut() {
                 baseline += match config.pattern {

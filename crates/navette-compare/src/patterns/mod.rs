@@ -118,6 +118,8 @@ pub struct Context<'a> {
     pub threads: &'a [usize],
     /// Timed iterations per size, if fixed.
     pub iterations: Option<u32>,
+    /// The memory of indexed's large blocks, for every implementation.
+    pub memory: crate::args::Memory,
     /// Which of several rounds this is (it names the raw outputs), if
     /// there are several.
     pub round: Option<u32>,
@@ -528,6 +530,7 @@ fn host_check(ctx: &mut Context<'_>, pattern: Pattern) -> Option<f64> {
         threads: None,
         iterations: Some(HOST_CHECK_ITERATIONS),
         raw_tcp: false,
+        memory: None,
         json: &json,
     };
     let mut command = navette::command(&ctx.programs.navette, &request);

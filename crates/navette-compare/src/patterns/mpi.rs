@@ -59,6 +59,13 @@ pub const MAX_THREADS: usize = 256;
 /// `ctx.transport`.
 pub(super) fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
     let mut outcome = Outcome::default();
+    if pattern == Pattern::Indexed {
+        outcome.note(format!(
+            "indexed: the large blocks are in {} memory for every implementation (--memory {})",
+            ctx.memory.name(),
+            ctx.memory.name()
+        ));
+    }
     let groups = groups(ctx, pattern);
     measure_navette(ctx, pattern, &groups, &mut outcome);
     for mpi in Mpi::ALL {
@@ -89,7 +96,7 @@ fn measure_floor(ctx: &mut Context<'_>, pattern: Pattern, groups: &[Group], outc
     };
     let program = &ctx.programs.floor;
     let mut command = match pattern {
-        Pattern::Indexed => floor::indexed_command(program, ctx.sizes),
+        Pattern::Indexed => floor::indexed_command(program, ctx.memory.name(), ctx.sizes),
         _ => floor::series_command(program, ctx.segments, ctx.sizes),
     };
     let Some(output) = turn.run(ctx, outcome, &mut command) else {
@@ -249,6 +256,7 @@ fn measure_navette(
         threads: (pattern == Pattern::RpcRate).then_some(ctx.threads),
         iterations: ctx.iterations,
         raw_tcp: raw_floor(ctx, pattern),
+        memory: (pattern == Pattern::Indexed).then(|| ctx.memory.name()),
         json: &json,
     };
     let mut command = navette::command(&ctx.programs.navette, &request);
@@ -389,11 +397,14 @@ pub fn refusal(name: &str, output: &Output) -> Option<String> {
 }
 
 /// The MPI program's arguments: `[-i N] [-s SEGMENTS] [-t THREADS]
-/// SIZE…`; migrate's only `[-i N]`.
+/// [-m MEMORY] SIZE…`; migrate's only `[-i N]`.
 pub fn program_args(ctx: &Context<'_>, pattern: Pattern) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(n) = ctx.iterations {
         args.extend(["-i".to_owned(), n.to_string()]);
+    }
+    if pattern == Pattern::Indexed {
+        args.extend(["-m".to_owned(), ctx.memory.name().to_owned()]);
     }
     if pattern == Pattern::Multiseg {
         let segments: Vec<String> = ctx.segments.iter().map(usize::to_string).collect();
@@ -546,6 +557,7 @@ mod tests {
             segments: &[8],
             threads: &[1, 4],
             iterations: Some(100),
+            memory: crate::args::Memory::Huge,
             round: None,
         };
         let args = |pattern| program_args(&ctx, pattern).join(" ");
@@ -553,6 +565,8 @@ mod tests {
         assert_eq!(args(Pattern::Migrate), "-i 100");
         assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
         assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
+        // indexed's large blocks in the memory every tool gets.
+        assert_eq!(args(Pattern::Indexed), "-i 100 -m huge 0 64");
         // Over tcp, navette's rpc run brings the raw socket's floor; the
         // floors of multiseg and indexed come over shm alone.
         assert!(raw_floor(&ctx, Pattern::Rpc));
@@ -566,8 +580,8 @@ mod tests {
         let series = floor::series_command(program, &[8, 16], &[4, 64]);
         assert_eq!(line(series), "-c 0,1 series -s 8,16 4 64");
         // The indexed floor takes the large blocks, as the MPI programs do.
-        let indexed = floor::indexed_command(program, &[0, 1024, 256 << 10]);
-        assert_eq!(line(indexed), "-c 0,1 indexed 0 1024 262144");
+        let indexed = floor::indexed_command(program, "huge", &[0, 1024, 256 << 10]);
+        assert_eq!(line(indexed), "-c 0,1 indexed -m huge 0 1024 262144");
         assert!(!raw_floor(&ctx, Pattern::Migrate));
         assert!(!raw_floor(&ctx, Pattern::RpcRate));
         assert_eq!(groups(&ctx, Pattern::Rpc), [Group::plain(vec![0, 64])]);

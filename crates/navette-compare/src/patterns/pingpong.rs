@@ -111,6 +111,7 @@ fn measure_navette(ctx: &mut Context<'_>, outcome: &mut Outcome) {
         threads: None,
         iterations: ctx.iterations,
         raw_tcp,
+        memory: None,
         json: &json,
     };
     let mut command = navette::command(&ctx.programs.navette, &request);

@@ -59,12 +59,13 @@ pub fn series_command(program: &Path, segments: &[usize], sizes: &[usize]) -> Co
     command
 }
 
-/// The command of the indexed floor for large blocks of `larges` bytes
-/// (its head is 64 bytes, as navette's and the MPI programs').
-pub fn indexed_command(program: &Path, larges: &[usize]) -> Command {
+/// The command of the indexed floor for large blocks of `larges` bytes in
+/// `memory` (`heap`, `huge`; its head is 64 bytes, as navette's and the
+/// MPI programs').
+pub fn indexed_command(program: &Path, memory: &str, larges: &[usize]) -> Command {
     let mut command = pinned(program);
     command
-        .arg("indexed")
+        .args(["indexed", "-m", memory])
         .args(larges.iter().map(usize::to_string));
     command
 }

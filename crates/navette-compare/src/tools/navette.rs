@@ -31,6 +31,8 @@ pub struct BenchRequest<'a> {
     pub iterations: Option<u32>,
     /// Add `--baseline raw-tcp`.
     pub raw_tcp: bool,
+    /// `--memory` of indexed's large blocks (`heap`, `huge`), if given.
+    pub memory: Option<&'a str>,
     /// Where navette writes its document.
     pub json: &'a Path,
 }
@@ -66,6 +68,9 @@ pub fn command(navette: &Path, request: &BenchRequest<'_>) -> Command {
     }
     if request.raw_tcp {
         command.args(["--baseline", "raw-tcp"]);
+    }
+    if let Some(memory) = request.memory {
+        command.args(["--memory", memory]);
     }
     command
 }
@@ -161,6 +166,7 @@ mod tests {
             threads: None,
             iterations: Some(100),
             raw_tcp: true,
+            memory: None,
             json,
         };
         assert_eq!(
@@ -189,11 +195,25 @@ mod tests {
             threads: None,
             iterations: None,
             raw_tcp: false,
+            memory: None,
             json: Path::new("m.json"),
         };
         let line = describe(&command(Path::new("navette"), &request));
         assert!(
             line.ends_with("navette bench multiseg --sizes 4,64 --json m.json --segments 8,16"),
+            "{line}"
+        );
+        // indexed is told the memory of its large blocks.
+        let request = BenchRequest {
+            pattern: "indexed",
+            sizes: &[262_144],
+            segments: None,
+            memory: Some("huge"),
+            ..request
+        };
+        let line = describe(&command(Path::new("navette"), &request));
+        assert!(
+            line.ends_with("navette bench indexed --sizes 262144 --json m.json --memory huge"),
             "{line}"
         );
     }
@@ -208,6 +228,7 @@ mod tests {
             threads: Some(&[1, 4, 16]),
             iterations: Some(50),
             raw_tcp: false,
+            memory: None,
             json: Path::new("r.json"),
         };
         let line = describe(&command(Path::new("navette"), &request));

@@ -107,7 +107,7 @@ pub enum Memory {
     /// A `Vec<u8>` each, from the process's allocator.
     #[default]
     Heap,
-    /// A [`navette::HugeBuffer`] each: memory of their own, backed by
+    /// A `navette::HugeBuffer` each: memory of their own, backed by
     /// transparent huge pages where the system grants them.
     Huge,
 }

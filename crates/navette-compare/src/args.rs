@@ -126,11 +126,13 @@ multiseg and indexed, navette beside both MPIs:
              unpack); bench/mpi/indexed.c sends 1 element of an
              MPI_Type_create_hindexed over the two blocks. Rows carry `size`
              = both blocks (64 + 262144 by default). The large blocks (sent
-             and received into) are in the same memory for every tool
-             (--memory): by default huge (navette bench indexed --memory
-             huge, bench/mpi/indexed.c -m huge, floor indexed -m huge: a
-             mapping of their own backed by transparent huge pages, whose
-             pages the kernel's single copy pins together), or heap.
+             and received into) are in the memory --memory names: by
+             default huge (navette bench indexed --memory huge, floor
+             indexed -m huge: a mapping of their own backed by transparent
+             huge pages, whose pages the kernel's single copy pins
+             together), while each MPI runs in each round with -m heap and
+             with -m huge (bench/mpi/indexed.c) and keeps the faster; with
+             --memory heap, every tool on the heap.
 
   navette    as for pingpong, with NAVETTE_DRIVER=shm|tcp; its rows carry
              `strategy` (NAVETTE_STRATEGY, else aggregate)
@@ -285,10 +287,11 @@ pub struct Cli {
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_THREADS,
           value_parser = parse_threads)]
     pub threads: Vec<usize>,
-    /// Memory of indexed's large blocks, the same for every implementation:
-    /// huge (mappings of their own backed by transparent huge pages, as
-    /// navette::HugeBuffer and bench/huge.h make them) or heap (malloc'd,
-    /// a Vec in navette; whole heap pages for the floor).
+    /// Memory of indexed's large blocks: huge (mappings of their own backed
+    /// by transparent huge pages, as navette::HugeBuffer and bench/huge.h
+    /// make them, for navette and the floor; each MPI runs in both heap and
+    /// huge-page memory and keeps the faster) or heap (for every tool:
+    /// malloc'd, a Vec in navette, whole heap pages for the floor).
     #[arg(long, value_enum, default_value_t = Memory::Huge)]
     pub memory: Memory,
     /// Timed round trips (series for multiseg, calls for rpc, calls per

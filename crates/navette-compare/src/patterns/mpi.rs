@@ -32,6 +32,7 @@
 use std::process::Command;
 
 use super::{Context, Group, Outcome, Pattern};
+use crate::args::Memory;
 use crate::record::{Record, SkipKind, implementation as imp};
 use crate::runner::Output;
 use crate::tools::mpi::{self, Mpi};
@@ -60,11 +61,7 @@ pub const MAX_THREADS: usize = 256;
 pub(super) fn run(ctx: &mut Context<'_>, pattern: Pattern) -> Outcome {
     let mut outcome = Outcome::default();
     if pattern == Pattern::Indexed {
-        outcome.note(format!(
-            "indexed: the large blocks are in {} memory for every implementation (--memory {})",
-            ctx.memory.name(),
-            ctx.memory.name()
-        ));
+        outcome.note(memory_note(ctx.memory));
     }
     let groups = groups(ctx, pattern);
     measure_navette(ctx, pattern, &groups, &mut outcome);
@@ -175,7 +172,19 @@ impl Turn<'_> {
         stdout: &str,
         failure: Option<String>,
     ) {
-        match parse(self.pattern, stdout) {
+        self.settle_rows(ctx, outcome, parse(self.pattern, stdout), failure);
+    }
+
+    /// Keeps `rows`, or skips every row if there are none (for `failure`
+    /// if the program failed).
+    fn settle_rows(
+        &self,
+        ctx: &Context<'_>,
+        outcome: &mut Outcome,
+        rows: Result<Vec<Row>, ParseError>,
+        failure: Option<String>,
+    ) {
+        match rows {
             Ok(rows) => {
                 let records: Vec<Record> = rows
                     .into_iter()
@@ -206,7 +215,19 @@ impl Turn<'_> {
         outcome: &mut Outcome,
         command: &mut Command,
     ) -> Option<Output> {
-        let raw = ctx.raw_name(self.pattern, self.name);
+        self.run_as(ctx, outcome, self.name, command)
+    }
+
+    /// [`Self::run`], its raw outputs named after `tool` (one of several
+    /// runs of the implementation in a round).
+    fn run_as(
+        &self,
+        ctx: &mut Context<'_>,
+        outcome: &mut Outcome,
+        tool: &str,
+        command: &mut Command,
+    ) -> Option<Output> {
+        let raw = ctx.raw_name(self.pattern, tool);
         match ctx.runner.run(&raw, command) {
             Ok(output) => Some(output),
             Err(e) => {
@@ -364,20 +385,82 @@ fn measure_mpi(
         turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
-    let mut command = mpi.launch(&program, ctx.transport);
-    command.args(program_args(ctx, pattern));
-    let Some(output) = turn.run(ctx, outcome, &mut command) else {
-        return;
-    };
-    if let Some(reason) = refusal(name, &output) {
-        turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
-        return;
+    let memories = mpi_memories(ctx.memory, pattern);
+    let mut rows: Option<Result<Vec<Row>, ParseError>> = None;
+    let mut failure = None;
+    for &memory in memories {
+        let mut command = mpi.launch(&program, ctx.transport);
+        command.args(program_args(ctx, pattern, memory));
+        let tool = match memories {
+            [_] => name.to_owned(),
+            _ => format!("{name}-{}", memory.name()),
+        };
+        let Some(output) = turn.run_as(ctx, outcome, &tool, &mut command) else {
+            return;
+        };
+        if let Some(reason) = refusal(name, &output) {
+            turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
+            return;
+        }
+        if !output.success() {
+            failure.get_or_insert_with(|| output.failure());
+        }
+        if let Some(note) = mpi.transport_note(ctx.transport, &output) {
+            outcome.note(format!("{name}: {note}"));
+        }
+        let these = parse(pattern, &output.stdout);
+        rows = Some(match (rows.take(), these) {
+            (Some(Ok(kept)), Ok(these)) => Ok(faster_rows(kept, these)),
+            (Some(Ok(kept)), Err(_)) | (None | Some(Err(_)), Ok(kept)) => Ok(kept),
+            (_, Err(e)) => Err(e),
+        });
     }
-    let failure = (!output.success()).then(|| output.failure());
-    if let Some(note) = mpi.transport_note(ctx.transport, &output) {
-        outcome.note(format!("{name}: {note}"));
+    if let Some(rows) = rows {
+        turn.settle_rows(ctx, outcome, rows, failure);
     }
-    turn.settle_output(ctx, outcome, &output.stdout, failure);
+}
+
+/// The memories an MPI program runs `pattern` in, in turn: for indexed
+/// with `memory` huge, both heap and huge, each row keeping the faster
+/// (Open MPI is often slower with its blocks in huge pages: the peers get
+/// the memory they do best in); else `memory` alone (which only indexed
+/// reads).
+fn mpi_memories(memory: Memory, pattern: Pattern) -> &'static [Memory] {
+    match (pattern, memory) {
+        (Pattern::Indexed, Memory::Huge) => &[Memory::Heap, Memory::Huge],
+        (_, Memory::Huge) => &[Memory::Huge],
+        (_, Memory::Heap) => &[Memory::Heap],
+    }
+}
+
+/// The note of indexed's memory under the table.
+fn memory_note(memory: Memory) -> String {
+    match memory {
+        Memory::Huge => "indexed: the large blocks are in huge-page memory for navette and the \
+                         floor (--memory huge); each MPI runs in each round with them in heap \
+                         and in huge-page memory, and keeps the faster"
+            .to_owned(),
+        Memory::Heap => {
+            "indexed: the large blocks are in heap memory for every implementation (--memory heap)"
+                .to_owned()
+        }
+    }
+}
+
+/// `kept`, each row replaced by the row of `these` of the same case
+/// (segments, threads, size) where that one is faster (lower latency,
+/// or higher rate); rows of `these` for other cases are added.
+fn faster_rows(mut kept: Vec<Row>, these: Vec<Row>) -> Vec<Row> {
+    for row in these {
+        let same =
+            |k: &&mut Row| (k.segments, k.threads, k.size) == (row.segments, row.threads, row.size);
+        match kept.iter_mut().find(|k| same(k)) {
+            Some(k) if row.is_faster_than(k) => *k = row,
+            Some(_) => {}
+            None => kept.push(row),
+        }
+    }
+    kept
 }
 
 /// Why an MPI program said it cannot run on this library (rpc_rate
@@ -397,14 +480,14 @@ pub fn refusal(name: &str, output: &Output) -> Option<String> {
 }
 
 /// The MPI program's arguments: `[-i N] [-s SEGMENTS] [-t THREADS]
-/// [-m MEMORY] SIZE…`; migrate's only `[-i N]`.
-pub fn program_args(ctx: &Context<'_>, pattern: Pattern) -> Vec<String> {
+/// [-m MEMORY] SIZE…` (`-m` for indexed alone); migrate's only `[-i N]`.
+pub fn program_args(ctx: &Context<'_>, pattern: Pattern, memory: Memory) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(n) = ctx.iterations {
         args.extend(["-i".to_owned(), n.to_string()]);
     }
     if pattern == Pattern::Indexed {
-        args.extend(["-m".to_owned(), ctx.memory.name().to_owned()]);
+        args.extend(["-m".to_owned(), memory.name().to_owned()]);
     }
     if pattern == Pattern::Multiseg {
         let segments: Vec<String> = ctx.segments.iter().map(usize::to_string).collect();
@@ -432,6 +515,22 @@ struct Row {
 }
 
 impl Row {
+    /// Whether it is faster than `other`, a row of the same case: a lower
+    /// latency, or a higher rate (a row without either is not).
+    fn is_faster_than(&self, other: &Self) -> bool {
+        match (
+            self.latency_us,
+            other.latency_us,
+            self.rate_per_s,
+            other.rate_per_s,
+        ) {
+            (Some(mine), Some(theirs), ..) => mine < theirs,
+            (Some(_), None, ..) => true,
+            (None, _, Some(mine), Some(theirs)) => mine > theirs,
+            _ => false,
+        }
+    }
+
     fn of(figure: crate::tools::Figure) -> Self {
         Self {
             segments: None,
@@ -514,6 +613,42 @@ mod tests {
     }
 
     #[test]
+    fn each_case_keeps_its_faster_row() {
+        let row = |size, latency_us, rate_per_s| Row {
+            segments: None,
+            threads: None,
+            size,
+            latency_us,
+            bandwidth_mbps: None,
+            rate_per_s,
+        };
+        let heap = vec![row(64, Some(5.0), None), row(1000, Some(20.0), None)];
+        let huge = vec![
+            row(64, Some(6.0), None),
+            row(1000, Some(10.0), None),
+            row(2000, Some(30.0), None),
+        ];
+        assert_eq!(
+            faster_rows(heap, huge),
+            [
+                row(64, Some(5.0), None),
+                row(1000, Some(10.0), None),
+                row(2000, Some(30.0), None)
+            ]
+        );
+        // Rates: the higher is faster; a row with no figure never wins.
+        let kept = faster_rows(
+            vec![row(0, None, Some(10.0))],
+            vec![row(0, None, Some(20.0))],
+        );
+        assert_eq!(kept, [row(0, None, Some(20.0))]);
+        let kept = faster_rows(vec![row(0, Some(1.0), None)], vec![row(0, None, None)]);
+        assert_eq!(kept, [row(0, Some(1.0), None)]);
+        assert!(memory_note(Memory::Huge).contains("keeps the faster"));
+        assert!(memory_note(Memory::Heap).contains("heap memory for every implementation"));
+    }
+
+    #[test]
     fn an_mpi_without_thread_multiple_is_not_available() {
         let said = output(
             mpi::UNAVAILABLE,
@@ -560,13 +695,24 @@ mod tests {
             memory: crate::args::Memory::Huge,
             round: None,
         };
-        let args = |pattern| program_args(&ctx, pattern).join(" ");
+        let args = |pattern| program_args(&ctx, pattern, ctx.memory).join(" ");
         assert_eq!(args(Pattern::Rpc), "-i 100 0 64");
         assert_eq!(args(Pattern::Migrate), "-i 100");
         assert_eq!(args(Pattern::RpcRate), "-i 100 -t 1,4 0 64");
         assert_eq!(args(Pattern::Multiseg), "-i 100 -s 8 0 64");
-        // indexed's large blocks in the memory every tool gets.
+        // indexed's large blocks in the memory asked for; in huge pages,
+        // the MPIs run in heap memory too and keep the faster.
         assert_eq!(args(Pattern::Indexed), "-i 100 -m huge 0 64");
+        assert_eq!(
+            program_args(&ctx, Pattern::Indexed, Memory::Heap).join(" "),
+            "-i 100 -m heap 0 64"
+        );
+        assert_eq!(
+            mpi_memories(Memory::Huge, Pattern::Indexed),
+            [Memory::Heap, Memory::Huge]
+        );
+        assert_eq!(mpi_memories(Memory::Heap, Pattern::Indexed), [Memory::Heap]);
+        assert_eq!(mpi_memories(Memory::Huge, Pattern::Rpc), [Memory::Huge]);
         // Over tcp, navette's rpc run brings the raw socket's floor; the
         // floors of multiseg and indexed come over shm alone.
         assert!(raw_floor(&ctx, Pattern::Rpc));

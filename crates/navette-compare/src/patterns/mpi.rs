@@ -28,6 +28,9 @@
 //!
 //! In each round, navette (`navette bench PATTERN`), then Open MPI, then
 //! MPICH (`bench/mpi/PATTERN.c` built with each), over the same transport.
+//! Indexed's large blocks are in the memory `--memory` names; in huge
+//! pages (the default), each MPI runs twice, its blocks on the heap and in
+//! huge pages, and keeps its faster row (`mpi_memories`).
 
 use std::process::Command;
 

@@ -245,7 +245,9 @@ Output in --out DIR:
                          notes[])
   raw/                   each tool's standard output (.out) and error (.err),
                          and commands.txt with every command line and its
-                         environment
+                         environment (PATTERN-TRANSPORT-TOOL[-rN]; an MPI's
+                         two runs of indexed in huge memory are TOOL-heap and
+                         TOOL-huge)
   PATTERN-TRANSPORT.png  latency and bandwidth against size, log-log, one
                          curve per implementation (multiseg: one plot per
                          segment count, multiseg-8seg-TRANSPORT.png, …;

@@ -621,19 +621,20 @@ fn payload(size: usize) -> Result<Vec<u8>, BenchError> {
 /// exchange of `size`: different pieces differ, so one landing in
 /// another's place is caught. Piece 0 of `size` bytes is [`payload`].
 fn pattern(len: usize, size: usize, index: usize) -> Result<Vec<u8>, BenchError> {
+    buffer(len, pattern_fill(size, index))
+}
+
+/// Byte `i` of [`pattern`]'s piece `index` of an exchange of `size`.
+fn pattern_fill(size: usize, index: usize) -> impl Fn(usize) -> u8 {
     let salt = size ^ index.wrapping_mul(101);
-    buffer(len, |i| (i.wrapping_mul(31) ^ salt) as u8)
+    move |i| (i.wrapping_mul(31) ^ salt) as u8
 }
 
 /// Whether `got` is the pattern of piece `index` of `len` bytes of an
 /// exchange of `size` (see [`pattern`]), without allocating it.
 fn is_pattern(got: &[u8], len: usize, size: usize, index: usize) -> bool {
-    let salt = size ^ index.wrapping_mul(101);
-    got.len() == len
-        && got
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == (i.wrapping_mul(31) ^ salt) as u8)
+    let fill = pattern_fill(size, index);
+    got.len() == len && got.iter().enumerate().all(|(i, &b)| b == fill(i))
 }
 
 /// Runs the benchmark on this rank; rank 0 gets a row per size through

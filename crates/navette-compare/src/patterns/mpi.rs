@@ -218,19 +218,7 @@ impl Turn<'_> {
         outcome: &mut Outcome,
         command: &mut Command,
     ) -> Option<Output> {
-        self.run_as(ctx, outcome, self.name, command)
-    }
-
-    /// [`Self::run`], its raw outputs named after `tool` (one of several
-    /// runs of the implementation in a round).
-    fn run_as(
-        &self,
-        ctx: &mut Context<'_>,
-        outcome: &mut Outcome,
-        tool: &str,
-        command: &mut Command,
-    ) -> Option<Output> {
-        let raw = ctx.raw_name(self.pattern, tool);
+        let raw = ctx.raw_name(self.pattern, self.name);
         match ctx.runner.run(&raw, command) {
             Ok(output) => Some(output),
             Err(e) => {
@@ -388,38 +376,130 @@ fn measure_mpi(
         turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
-    let memories = mpi_memories(ctx.memory, pattern);
-    let mut rows: Option<Result<Vec<Row>, ParseError>> = None;
-    let mut failure = None;
-    for &memory in memories {
-        let mut command = mpi.launch(&program, ctx.transport);
-        command.args(program_args(ctx, pattern, memory));
-        let tool = match memories {
-            [_] => name.to_owned(),
-            _ => format!("{name}-{}", memory.name()),
-        };
-        let Some(output) = turn.run_as(ctx, outcome, &tool, &mut command) else {
-            return;
+    if mpi_memories(ctx.memory, pattern).len() > 1 {
+        measure_in_both_memories(ctx, &turn, mpi, &program, outcome);
+        return;
+    }
+    let mut command = mpi.launch(&program, ctx.transport);
+    command.args(program_args(ctx, pattern, ctx.memory));
+    let Some(output) = turn.run(ctx, outcome, &mut command) else {
+        return;
+    };
+    if let Some(reason) = refusal(name, &output) {
+        turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
+        return;
+    }
+    let failure = (!output.success()).then(|| output.failure());
+    if let Some(note) = mpi.transport_note(ctx.transport, &output) {
+        outcome.note(format!("{name}: {note}"));
+    }
+    turn.settle_output(ctx, outcome, &output.stdout, failure);
+}
+
+/// One MPI's turn at indexed with its large blocks on the heap and in huge
+/// pages (see [`mpi_memories`]), one run after the other (which goes first
+/// alternates with the round, so that neither always follows navette):
+/// each size keeps the faster row of the runs that succeeded, a failed
+/// run's rows count only when no run succeeded, and every failure is noted
+/// (so that it shows even when the other run gave every size). A note per
+/// size says what each memory took.
+fn measure_in_both_memories(
+    ctx: &mut Context<'_>,
+    turn: &Turn<'_>,
+    mpi: Mpi,
+    program: &std::path::Path,
+    outcome: &mut Outcome,
+) {
+    let name = mpi.name();
+    let mut order = [Memory::Heap, Memory::Huge];
+    if ctx.round.is_some_and(|round| round % 2 == 0) {
+        order.reverse();
+    }
+    let mut good: Vec<(Memory, Vec<Row>)> = Vec::new();
+    let mut failed_rows: Option<Vec<Row>> = None;
+    let mut failures: Vec<String> = Vec::new();
+    for memory in order {
+        let mut command = mpi.launch(program, ctx.transport);
+        command.args(program_args(ctx, turn.pattern, memory));
+        let raw = ctx.raw_name(turn.pattern, &format!("{name}-{}", memory.name()));
+        let output = match ctx.runner.run(&raw, &mut command) {
+            Ok(output) => output,
+            Err(e) => {
+                failures.push(format!("{} memory: could not run: {e}", memory.name()));
+                continue;
+            }
         };
         if let Some(reason) = refusal(name, &output) {
             turn.skip(ctx, outcome, SkipKind::Unavailable, &reason);
             return;
         }
-        if !output.success() {
-            failure.get_or_insert_with(|| output.failure());
-        }
         if let Some(note) = mpi.transport_note(ctx.transport, &output) {
             outcome.note(format!("{name}: {note}"));
         }
-        let these = parse(pattern, &output.stdout);
-        rows = Some(match (rows.take(), these) {
-            (Some(Ok(kept)), Ok(these)) => Ok(faster_rows(kept, these)),
-            (Some(Ok(kept)), Err(_)) | (None | Some(Err(_)), Ok(kept)) => Ok(kept),
-            (_, Err(e)) => Err(e),
-        });
+        let parsed = parse(turn.pattern, &output.stdout);
+        match (output.success(), parsed) {
+            (true, Ok(rows)) => good.push((memory, rows)),
+            (true, Err(e)) => failures.push(format!("{} memory: {e}", memory.name())),
+            (false, parsed) => {
+                failures.push(format!("{} memory: {}", memory.name(), output.failure()));
+                if let (None, Ok(rows)) = (&failed_rows, parsed) {
+                    failed_rows = Some(rows);
+                }
+            }
+        }
     }
-    if let Some(rows) = rows {
-        turn.settle_rows(ctx, outcome, rows, failure);
+    for failure in &failures {
+        outcome.note(format!(
+            "{name}: {} failed with its blocks in {failure}",
+            turn.pattern.name()
+        ));
+    }
+    if let [first, second] = good.as_slice() {
+        note_memories(ctx, outcome, name, first, second);
+    }
+    let failure = (!failures.is_empty()).then(|| failures.join("; "));
+    turn.settle_rows(ctx, outcome, pair_rows(good, failed_rows), failure);
+}
+
+/// The rows of an MPI's runs in both memories: each size's faster row of
+/// the runs that succeeded (`good`); a failed run's rows only when none
+/// did.
+fn pair_rows(
+    good: Vec<(Memory, Vec<Row>)>,
+    failed_rows: Option<Vec<Row>>,
+) -> Result<Vec<Row>, ParseError> {
+    good.into_iter()
+        .map(|(_, rows)| rows)
+        .reduce(faster_rows)
+        .or(failed_rows)
+        .ok_or(ParseError::NoResult("no run printed a figure"))
+}
+
+/// Notes, per size, what an MPI's two runs of indexed took in each memory.
+fn note_memories(
+    ctx: &Context<'_>,
+    outcome: &mut Outcome,
+    name: &str,
+    (first, first_rows): &(Memory, Vec<Row>),
+    (second, second_rows): &(Memory, Vec<Row>),
+) {
+    let round = ctx
+        .round
+        .map(|r| format!(", round {r}"))
+        .unwrap_or_default();
+    for a in first_rows {
+        let Some(b) = second_rows.iter().find(|b| b.size == a.size) else {
+            continue;
+        };
+        let (Some(la), Some(lb)) = (a.latency_us, b.latency_us) else {
+            continue;
+        };
+        outcome.note(format!(
+            "{name}: indexed {} B{round}: {la:.2} µs in {} memory, {lb:.2} in {} memory",
+            a.size,
+            first.name(),
+            second.name()
+        ));
     }
 }
 
@@ -439,9 +519,9 @@ fn mpi_memories(memory: Memory, pattern: Pattern) -> &'static [Memory] {
 /// The note of indexed's memory under the table.
 fn memory_note(memory: Memory) -> String {
     match memory {
-        Memory::Huge => "indexed: the large blocks are in huge-page memory for navette and the \
-                         floor (--memory huge); each MPI runs in each round with them in heap \
-                         and in huge-page memory, and keeps the faster"
+        Memory::Huge => "indexed: the large blocks are in huge-page memory for navette (and the \
+                         floor, over shm) (--memory huge); each MPI runs in each round with them \
+                         on the heap and in huge pages, and keeps the faster"
             .to_owned(),
         Memory::Heap => {
             "indexed: the large blocks are in heap memory for every implementation (--memory heap)"
@@ -647,6 +727,24 @@ mod tests {
         assert_eq!(kept, [row(0, None, Some(20.0))]);
         let kept = faster_rows(vec![row(0, Some(1.0), None)], vec![row(0, None, None)]);
         assert_eq!(kept, [row(0, Some(1.0), None)]);
+        // Of two runs, the faster of those that succeeded; a failed run's
+        // rows only when none did.
+        let heap = (Memory::Heap, vec![row(64, Some(5.0), None)]);
+        let huge = (Memory::Huge, vec![row(64, Some(4.0), None)]);
+        let failed = Some(vec![row(64, Some(1.0), None)]);
+        assert_eq!(
+            pair_rows(vec![heap.clone(), huge], failed.clone()).unwrap(),
+            [row(64, Some(4.0), None)]
+        );
+        assert_eq!(
+            pair_rows(vec![heap], failed.clone()).unwrap(),
+            [row(64, Some(5.0), None)]
+        );
+        assert_eq!(
+            pair_rows(vec![], failed).unwrap(),
+            [row(64, Some(1.0), None)]
+        );
+        assert!(pair_rows(vec![], None).is_err());
         assert!(memory_note(Memory::Huge).contains("keeps the faster"));
         assert!(memory_note(Memory::Heap).contains("heap memory for every implementation"));
     }

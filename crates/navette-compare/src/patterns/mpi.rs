@@ -30,7 +30,7 @@
 //! MPICH (`bench/mpi/PATTERN.c` built with each), over the same transport.
 //! Indexed's large blocks are in the memory `--memory` names; in huge
 //! pages (the default), each MPI runs twice, its blocks on the heap and in
-//! huge pages, and keeps its faster row (`mpi_memories`).
+//! huge pages, and keeps its faster row (`in_both_memories`).
 
 use std::process::Command;
 
@@ -376,7 +376,7 @@ fn measure_mpi(
         turn.skip(ctx, outcome, SkipKind::Failed, &reason);
         return;
     }
-    if mpi_memories(ctx.memory, pattern).len() > 1 {
+    if in_both_memories(ctx.memory, pattern) {
         measure_in_both_memories(ctx, &turn, mpi, &program, outcome);
         return;
     }
@@ -397,7 +397,7 @@ fn measure_mpi(
 }
 
 /// One MPI's turn at indexed with its large blocks on the heap and in huge
-/// pages (see [`mpi_memories`]), one run after the other (which goes first
+/// pages (see [`in_both_memories`]), one run after the other (which goes first
 /// alternates with the round, so that neither always follows navette):
 /// each size keeps the faster row of the runs that succeeded, a failed
 /// run's rows count only when no run succeeded, and every failure is noted
@@ -503,17 +503,13 @@ fn note_memories(
     }
 }
 
-/// The memories an MPI program runs `pattern` in, in turn: for indexed
-/// with `memory` huge, both heap and huge, each row keeping the faster
-/// (Open MPI is often slower with its blocks in huge pages: the peers get
-/// the memory they do best in); else `memory` alone (which only indexed
+/// Whether an MPI program runs `pattern` in both memories, each row
+/// keeping the faster: indexed with `memory` huge (Open MPI is often
+/// slower with its blocks in huge pages: the peers get the memory they do
+/// best in). Otherwise it runs once, in `memory` (which only indexed
 /// reads).
-fn mpi_memories(memory: Memory, pattern: Pattern) -> &'static [Memory] {
-    match (pattern, memory) {
-        (Pattern::Indexed, Memory::Huge) => &[Memory::Heap, Memory::Huge],
-        (_, Memory::Huge) => &[Memory::Huge],
-        (_, Memory::Heap) => &[Memory::Heap],
-    }
+fn in_both_memories(memory: Memory, pattern: Pattern) -> bool {
+    pattern == Pattern::Indexed && memory == Memory::Huge
 }
 
 /// The note of indexed's memory under the table.
@@ -808,12 +804,9 @@ mod tests {
             program_args(&ctx, Pattern::Indexed, Memory::Heap).join(" "),
             "-i 100 -m heap 0 64"
         );
-        assert_eq!(
-            mpi_memories(Memory::Huge, Pattern::Indexed),
-            [Memory::Heap, Memory::Huge]
-        );
-        assert_eq!(mpi_memories(Memory::Heap, Pattern::Indexed), [Memory::Heap]);
-        assert_eq!(mpi_memories(Memory::Huge, Pattern::Rpc), [Memory::Huge]);
+        assert!(in_both_memories(Memory::Huge, Pattern::Indexed));
+        assert!(!in_both_memories(Memory::Heap, Pattern::Indexed));
+        assert!(!in_both_memories(Memory::Huge, Pattern::Rpc));
         // Over tcp, navette's rpc run brings the raw socket's floor; the
         // floors of multiseg and indexed come over shm alone.
         assert!(raw_floor(&ctx, Pattern::Rpc));

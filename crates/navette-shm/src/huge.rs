@@ -135,15 +135,16 @@ impl HugeBuffer {
         let tail = bytes - head - mapped;
         // SAFETY: `head < bytes`: inside the mapping just made.
         let start = unsafe { base.cast::<u8>().add(head) };
-        // SAFETY: both ranges lie inside the mapping just made (see
-        // above), which nothing else uses; what stays mapped is
-        // `start..start + mapped`.
+        // SAFETY: both ranges are whole pages inside the mapping just made
+        // (see above), which nothing else uses; what stays mapped is
+        // `start..start + mapped`. A failed trim leaves its pages mapped
+        // and unused (see `Drop`).
         unsafe {
             if head > 0 {
-                unmap(base, head);
+                let _ = rustix::mm::munmap(base, head);
             }
             if tail > 0 {
-                unmap(start.add(mapped).cast(), tail);
+                let _ = rustix::mm::munmap(start.add(mapped).cast(), tail);
             }
         }
         // SAFETY: `start..start + mapped` is mapped and ours. Advice only:
@@ -173,28 +174,17 @@ impl HugeBuffer {
     }
 }
 
-/// Unmaps `len` bytes at `ptr`, whole pages of a mapping of this module's.
-///
-/// # Safety
-///
-/// `ptr..ptr + len` is part of a live mapping made here, page-aligned,
-/// that no reference points into.
-unsafe fn unmap(ptr: *mut std::ffi::c_void, len: usize) {
-    // SAFETY: as the caller promises.
-    let result = unsafe { rustix::mm::munmap(ptr, len) };
-    // It fails only where unmapping part of a mapping would split it past
-    // the process's limit of mappings (`vm.max_map_count`, ENOMEM): the
-    // range then stays mapped, unused, and nothing else is wrong (no
-    // panic from a drop).
-    let _ = result;
-}
-
 impl Drop for HugeBuffer {
     fn drop(&mut self) {
         if self.mapped > 0 {
             // SAFETY: `ptr..ptr + mapped` is the mapping `zeroed` kept,
             // page-aligned; `&mut self` means no slice of it lives.
-            unsafe { unmap(self.ptr.as_ptr().cast(), self.mapped) };
+            let result = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.mapped) };
+            // It fails only where unmapping part of a mapping would split
+            // it past the process's limit of mappings (`vm.max_map_count`,
+            // ENOMEM): the range then stays mapped, unused, and nothing
+            // else is wrong (no panic from a drop).
+            let _ = result;
         }
     }
 }

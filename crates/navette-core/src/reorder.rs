@@ -67,6 +67,11 @@ impl<T> ReorderBuffer<T> {
         self.expected = self.expected.wrapping_add(1);
     }
 
+    /// Gives back the number [`Self::take_next`] moved past.
+    pub(crate) fn untake(&mut self) {
+        self.expected = self.expected.wrapping_sub(1);
+    }
+
     /// Keeps a chunk that arrived ahead (after [`Arrival::Ahead`]).
     pub(crate) fn hold(&mut self, seq: u32, chunk: T) {
         self.waiting.insert(seq, chunk);

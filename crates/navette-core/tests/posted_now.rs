@@ -491,3 +491,39 @@ fn a_piece_that_releases_held_chunks_posts_the_list() {
     let (_, got) = twins.listed.outcome(index).expect("received");
     assert_eq!(got, b"second");
 }
+
+/// A packet whose first chunks land in the list and whose last does not
+/// (too long for its receive) undoes the ones before it: the list is
+/// posted whole, the usual path lands the packet, and the gates count and
+/// number its messages once, as the usual side's do.
+#[test]
+fn a_packet_that_lands_in_part_undoes_its_first_chunks() {
+    let mut twins = Twins::new(StrategyKind::Aggregate, 1);
+    let channels = [1u16, 2, 1];
+    for (i, &c) in channels.iter().enumerate() {
+        let room = if i == 2 { 4 } else { 64 };
+        twins.recv(want(c, from(0), TagMatch::exact(i as u64)), room);
+    }
+    for (i, &c) in channels.iter().enumerate() {
+        twins.stage(ChannelId(c), i as u64, &pattern(10, i as u64));
+    }
+    assert_eq!(twins.run(), [PostedNowOutcome::Post], "one packet");
+    assert_eq!(twins.check(), 0, "nothing landed from the list");
+    let (outcome, _) = twins.listed.outcome(2).expect("complete");
+    assert!(
+        matches!(outcome, Err(RequestError::Truncated { .. })),
+        "{outcome:?}"
+    );
+    let stats = |side: &Side| side.net.engines[1].gate_stats().collect::<Vec<_>>();
+    assert_eq!(stats(&twins.listed), stats(&twins.usual));
+    // The gates' numbers are where the usual path left them: the next
+    // series lands from the list.
+    for (i, &c) in channels.iter().enumerate() {
+        twins.recv(want(c, from(0), TagMatch::exact(i as u64)), 64);
+    }
+    for (i, &c) in channels.iter().enumerate() {
+        twins.stage(ChannelId(c), i as u64, b"again");
+    }
+    assert_eq!(twins.run(), [PostedNowOutcome::Landed]);
+    assert_eq!(twins.check(), 3);
+}

@@ -53,6 +53,9 @@ pub(crate) struct LeanIrecvs {
     /// bit each by their place there (the list is at most [`MOST_WAITING`]
     /// long).
     landed: u64,
+    /// Those of them whose request was dropped: their slots are freed
+    /// once the packet has landed whole.
+    landed_detached: u64,
 }
 
 /// A receive in the list.
@@ -116,6 +119,10 @@ impl LeanIrecvs {
     /// Takes the receives that landed out of the list: in the usual case,
     /// the first ones, with nothing to look at.
     fn sweep(&mut self) {
+        let detached = std::mem::take(&mut self.landed_detached);
+        if detached != 0 {
+            self.free_detached(detached);
+        }
         let landed = std::mem::take(&mut self.landed);
         let first = landed.trailing_ones() as usize;
         if landed.checked_shr(first as u32).unwrap_or(0) == 0 {
@@ -127,6 +134,19 @@ impl LeanIrecvs {
                 i += 1;
                 keep
             });
+        }
+    }
+}
+
+impl LeanIrecvs {
+    /// Frees the slots of the receives of `waiting` that `detached` marks
+    /// (a bit each by their place there), their messages landed.
+    #[cold]
+    fn free_detached(&mut self, detached: u64) {
+        for i in 0..self.waiting.len().min(MOST_WAITING) {
+            if detached & (1 << i) != 0 {
+                self.free_slot(self.waiting[i].key);
+            }
         }
     }
 }
@@ -148,8 +168,9 @@ impl PostedList for LeanIrecvs {
     }
 
     /// Its message goes into its slot's buffer; a detached one's slot is
-    /// freed, its buffer dropped.
-    #[inline]
+    /// freed, its buffer dropped, once the packet has landed whole.
+    /// Always inlined: the landing's loop calls it for each chunk.
+    #[inline(always)]
     fn land(&mut self, i: usize, data: &[u8], status: Status) {
         // At most MOST_WAITING receives wait: `i` is below 64.
         self.landed |= 1 << i;
@@ -159,7 +180,18 @@ impl PostedList for LeanIrecvs {
             navette_wire::copy_to_start(&mut slot.buf, data);
             slot.state = SlotState::Landed(status);
         } else {
-            self.free_slot(key);
+            self.landed_detached |= 1 << i;
+        }
+    }
+
+    /// It waits again, in its slot.
+    #[cold]
+    fn unland(&mut self, i: usize) {
+        self.landed &= !(1 << i);
+        self.landed_detached &= !(1 << i);
+        let slot = self.slot(self.waiting[i].key);
+        if let SlotState::Landed(_) = slot.state {
+            slot.state = SlotState::Waiting { detached: false };
         }
     }
 }

@@ -185,18 +185,23 @@ impl<'n, T: Completion> Request<'n, T> {
         }
     }
 
-    /// [`Self::try_take`] of a request known complete, a receive posted
-    /// ahead that landed in its buffer (the usual one in a list) taken
-    /// without the general path's layers.
+    /// Its outcome if it is complete ([`Self::try_take`]), a receive
+    /// posted ahead that landed in its buffer (the usual one in a list)
+    /// taken without the general path's layers.
     #[inline]
-    fn take_complete(&mut self, state: &mut State) -> Result<T> {
-        if let Op::Lean(key) = self.op
-            && let Some((status, buf)) = state.take_landed_irecv(key)
-        {
-            self.taken = true;
-            return Ok(T::from_parts(status, Some(buf)));
+    fn take_if_complete(&mut self, state: &mut State) -> Option<Result<T>> {
+        if let Op::Lean(key) = self.op {
+            if let Some((status, buf)) = state.take_landed_irecv(key) {
+                self.taken = true;
+                return Some(Ok(T::from_parts(status, Some(buf))));
+            }
+            // Still waiting (what a spinning wait sees each round): no
+            // call into the general path.
+            if !state.irecv_is_done(key) {
+                return None;
+            }
         }
-        self.try_take(state).expect("complete")
+        self.try_take(state)
     }
 
     fn try_take(&mut self, state: &mut State) -> Option<Result<T>> {
@@ -349,44 +354,46 @@ pub fn wait_all_into<'n, T: Completion>(
     }
     if one_node {
         let count = requests.len();
-        // Requests before this one are known complete.
-        let mut complete = 0;
+        // Requests before this one are taken, their outcomes in
+        // `outcomes`, in order. Each is taken as soon as it is seen
+        // complete, in the same look, and in place (marked taken, not
+        // moved out): emptying the list then lets go of nothing.
+        let mut taken = 0;
         let all = node.wait_until(&|| format!("all of {count} requests"), |state| {
-            complete += requests[complete..]
-                .iter()
-                .take_while(|r| r.is_done(state))
-                .count();
-            (complete == count).then(|| {
-                // Taken in place (not moved out one by one): each request
-                // is marked taken, so emptying the list lets go of nothing.
-                outcomes.extend(requests.iter_mut().map(|r| r.take_complete(state)));
-                requests.clear();
-            })
+            while let Some(outcome) = requests
+                .get_mut(taken)
+                .and_then(|r| r.take_if_complete(state))
+            {
+                outcomes.push(outcome);
+                taken += 1;
+            }
+            (taken == count).then(|| requests.clear())
         });
-        match all {
-            Ok(()) => return,
-            Err(Error::Stalled { waited, .. }) => {
-                // Stalled ones are dropped once the lock is released
-                // (dropping a request detaches it, which locks).
-                let mut stalled = Vec::new();
-                let mut state = node.core().lock();
-                state.collect();
-                for mut request in requests.drain(..) {
-                    match request.try_take(&mut state) {
-                        Some(outcome) => outcomes.push(outcome),
-                        None => {
-                            outcomes.push(Err(Error::Stalled {
-                                waited,
-                                what: request.op.to_string(),
-                            }));
-                            stalled.push(request);
-                        }
+        let Err(err) = all else {
+            return;
+        };
+        // The requests taken hold nothing more.
+        requests.drain(..taken);
+        if let Error::Stalled { waited, .. } = err {
+            // Stalled ones are dropped once the lock is released
+            // (dropping a request detaches it, which locks).
+            let mut stalled = Vec::new();
+            let mut state = node.core().lock();
+            state.collect();
+            for mut request in requests.drain(..) {
+                match request.try_take(&mut state) {
+                    Some(outcome) => outcomes.push(outcome),
+                    None => {
+                        outcomes.push(Err(Error::Stalled {
+                            waited,
+                            what: request.op.to_string(),
+                        }));
+                        stalled.push(request);
                     }
                 }
-                unlock(state);
-                return;
             }
-            Err(_) => {}
+            unlock(state);
+            return;
         }
     }
     outcomes.extend(requests.drain(..).map(Request::wait));

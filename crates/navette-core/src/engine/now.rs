@@ -838,6 +838,17 @@ impl Engine {
         g.stats.bytes_copied += len as u64;
         Status { peer, tag, len }
     }
+
+    /// Undoes [`Self::land_in_turn`] of a message of `len` bytes on
+    /// `gate`, the last one it landed there: the gate gives its sequence
+    /// number back and uncounts it.
+    pub(super) fn unland_in_turn(&mut self, gate: GateId, len: usize) {
+        let g = &mut self.gates[gate.0];
+        g.reorder.untake();
+        g.stats.chunks_received -= 1;
+        g.stats.messages_at_once -= 1;
+        g.stats.bytes_copied -= len as u64;
+    }
 }
 
 /// Packets of at least this many bytes that land whole at once keep the

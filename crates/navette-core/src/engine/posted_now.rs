@@ -42,9 +42,13 @@ pub trait PostedNow {
     fn room(&self) -> usize;
     /// Its message arrived: `data` (at most [`Self::room`] bytes) goes to
     /// the start of its destination, and the receive completes with
-    /// `status`.
-    /// The caller then removes it from the list.
+    /// `status`. The caller then removes it from the list, unless the
+    /// packet does not land whole after all ([`Self::unland`]).
     fn land(&mut self, data: &[u8], status: Status);
+    /// The packet its message came in did not land whole after all: the
+    /// receive waits again, as before [`Self::land`] (what its destination
+    /// holds is unspecified: a message lands there later).
+    fn unland(&mut self);
 }
 
 /// A list of tagged receives posted outside the engine, in posting order
@@ -63,8 +67,13 @@ pub trait PostedList {
     /// The message of receive `i` arrived: `data` (at most
     /// [`Self::room`] bytes) goes to the start of its destination, and
     /// the receive completes with `status`. The caller then removes it
-    /// from the list.
+    /// from the list, unless the packet does not land whole after all
+    /// ([`Self::unland`]).
     fn land(&mut self, i: usize, data: &[u8], status: Status);
+    /// The packet the message of receive `i` came in did not land whole
+    /// after all: receive `i` waits again, as before [`Self::land`] (what
+    /// its destination holds is unspecified: a message lands there later).
+    fn unland(&mut self, i: usize);
 }
 
 impl<P: PostedNow> PostedList for [P] {
@@ -86,6 +95,10 @@ impl<P: PostedNow> PostedList for [P] {
     #[inline]
     fn land(&mut self, i: usize, data: &[u8], status: Status) {
         self[i].land(data, status);
+    }
+
+    fn unland(&mut self, i: usize) {
+        self[i].unland();
     }
 }
 
@@ -129,6 +142,10 @@ impl<K> PostedNow for PostedBuffer<K> {
         navette_wire::copy_to_start(&mut self.buf, data);
         self.landed = Some(status);
     }
+
+    fn unland(&mut self) {
+        self.landed = None;
+    }
 }
 
 /// What [`Engine::land_posted_now`] made of a packet.
@@ -147,30 +164,26 @@ pub enum PostedNowOutcome {
     Post,
 }
 
-/// Where one chunk of a packet lands: its receive in the list, its gate,
-/// and what the receive is given.
+/// A chunk of a packet landed in a receive of the list, as it is kept
+/// until the whole packet has landed: what undoes it if a later chunk does
+/// not land (see [`Engine::land_many`]).
 #[derive(Clone, Copy, Debug)]
-struct Landing<'a> {
-    receive: usize,
+struct Landed {
+    /// Its receive's place in the list.
+    receive: u8,
+    /// The gate whose sequence number it took.
     gate: GateId,
-    tag: u64,
-    data: &'a [u8],
+    /// Its length.
+    len: u32,
 }
 
-impl Landing<'_> {
+impl Landed {
     /// A slot not assigned yet.
     const NONE: Self = Self {
-        receive: usize::MAX,
+        receive: 0,
         gate: GateId(0),
-        tag: 0,
-        data: &[],
+        len: 0,
     };
-}
-
-/// The bit of `gate` in a mask of the gates some chunks are on (by its
-/// number modulo 64: a clear bit says none of them is on it).
-fn gate_bit(gate: GateId) -> u64 {
-    1 << (gate.0 % 64)
 }
 
 /// Receives of the list past this many are never landed at once (a
@@ -240,24 +253,27 @@ impl Engine {
         e: &Eager<'_>,
         posted: &mut L,
     ) -> PostedNowOutcome {
-        match self.assign(peer, e, posted, 0, 0, &[]) {
-            Some(landing) => {
-                self.land(peer, &landing, posted);
-                PostedNowOutcome::Landed
-            }
-            None => self.unlanded(
+        if self.land_chunk(peer, e, posted, 0).is_some() {
+            PostedNowOutcome::Landed
+        } else {
+            self.unlanded(
                 peer,
                 [(e.header.channel, e.header.flags)].into_iter(),
                 posted,
-            ),
+            )
         }
     }
 
     /// Lands a packet of 2 to [`OPEN_MOST_CHUNKS`] eager chunks from
-    /// `peer` in `posted` if every one lands, each chunk read once and
-    /// landed in a second pass: `None`, with nothing landed, for any other
-    /// packet or if one does not land (the general path then decides, as
-    /// for any packet).
+    /// `peer` in `posted` if every one lands: `None`, with nothing landed,
+    /// for any other packet or if one does not land (the general path then
+    /// decides, as for any packet).
+    ///
+    /// One pass: each chunk is read and landed in turn (its gate takes its
+    /// number, its receive its data), and what it changed is kept; a chunk
+    /// that does not land undoes the ones before it. The usual packet
+    /// lands whole, and a second pass over kept landings cost it more
+    /// (docs/profiling.md, stop 57).
     fn land_many<L: PostedList + ?Sized>(
         &mut self,
         peer: Rank,
@@ -269,44 +285,43 @@ impl Engine {
         if !(2..=OPEN_MOST_CHUNKS).contains(&count) {
             return None;
         }
-        let mut landings = [Landing::NONE; OPEN_MOST_CHUNKS];
+        let mut landed = [Landed::NONE; OPEN_MOST_CHUNKS];
+        let mut done = 0;
         let mut taken = 0u64;
-        // A bit per gate of the chunks before (by its number modulo 64):
-        // where a chunk's is clear, none of them is on its gate.
-        let mut gates = 0u64;
-        for (i, e) in (&mut chunks).enumerate() {
-            let landing = self.assign(peer, &e, posted, taken, gates, &landings[..i])?;
+        // The reader stops after `count` chunks: `done` stays within them.
+        for e in &mut chunks {
+            let Some(landing) = self.land_chunk(peer, &e, posted, taken) else {
+                break;
+            };
             taken |= 1 << landing.receive;
-            gates |= gate_bit(landing.gate);
-            landings[i] = landing;
+            landed[done] = landing;
+            done += 1;
         }
-        if !chunks.is_complete() {
+        if done < count || !chunks.is_complete() {
+            for l in &landed[..done] {
+                self.unland_chunk(l, posted);
+            }
             return None;
-        }
-        for landing in &landings[..count] {
-            self.land(peer, landing, posted);
         }
         Some(PostedNowOutcome::Landed)
     }
 
-    /// Where `e`, a chunk of a packet from `peer`, lands in `posted`, if
-    /// it does: a whole eager message, in order on its gate (counting the
-    /// chunks of the same gate before it in the packet, `earlier`, whose
-    /// gates `gates` marks by [`gate_bit`]) with
-    /// nothing held or under way there and nothing posted or unexpected on
-    /// its channel, taken by the first receive of the list that accepts it
-    /// (not `taken` by an earlier chunk, a bit per receive) and has room
-    /// for it. Changes nothing but creating gates.
+    /// Lands `e`, a chunk of a packet from `peer`, in `posted` if it may:
+    /// a whole eager message, in order on its gate with nothing held or
+    /// under way there and nothing posted or unexpected on its channel,
+    /// taken by the first receive of the list that accepts it (not `taken`
+    /// by an earlier chunk of the packet, a bit per receive) and has room
+    /// for it. Its gate then takes its sequence number and counts it, and
+    /// its receive gets its data ([`PostedList::land`]). `None` changes
+    /// nothing but creating gates.
     #[inline(always)]
-    fn assign<'a, L: PostedList + ?Sized>(
+    fn land_chunk<L: PostedList + ?Sized>(
         &mut self,
         peer: Rank,
-        e: &Eager<'a>,
-        posted: &L,
+        e: &Eager<'_>,
+        posted: &mut L,
         taken: u64,
-        gates: u64,
-        earlier: &[Landing<'_>],
-    ) -> Option<Landing<'a>> {
+    ) -> Option<Landed> {
         let h = e.header;
         let channel = ChannelId(h.channel);
         if !(h.flags.first() && h.flags.last()) || h.flags.aborted() {
@@ -331,32 +346,31 @@ impl Engine {
             return None;
         }
         let gate = self.gate(channel, peer);
-        let before = if gates & gate_bit(gate) == 0 {
-            0
-        } else {
-            earlier.iter().filter(|l| l.gate == gate).count() as u32
-        };
         let g = &self.gates[gate.0];
         // Nothing unexpected on its channel either, as when the list's
-        // receives were made (`can_recv_now`).
+        // receives were made (`can_recv_now`). Chunks of the packet before
+        // it on its gate took their numbers already.
         let unexpected = !self.channel_at(g.channel_index).unexpected.is_empty();
-        if unexpected || !self.may_land_now(g, h.seq.wrapping_sub(before), h.msg) {
+        if unexpected || !self.may_land_now(g, h.seq, h.msg) {
             return None;
         }
-        Some(Landing {
-            receive,
+        let status = self.land_in_turn(gate, peer, h.tag, e.data.len());
+        posted.land(receive, e.data, status);
+        Some(Landed {
+            // Below MOST_LANDING (64).
+            receive: receive as u8,
             gate,
-            tag: h.tag,
-            data: e.data,
+            // Within the eager limit, a u32.
+            len: e.data.len() as u32,
         })
     }
 
-    /// Lands a chunk in its receive of `posted`, as [`Self::assign`]
-    /// found: its gate takes the sequence number.
-    #[inline]
-    fn land<L: PostedList + ?Sized>(&mut self, peer: Rank, landing: &Landing<'_>, posted: &mut L) {
-        let status = self.land_in_turn(landing.gate, peer, landing.tag, landing.data.len());
-        posted.land(landing.receive, landing.data, status);
+    /// Undoes [`Self::land_chunk`]'s landing `l`: its gate gives its
+    /// number back, its receive waits again.
+    #[cold]
+    fn unland_chunk<L: PostedList + ?Sized>(&mut self, l: &Landed, posted: &mut L) {
+        self.unland_in_turn(l.gate, l.len as usize);
+        posted.unland(usize::from(l.receive));
     }
 }
 

@@ -116,6 +116,17 @@ impl LeanIrecvs {
         self.free.push(key.0);
     }
 
+    /// Frees the slots of the receives of `waiting` that `detached` marks
+    /// (a bit each by their place there), their messages landed.
+    #[cold]
+    fn free_detached(&mut self, detached: u64) {
+        for i in 0..self.waiting.len().min(MOST_WAITING) {
+            if detached & (1 << i) != 0 {
+                self.free_slot(self.waiting[i].key);
+            }
+        }
+    }
+
     /// Takes the receives that landed out of the list: in the usual case,
     /// the first ones, with nothing to look at.
     fn sweep(&mut self) {
@@ -134,19 +145,6 @@ impl LeanIrecvs {
                 i += 1;
                 keep
             });
-        }
-    }
-}
-
-impl LeanIrecvs {
-    /// Frees the slots of the receives of `waiting` that `detached` marks
-    /// (a bit each by their place there), their messages landed.
-    #[cold]
-    fn free_detached(&mut self, detached: u64) {
-        for i in 0..self.waiting.len().min(MOST_WAITING) {
-            if detached & (1 << i) != 0 {
-                self.free_slot(self.waiting[i].key);
-            }
         }
     }
 }

@@ -314,3 +314,52 @@ fn receives_posted_ahead_land_in_any_order_and_keep_landing() {
     drop(keep);
     assert!(at_once(b) >= 600, "{}", at_once(b));
 }
+
+/// A packet whose first messages land in receives posted ahead, one of
+/// them dropped, and whose last does not fit its receive lands in none of
+/// them at once: the list is posted, the usual path lands the packet, the
+/// kept receive gets its message, the last one fails as truncated, and the
+/// dropped one's message is taken and let go of, not left for a later
+/// receive.
+#[test]
+fn a_packet_that_lands_in_part_keeps_a_dropped_receive_dropped() {
+    let cluster = cluster(2).build();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    drop(b.irecv(gate_on(1, 0), 1u64, vec![0u8; 64]));
+    let kept = b.irecv(gate_on(2, 0), 2u64, vec![0u8; 64]);
+    let short = b.irecv(gate_on(3, 0), 3u64, vec![0u8; 4]);
+    let sends: Vec<_> = (1..=3u16)
+        .map(|c| {
+            a.isend(gate_on(c, 1), u64::from(c), pattern(10, u64::from(c)))
+                .unwrap()
+        })
+        .collect();
+    let link = cluster.links_between(0, 1)[0];
+    let got = kept.wait().unwrap();
+    check(&got.data, 10, 2);
+    assert!(
+        matches!(
+            short.wait(),
+            Err(Error::Request(RequestError::Truncated { .. }))
+        ),
+        "the last message is longer than its receive"
+    );
+    for sent in wait_all(sends) {
+        assert_eq!(sent.unwrap().len, 10);
+    }
+    assert_eq!(at_once(b), 0, "nothing landed at once");
+    let packets = cluster.with_network(|net| {
+        let stats = net.stats(link).unwrap();
+        stats.sent_by(0).unwrap().packets_sent
+    });
+    assert_eq!(packets, 1, "the three shared one packet");
+    // The dropped receive took the first message: a new one on its
+    // channel gets the next.
+    a.isend(gate_on(1, 1), 1, pattern(10, 7))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let next = b.irecv(gate_on(1, 0), 1u64, vec![0u8; 64]).wait().unwrap();
+    check(&next.data, 10, 7);
+    assert_eq!(b.unwaited_failures(), 0);
+}

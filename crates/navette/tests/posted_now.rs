@@ -20,6 +20,30 @@ fn gate_on(channel: u16, peer: navette::Rank) -> Gate {
     Gate::new(ChannelId(channel), peer)
 }
 
+/// Sends from `a` to rank 1 one message of `len` bytes on each of
+/// `channels`, with the channel's number as its tag.
+fn isend_on_channels(
+    a: &navette::Node,
+    channels: std::ops::RangeInclusive<u16>,
+    len: usize,
+) -> Vec<navette::Request<'_, navette::Status>> {
+    channels
+        .map(|c| {
+            a.isend(gate_on(c, 1), u64::from(c), pattern(len, u64::from(c)))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Packets rank 0 sent to rank 1 over their first link.
+fn packets_from_0_to_1(cluster: &navette::sim::SimCluster) -> u64 {
+    let link = cluster.links_between(0, 1)[0];
+    cluster.with_network(|net| {
+        let stats = net.stats(link).unwrap();
+        stats.sent_by(0).unwrap().packets_sent
+    })
+}
+
 /// Messages received at once by `node`, over all its gates.
 fn at_once(node: &navette::Node) -> u64 {
     node.gate_stats().iter().map(|s| s.messages_at_once).sum()
@@ -32,13 +56,7 @@ fn receives_posted_ahead_land_at_once_from_one_packet() {
     let mut recvs: Vec<_> = (1..=8u16)
         .map(|c| b.irecv(gate_on(c, 0), u64::from(c), vec![0u8; 64]))
         .collect();
-    let sends: Vec<_> = (1..=8u16)
-        .map(|c| {
-            a.isend(gate_on(c, 1), u64::from(c), pattern(4, u64::from(c)))
-                .unwrap()
-        })
-        .collect();
-    let link = cluster.links_between(0, 1)[0];
+    let sends = isend_on_channels(a, 1..=8, 4);
     let mut landed = Vec::new();
     wait_all_into(&mut recvs, &mut landed);
     for (c, got) in (1..=8u64).zip(landed) {
@@ -51,11 +69,7 @@ fn receives_posted_ahead_land_at_once_from_one_packet() {
     }
     assert_eq!(at_once(b), 8, "no receive went through the engine");
     // The eight small sends shared one packet.
-    let packets = cluster.with_network(|net| {
-        let stats = net.stats(link).unwrap();
-        stats.sent_by(0).unwrap().packets_sent
-    });
-    assert_eq!(packets, 1);
+    assert_eq!(packets_from_0_to_1(&cluster), 1);
 }
 
 #[test]
@@ -328,13 +342,7 @@ fn a_packet_that_lands_in_part_keeps_a_dropped_receive_dropped() {
     drop(b.irecv(gate_on(1, 0), 1u64, vec![0u8; 64]));
     let kept = b.irecv(gate_on(2, 0), 2u64, vec![0u8; 64]);
     let short = b.irecv(gate_on(3, 0), 3u64, vec![0u8; 4]);
-    let sends: Vec<_> = (1..=3u16)
-        .map(|c| {
-            a.isend(gate_on(c, 1), u64::from(c), pattern(10, u64::from(c)))
-                .unwrap()
-        })
-        .collect();
-    let link = cluster.links_between(0, 1)[0];
+    let sends = isend_on_channels(a, 1..=3, 10);
     let got = kept.wait().unwrap();
     check(&got.data, 10, 2);
     assert!(
@@ -348,11 +356,11 @@ fn a_packet_that_lands_in_part_keeps_a_dropped_receive_dropped() {
         assert_eq!(sent.unwrap().len, 10);
     }
     assert_eq!(at_once(b), 0, "nothing landed at once");
-    let packets = cluster.with_network(|net| {
-        let stats = net.stats(link).unwrap();
-        stats.sent_by(0).unwrap().packets_sent
-    });
-    assert_eq!(packets, 1, "the three shared one packet");
+    assert_eq!(
+        packets_from_0_to_1(&cluster),
+        1,
+        "the three shared one packet"
+    );
     // The dropped receive took the first message: a new one on its
     // channel gets the next.
     a.isend(gate_on(1, 1), 1, pattern(10, 7))

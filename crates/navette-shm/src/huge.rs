@@ -177,14 +177,13 @@ impl HugeBuffer {
 impl Drop for HugeBuffer {
     fn drop(&mut self) {
         if self.mapped > 0 {
+            // `munmap` fails only where unmapping part of a mapping would
+            // split it past the process's limit of mappings
+            // (`vm.max_map_count`, ENOMEM): the range then stays mapped,
+            // unused, and nothing else is wrong (no panic from a drop).
             // SAFETY: `ptr..ptr + mapped` is the mapping `zeroed` kept,
             // page-aligned; `&mut self` means no slice of it lives.
-            let result = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.mapped) };
-            // It fails only where unmapping part of a mapping would split
-            // it past the process's limit of mappings (`vm.max_map_count`,
-            // ENOMEM): the range then stays mapped, unused, and nothing
-            // else is wrong (no panic from a drop).
-            let _ = result;
+            let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.mapped) };
         }
     }
 }

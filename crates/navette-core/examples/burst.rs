@@ -36,7 +36,7 @@ fn stage(a: &mut Engine, data: &[u8]) {
 /// Sends the open packet into `wire`.
 #[inline(never)]
 fn flush(a: &mut Engine, rail: RailId, wire: &mut Vec<u8>) {
-    let all = a.send_open_now(rail, |packet| {
+    let all = a.send_open_now(rail, OpenToSend::All, |packet| {
         wire.clear();
         wire.extend_from_slice(packet);
         true

@@ -40,10 +40,10 @@ mod window;
 pub use config::{EngineConfig, RailCaps, StrategySettingError};
 pub use engine::{
     Engine, Event, GateStats, HAND_OVER_MIN, MOST_LANDING, MOST_PIECES_AT_ONCE, NowGather, NowPart,
-    NowPiece, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, OutMsg, OutsideReceive,
-    PIECE_COST, PendingRequest, PendingState, PieceSpec, PostedBuffer, PostedList, PostedNow,
-    PostedNowOutcome, RailReport, RdvRead, ReadableNow, RecvNow, RecvNowOutcome, RecvPiece, Report,
-    StagedSend, WholeMessage, WholeNowOutcome,
+    NowPiece, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, OpenToSend, OutMsg,
+    OutsideReceive, PIECE_COST, PendingRequest, PendingState, PieceSpec, PostedBuffer, PostedList,
+    PostedNow, PostedNowOutcome, RailReport, RdvRead, ReadableNow, RecvNow, RecvNowOutcome,
+    RecvPiece, Report, StagedSend, WholeMessage, WholeNowOutcome,
 };
 pub use error::{PiecesSent, ProtocolError, RequestError, UsageError, Violation};
 pub use ids::{ChannelId, MemHandle, MemRef, RailId, Rank, ReqId, Source, Status, TagMatch};

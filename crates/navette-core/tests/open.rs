@@ -7,8 +7,8 @@ mod common;
 
 use common::{CH, Net, caps, from, pattern};
 use navette_core::{
-    ChannelId, EngineConfig, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, RequestError,
-    StagedSend, StrategyKind, TagMatch,
+    ChannelId, EngineConfig, OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, OpenToSend,
+    RequestError, StagedSend, StrategyKind, TagMatch,
 };
 use navette_wire::Packet;
 
@@ -47,10 +47,15 @@ fn recv(net: &mut Net, channel: u16, tag: u64, len: usize) -> navette_core::ReqI
 }
 
 fn chunk_counts(packets: &[(navette_core::RailId, Vec<u8>)]) -> Vec<u16> {
+    chunk_counts_of(packets.iter().map(|(_, p)| p))
+}
+
+/// The chunk count of each packet of `packets`.
+fn chunk_counts_of<P: AsRef<[u8]>>(packets: impl IntoIterator<Item = P>) -> Vec<u16> {
     packets
-        .iter()
-        .map(|(_, p)| {
-            Packet::decode(p, &Default::default())
+        .into_iter()
+        .map(|p| {
+            Packet::decode(p.as_ref(), &Default::default())
                 .expect("a valid packet")
                 .header()
                 .chunk_count
@@ -266,7 +271,7 @@ fn staged_messages_nobody_waits_for_count_when_lost_not_when_sent() {
         let sent = stage(&mut net, 0, 1, b"sent").expect("staged");
         net.engines[0].detach_staged(sent);
         if at_once {
-            assert!(net.engines[0].send_open_now(rail, |_| true));
+            assert!(net.engines[0].send_open_now(rail, OpenToSend::All, |_| true));
         } else {
             net.capture(0, 1);
         }
@@ -317,7 +322,7 @@ fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
         .collect();
     // No room now: nothing leaves, the packets wait for the usual round.
     let mut offered = 0;
-    let all = net.engines[0].send_open_now(rail, |_| {
+    let all = net.engines[0].send_open_now(rail, OpenToSend::All, |_| {
         offered += 1;
         false
     });
@@ -327,7 +332,7 @@ fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
     assert!(net.engines[0].has_staged());
     // Room: both packets (a full one and the one after) leave in order.
     let mut written = Vec::new();
-    let all = net.engines[0].send_open_now(rail, |packet| {
+    let all = net.engines[0].send_open_now(rail, OpenToSend::All, |packet| {
         written.push(packet.to_vec());
         true
     });
@@ -339,16 +344,7 @@ fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
             .iter()
             .all(|&s| net.engines[0].staged_outcome(s) == Some(Ok(())))
     );
-    let counts: Vec<u16> = written
-        .iter()
-        .map(|p| {
-            Packet::decode(p, &Default::default())
-                .expect("a valid packet")
-                .header()
-                .chunk_count
-        })
-        .collect();
-    assert_eq!(counts, [OPEN_MOST_CHUNKS as u16, 2]);
+    assert_eq!(chunk_counts_of(&written), [OPEN_MOST_CHUNKS as u16, 2]);
     assert!(
         net.engines[0]
             .poll_transmit(std::time::Duration::ZERO, rail)
@@ -360,6 +356,64 @@ fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
     }
     for i in 0..count {
         let (req, dest) = recv_into(&mut net, (i % 4) as u16, i as u64, 8);
+        net.run();
+        net.ok(1, req);
+        assert_eq!(net.read(1, dest), pattern(8, i as u64));
+    }
+}
+
+#[test]
+fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
+    let mut net = net(StrategyKind::Aggregate);
+    let rail = net.rails_from(0, 1)[0];
+    let count = OPEN_MOST_CHUNKS + 2;
+    let staged: Vec<_> = (0..count)
+        .map(|i| stage(&mut net, (i % 4) as u16, i as u64, &pattern(8, i as u64)).expect("staged"))
+        .collect();
+    assert!(staged[OPEN_MOST_CHUNKS].closed, "it closed the full packet");
+    // No room: the closed packet waits.
+    assert!(!net.engines[0].send_open_now(rail, OpenToSend::Closed, |_| false));
+    assert!(!net.engines[0].staged_left(staged[0]));
+    // Room: the closed packet leaves, alone.
+    let mut written = Vec::new();
+    let none_closed = net.engines[0].send_open_now(rail, OpenToSend::Closed, |packet| {
+        written.push(packet.to_vec());
+        true
+    });
+    assert!(none_closed);
+    assert_eq!(written.len(), 1);
+    assert!(
+        staged[..OPEN_MOST_CHUNKS]
+            .iter()
+            .all(|&s| net.engines[0].staged_left(s))
+    );
+    assert!(
+        staged[OPEN_MOST_CHUNKS..]
+            .iter()
+            .all(|&s| !net.engines[0].staged_left(s))
+    );
+    assert!(net.engines[0].has_staged(), "the open packet still waits");
+    // Nothing closed waits: nothing is written.
+    assert!(net.engines[0].send_open_now(rail, OpenToSend::Closed, |_| unreachable!()));
+    // The open packet goes on taking messages, then leaves with them.
+    let last = stage(&mut net, 1, count as u64, &pattern(8, count as u64)).expect("staged");
+    assert_eq!(last.packet, staged[count - 1].packet);
+    assert!(!last.opened && !last.closed);
+    assert!(
+        net.engines[0].send_open_now(rail, OpenToSend::All, |packet| {
+            written.push(packet.to_vec());
+            true
+        })
+    );
+    assert!(!net.engines[0].has_staged());
+    assert_eq!(chunk_counts_of(&written), [OPEN_MOST_CHUNKS as u16, 3]);
+    let rail_in = net.rails_from(1, 0)[0];
+    for bytes in &written {
+        net.inject(1, rail_in, bytes).expect("valid");
+    }
+    for i in 0..=count {
+        let channel = if i == count { 1 } else { (i % 4) as u16 };
+        let (req, dest) = recv_into(&mut net, channel, i as u64, 8);
         net.run();
         net.ok(1, req);
         assert_eq!(net.read(1, dest), pattern(8, i as u64));
@@ -384,7 +438,7 @@ fn open_packets_wait_for_a_busy_or_closed_rail() {
         .expect("the open packet");
     let staged_next = stage(&mut net, 1, 2, b"next").expect("staged");
     let mut offered = false;
-    assert!(!net.engines[0].send_open_now(rail, |_| {
+    assert!(!net.engines[0].send_open_now(rail, OpenToSend::All, |_| {
         offered = true;
         true
     }));
@@ -392,7 +446,7 @@ fn open_packets_wait_for_a_busy_or_closed_rail() {
     net.engines[0].handle_send_complete(std::time::Duration::ZERO, rail);
     assert!(net.engines[0].staged_left(staged));
     net.engines[0].close_rail(rail);
-    assert!(!net.engines[0].send_open_now(rail, |_| {
+    assert!(!net.engines[0].send_open_now(rail, OpenToSend::All, |_| {
         offered = true;
         true
     }));
@@ -408,15 +462,17 @@ fn a_packet_refused_by_the_writer_goes_on_taking_messages() {
     let mut net = net(StrategyKind::Aggregate);
     let rail = net.rails_from(0, 1)[0];
     let first = stage(&mut net, 1, 1, b"first").expect("staged");
-    assert!(!net.engines[0].send_open_now(rail, |_| false));
+    assert!(!net.engines[0].send_open_now(rail, OpenToSend::All, |_| false));
     let second = stage(&mut net, 2, 1, b"second").expect("staged");
     assert_eq!(second.packet, first.packet, "still open");
     let mut chunks = Vec::new();
-    assert!(net.engines[0].send_open_now(rail, |packet| {
-        let decoded = Packet::decode(packet, &Default::default()).expect("a valid packet");
-        chunks.push(decoded.header().chunk_count);
-        true
-    }));
+    assert!(
+        net.engines[0].send_open_now(rail, OpenToSend::All, |packet| {
+            let decoded = Packet::decode(packet, &Default::default()).expect("a valid packet");
+            chunks.push(decoded.header().chunk_count);
+            true
+        })
+    );
     assert_eq!(chunks, [2]);
     // The next message opens the next packet, in the same buffer.
     let third = stage(&mut net, 1, 2, b"third").expect("staged");
@@ -442,7 +498,7 @@ fn only_peers_with_open_packets_are_listed_until_their_packets_leave_or_are_lost
     }
     assert_eq!(staged(&net), [1, 3], "each peer once, the others not");
     let to_3 = net.rails_from(3, 0)[0];
-    assert!(net.engines[0].send_open_now(to_3, |_| true));
+    assert!(net.engines[0].send_open_now(to_3, OpenToSend::All, |_| true));
     assert_eq!(staged(&net), [1], "peer 3's packet left");
     let to_1 = net.rails_from(1, 0)[0];
     net.engines[0].close_rail(to_1);

@@ -9,7 +9,9 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use navette_core::{Memory, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome};
+use navette_core::{
+    Memory, OpenToSend, PacketPlan, ProtocolError, RailCaps, RailId, Rank, RecvNowOutcome,
+};
 
 use crate::Result;
 use crate::lock::MutexGuard;
@@ -117,6 +119,18 @@ pub trait Driver: Send + Sync + fmt::Debug {
     /// whether it moved anything.
     fn flush_staged(&self, node: &NodeCore, then: Then) -> Result<bool> {
         let _ = then;
+        self.progress(node)
+    }
+
+    /// Sends the open packets that closed (full, see
+    /// `navette_core::Engine::stage_tagged`) now, for a thread whose
+    /// message closed one and that goes on sending: the receiver lands the
+    /// full packet while the next one fills. A driver whose transfer is a
+    /// copy writes them as [`Driver::flush_staged`] does, and leaves the
+    /// packet taking messages open; the default makes a round
+    /// ([`Driver::progress`]), which sends them with the rest. Whether it
+    /// moved anything.
+    fn send_closed(&self, node: &NodeCore) -> Result<bool> {
         self.progress(node)
     }
 
@@ -491,8 +505,13 @@ impl<'a> DriverPort<'a> {
     }
 
     /// See [`navette_core::Engine::send_open_now`].
-    pub fn send_open_now(&mut self, rail: RailId, write: impl FnMut(&[u8]) -> bool) -> bool {
-        self.state.engine.send_open_now(rail, write)
+    pub fn send_open_now(
+        &mut self,
+        rail: RailId,
+        which: OpenToSend,
+        write: impl FnMut(&[u8]) -> bool,
+    ) -> bool {
+        self.state.engine.send_open_now(rail, which, write)
     }
 
     /// See [`navette_core::Engine::can_send_now`].

@@ -601,7 +601,7 @@ impl Node {
     #[cold]
     fn send_closed_packet(&self) {
         let core = self.core();
-        if let Err(err) = core.driver().progress(core) {
+        if let Err(err) = core.driver().send_closed(core) {
             tracing::debug!(%err, "progress after a full open packet");
         }
     }

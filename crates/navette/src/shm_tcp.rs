@@ -134,7 +134,18 @@ impl Driver for ShmTcpDriver {
     /// (to peers reached by tcp alone, or behind a busy rail) leave with
     /// the next round of progress, on either rail.
     fn flush_staged(&self, node: &NodeCore, then: crate::driver::Then) -> Result<bool> {
-        Ok(self.shm.send_staged(node, then))
+        Ok(self
+            .shm
+            .send_staged(node, navette_core::OpenToSend::All, then))
+    }
+
+    /// As [`Self::flush_staged`], for the closed open packets alone.
+    fn send_closed(&self, node: &NodeCore) -> Result<bool> {
+        Ok(self.shm.send_staged(
+            node,
+            navette_core::OpenToSend::Closed,
+            crate::driver::Then::SendsMore,
+        ))
     }
 
     fn now(&self) -> Option<Duration> {

@@ -544,6 +544,63 @@ fn small_isends_wait_in_one_open_packet_until_waited_for() {
     });
 }
 
+/// A series of small isends longer than an open packet takes
+/// ([`navette_core::OPEN_MOST_CHUNKS`]): each full packet is written into
+/// the ring as soon as it closes, the way a wait writes the last one (at
+/// once, without a round of progress), while the sends go on filling the
+/// next; the wait writes the last. Every message lands intact and in
+/// order.
+#[test]
+fn a_full_open_packet_leaves_at_once_while_the_next_fills() {
+    const FULL: u16 = navette_core::OPEN_MOST_CHUNKS as u16;
+    const SEGMENTS: u16 = 2 * FULL + 3;
+    let len = |k: u16| usize::from(k) * 7 % 60;
+    run(2, spinning_forever(CopyMode::Auto), |node, driver, _| {
+        let other = 1 - node.rank();
+        // Four channels, each message its own tag: each gate's order is
+        // the order of its messages' tags.
+        let gate = |k: u16| navette::Gate::new(navette::ChannelId(k % 4 + 1), other);
+        if node.rank() == 1 {
+            let recvs: Vec<_> = (0..SEGMENTS)
+                .map(|k| node.irecv(gate(k), u64::from(k), vec![0u8; 64]))
+                .collect();
+            node.send(node.gate(other), 1, &[]).expect("ready");
+            for (k, got) in (0..SEGMENTS).zip(navette::wait_all(recvs)) {
+                let got = got.expect("recv");
+                check(&got.data, len(k), u64::from(k));
+            }
+            return;
+        }
+        node.recv(node.gate(other), 1, &mut []).expect("ready");
+        let before = driver.stats();
+        let mut sends = Vec::new();
+        for k in 0..SEGMENTS {
+            node.isend_safer_into(
+                gate(k),
+                u64::from(k),
+                &pattern(len(k), u64::from(k)),
+                &mut sends,
+            )
+            .expect("isend_safer_into");
+            // The message after a full packet closes it: it leaves.
+            let full = u64::from(k / FULL);
+            let now = driver.stats();
+            assert_eq!(now.packets_sent, before.packets_sent + full, "after {k}");
+            assert_eq!(
+                now.sent_at_once,
+                before.sent_at_once + full,
+                "after {k}: {now:?}"
+            );
+        }
+        for (k, sent) in (0..SEGMENTS).zip(navette::wait_all(sends)) {
+            assert_eq!(sent.expect("sent").len, len(k));
+        }
+        let after = driver.stats();
+        assert_eq!(after.packets_sent, before.packets_sent + 3, "three cells");
+        assert_eq!(after.sent_at_once, before.sent_at_once + 3, "{after:?}");
+    });
+}
+
 /// Small isends staged to several peers of a larger job all leave with
 /// the wait for them: the flush visits each peer that has an open packet
 /// (and those alone), one cell each.

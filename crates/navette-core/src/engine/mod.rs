@@ -52,7 +52,7 @@ pub use now::{
     HAND_OVER_MIN, MOST_PIECES_AT_ONCE, NowGather, NowPart, NowPiece, RecvNow, RecvNowOutcome,
     WholeNowOutcome,
 };
-pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, StagedSend};
+pub use open::{OPEN_MOST_BODY, OPEN_MOST_CHUNKS, OPEN_MOST_PIECE, OpenToSend, StagedSend};
 pub use piece::PIECE_COST;
 pub use posted_now::{MOST_LANDING, PostedBuffer, PostedList, PostedNow, PostedNowOutcome};
 pub use readable_now::ReadableNow;

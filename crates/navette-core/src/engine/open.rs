@@ -22,8 +22,10 @@
 //! [`OPEN_MOST_BODY`] bytes (within the peer's smallest packet); closed
 //! ones wait, in order, for the next rails. A driver whose transfer is
 //! done once written (a copy into shared memory) may also write them at
-//! once, oldest first, for a thread about to wait for them
-//! ([`Engine::send_open_now`]). A staged message has left once its packet
+//! once, oldest first ([`Engine::send_open_now`]): all of them for a
+//! thread about to wait for them, or the closed ones alone as soon as one
+//! closes, so that the receiver lands a full packet while the sender fills
+//! the next. A staged message has left once its packet
 //! was sent, its rail's send completed ([`Engine::staged_outcome`]); the
 //! caller knows it by its packet number ([`StagedSend`]). Its data was
 //! copied: the caller's memory is free as soon as it is staged.
@@ -50,6 +52,18 @@ pub const OPEN_MOST_BODY: usize = 2 << 10;
 /// costs more to copy twice (in, then out to the rail) than its own
 /// packet does.
 pub const OPEN_MOST_PIECE: usize = 512;
+
+/// Which of a peer's waiting open packets [`Engine::send_open_now`]
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenToSend {
+    /// All of them, the one taking messages too: for a thread about to
+    /// wait for them.
+    All,
+    /// The closed ones alone (full, they take no more messages): for a
+    /// thread whose message closed one, that goes on sending.
+    Closed,
+}
 
 /// A message put in an open packet: it has left once packet `packet` of
 /// `peer` has (see [`Engine::staged_outcome`]).
@@ -372,13 +386,18 @@ impl Engine {
 
     /// Sends the open packets of `rail`'s peer at once, oldest first, for
     /// a driver whose transfer is done once written (a copy into shared
-    /// memory): while the rail is open and idle, each packet's bytes are
-    /// given to `write`, which returns whether it took them (`false`: no
-    /// room now, the packet waits for the usual round,
-    /// [`Self::poll_transmit`]). A packet taken has left: its messages'
-    /// sends are complete ([`Self::staged_outcome`]). Returns whether no
-    /// packet to the peer waits any more.
-    pub fn send_open_now(&mut self, rail: RailId, mut write: impl FnMut(&[u8]) -> bool) -> bool {
+    /// memory): `which` of them ([`OpenToSend`]). While the rail is open
+    /// and idle, each packet's bytes are given to `write`, which returns
+    /// whether it took them (`false`: no room now, the packet waits for
+    /// the usual round, [`Self::poll_transmit`]). A packet taken has left:
+    /// its messages' sends are complete ([`Self::staged_outcome`]).
+    /// Returns whether none of `which` waits any more.
+    pub fn send_open_now(
+        &mut self,
+        rail: RailId,
+        which: OpenToSend,
+        mut write: impl FnMut(&[u8]) -> bool,
+    ) -> bool {
         let Some(r) = self.rails.get(rail.0 as usize) else {
             return false;
         };
@@ -390,7 +409,11 @@ impl Engine {
             return false;
         };
         let open = &mut p.open;
-        while open.is_waiting() {
+        let waits = |open: &OpenPackets| match which {
+            OpenToSend::All => open.is_waiting(),
+            OpenToSend::Closed => !open.closed.is_empty(),
+        };
+        while waits(open) {
             // The oldest closed packet, else the one taking messages, sealed
             // where it lies: one the writer refuses stays as it was (the
             // open one goes on taking messages).

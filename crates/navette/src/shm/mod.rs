@@ -85,7 +85,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use navette_core::{RailCaps, RailId, Rank};
+use navette_core::{OpenToSend, RailCaps, RailId, Rank};
 use navette_session::Bootstrap;
 use navette_shm::{RankArea, Segment, SegmentConfig};
 use navette_wire::{EagerHeader, PacketHeader, RdvDataHeader};
@@ -594,13 +594,14 @@ impl ShmDriver {
         }))
     }
 
-    /// Copies the open packets of small messages into their peers' rings
-    /// (one cell each), under the node's lock alone: a thread about to wait
-    /// for them needs no whole round of progress. Whether any left (a full
-    /// ring or a busy rail leaves the rest to the next round). Only the
-    /// peers with packets waiting are visited, however many the job has.
-    /// `then`: what the thread does next (see [`Then`]).
-    pub(crate) fn send_staged(&self, node: &NodeCore, then: Then) -> bool {
+    /// Copies `which` open packets of small messages into their peers'
+    /// rings (one cell each), under the node's lock alone: a thread about
+    /// to wait for them, or going on sending after it closed one, needs no
+    /// whole round of progress. Whether any left (a full ring or a busy
+    /// rail leaves the rest to the next round). Only the peers with
+    /// packets waiting are visited, however many the job has. `then`: what
+    /// the thread does next (see [`Then`]).
+    pub(crate) fn send_staged(&self, node: &NodeCore, which: OpenToSend, then: Then) -> bool {
         let Some(segment) = self.segment.as_ref() else {
             return false;
         };
@@ -618,7 +619,7 @@ impl ShmDriver {
                 continue;
             };
             let area = segment.area(peer);
-            let all_left = port.send_open_now(rail, |packet| {
+            let all_left = port.send_open_now(rail, which, |packet| {
                 let pushed = cell::packet_len(packet.len()) <= max
                     && self.push_packet(&area, packet.len(), then, |out| {
                         copy_first_line_last(out, packet);
@@ -885,7 +886,14 @@ impl Driver for ShmDriver {
     /// round of progress (the wait that follows makes those; a full ring
     /// or a busy rail leaves the rest to it).
     fn flush_staged(&self, node: &NodeCore, then: Then) -> Result<bool> {
-        Ok(self.send_staged(node, then))
+        Ok(self.send_staged(node, OpenToSend::All, then))
+    }
+
+    /// Writes the closed open packets into the rings as
+    /// [`Self::flush_staged`] does: a closed packet costs a copy, not a
+    /// round of progress.
+    fn send_closed(&self, node: &NodeCore) -> Result<bool> {
+        Ok(self.send_staged(node, OpenToSend::Closed, Then::SendsMore))
     }
 
     fn send_message_now(

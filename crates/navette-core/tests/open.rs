@@ -393,6 +393,10 @@ fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
             .all(|&s| !net.engines[0].staged_left(s))
     );
     assert!(net.engines[0].has_staged(), "the open packet still waits");
+    assert_eq!(
+        net.engines[0].staged_left_below(staged[0]),
+        staged[OPEN_MOST_CHUNKS].packet
+    );
     // Nothing closed waits: nothing is written.
     assert!(net.engines[0].send_open_now(rail, OpenToSend::Closed, |_| unreachable!()));
     // The open packet goes on taking messages, then leaves with them.
@@ -418,6 +422,33 @@ fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
         net.ok(1, req);
         assert_eq!(net.read(1, dest), pattern(8, i as u64));
     }
+}
+
+#[test]
+fn the_bound_of_packets_left_never_counts_one_in_flight() {
+    let mut net = Net::with_config(2, 2, caps(1024, 600), |_| EngineConfig::default());
+    let rails = net.rails_from(0, 1);
+    let first = stage(&mut net, 1, 1, b"first").expect("staged");
+    let bound = |net: &Net| net.engines[0].staged_left_below(first);
+    assert_eq!(bound(&net), first.packet, "waiting");
+    net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rails[0])
+        .expect("the first packet");
+    let second = stage(&mut net, 1, 2, b"second").expect("staged");
+    assert_eq!(second.packet, first.packet + 1);
+    net.engines[0]
+        .poll_transmit(std::time::Duration::ZERO, rails[1])
+        .expect("the second packet, on the other rail");
+    assert_eq!(bound(&net), first.packet, "both in flight");
+    // The second's rail completes first: it has left, but the bound stays
+    // below the first, still in flight.
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rails[1]);
+    assert!(net.engines[0].staged_left(second));
+    assert!(!net.engines[0].staged_left(first));
+    assert_eq!(bound(&net), first.packet);
+    net.engines[0].handle_send_complete(std::time::Duration::ZERO, rails[0]);
+    assert!(net.engines[0].staged_left(first));
+    assert_eq!(bound(&net), second.packet + 1, "both left");
 }
 
 #[test]

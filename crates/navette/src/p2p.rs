@@ -327,10 +327,23 @@ pub fn wait_all_into<'n, T: Completion>(
         return;
     };
     let node = first.node;
+    // Sends in open packets leave now, rather than at a round of the wait
+    // below (a driver's failure shows there too), and if all have left
+    // they are taken at once.
+    let flush_and_take = |requests: &mut Vec<Request<'n, T>>, outcomes: &mut Vec<Result<T>>| {
+        let _ = node.flush_staged();
+        take_sends_that_left(node, requests, outcomes)
+    };
+    // A list of sends in open packets, the usual one, begins with one: its
+    // packets are written before anything else is looked at, the driver
+    // asking first for the memory it writes.
+    let mut flushed = false;
     if let Op::Staged(staged, _) = first.op {
-        // A list of sends in open packets (the usual one) is flushed
-        // below: the driver may ask for the memory it writes first.
         node.ready_to_push(staged.peer);
+        if flush_and_take(requests, outcomes) {
+            return;
+        }
+        flushed = true;
     }
     // What the list holds, in one pass.
     let (mut all_left, mut any_staged, mut one_node) = (true, false, true);
@@ -344,13 +357,8 @@ pub fn wait_all_into<'n, T: Completion>(
         outcomes.extend(requests.drain(..).map(Request::wait));
         return;
     }
-    if one_node && any_staged {
-        // Sends in open packets leave now, rather than at a round of the
-        // wait below; a driver's failure shows there too.
-        let _ = node.flush_staged();
-        if take_sends_that_left(node, requests, outcomes) {
-            return;
-        }
+    if one_node && any_staged && !flushed && flush_and_take(requests, outcomes) {
+        return;
     }
     if one_node {
         let count = requests.len();
@@ -399,31 +407,54 @@ pub fn wait_all_into<'n, T: Completion>(
     outcomes.extend(requests.drain(..).map(Request::wait));
 }
 
-/// Takes every request of `requests` (sends that left at once or were in
-/// open packets, all of `node`) if all have left, under one lock: the usual
-/// end of a list of small sends once their packets were flushed. Whether it
-/// did (else it took none).
+/// Takes every request of `requests` if all are sends of `node` that have
+/// left (at once, or in open packets), in one pass under one lock: the
+/// usual end of a list of small sends once their packets were flushed.
+/// Whether it did (else it took none, and `outcomes` is as it was).
 fn take_sends_that_left<'n, T: Completion>(
     node: &'n Node,
     requests: &mut Vec<Request<'n, T>>,
     outcomes: &mut Vec<Result<T>>,
 ) -> bool {
+    let before = outcomes.len();
     let state = node.core().lock();
+    // The packets of the last peer seen that have left, read once for all
+    // of its sends (a list's are usually to one peer).
+    let mut left_below: Option<(navette_core::Rank, u64)> = None;
+    let mut has_left = |staged: StagedSend| {
+        let below = match left_below {
+            Some((peer, below)) if peer == staged.peer => below,
+            _ => {
+                let below = state.engine.staged_left_below(staged);
+                left_below = Some((staged.peer, below));
+                below
+            }
+        };
+        staged.packet < below
+    };
     let all = !state.has_outside_wakers()
-        && requests.iter().all(|r| match r.op {
-            Op::Left(_) => true,
-            Op::Staged(staged, _) => state.engine.staged_left(staged),
-            _ => false,
+        && requests.iter_mut().all(|r| {
+            let status = match r.op {
+                Op::Left(status) => status,
+                Op::Staged(staged, status) if has_left(staged) => status,
+                _ => return false,
+            };
+            if !std::sync::Arc::ptr_eq(r.node.core(), node.core()) {
+                return false;
+            }
+            r.taken = true;
+            outcomes.push(Ok(T::from_parts(status, None)));
+            true
         });
     unlock(state);
     if all {
-        outcomes.extend(requests.drain(..).map(|mut r| {
-            r.taken = true;
-            let (Op::Left(status) | Op::Staged(_, status)) = r.op else {
-                unreachable!("only sends that left are taken here")
-            };
-            Ok(T::from_parts(status, None))
-        }));
+        requests.clear();
+    } else {
+        // Not taken after all: each goes the usual way.
+        for r in requests.iter_mut().take(outcomes.len() - before) {
+            r.taken = false;
+        }
+        outcomes.truncate(before);
     }
     all
 }

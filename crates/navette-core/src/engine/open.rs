@@ -367,6 +367,20 @@ impl Engine {
             })
     }
 
+    /// The number below which every open packet of `staged`'s peer has
+    /// left: a message staged in packet `n` of that peer has left if `n`
+    /// is below it, for a caller that checks many to one peer. A packet at
+    /// or above it may have left too (over another rail, before an older
+    /// one): [`Self::staged_left`] tells exactly.
+    #[inline]
+    pub fn staged_left_below(&self, staged: StagedSend) -> u64 {
+        // Packets in flight were handed out before `left` was counted
+        // past them: the lowest of them, if any, bounds the packets left.
+        self.peers.get_index(staged.peer_index).map_or(0, |(_, p)| {
+            p.open.in_flight.iter().fold(p.open.left, |n, &f| n.min(f))
+        })
+    }
+
     /// Whether small messages wait in an open packet, to any peer.
     #[inline]
     pub fn has_staged(&self) -> bool {

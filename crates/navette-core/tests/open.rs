@@ -42,6 +42,14 @@ fn recv_into(
     (req, dest)
 }
 
+/// Stages one message more than an open packet takes, and one more:
+/// message `i`, 8 bytes of pattern `i`, on channel `i % 4` with tag `i`.
+fn stage_past_one_packet(net: &mut Net) -> Vec<StagedSend> {
+    (0..OPEN_MOST_CHUNKS + 2)
+        .map(|i| stage(net, (i % 4) as u16, i as u64, &pattern(8, i as u64)).expect("staged"))
+        .collect()
+}
+
 fn recv(net: &mut Net, channel: u16, tag: u64, len: usize) -> navette_core::ReqId {
     recv_into(net, channel, tag, len).0
 }
@@ -316,10 +324,8 @@ fn small_messages_join_the_windows_while_they_wait() {
 fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
     let mut net = net(StrategyKind::Aggregate);
     let rail = net.rails_from(0, 1)[0];
-    let count = OPEN_MOST_CHUNKS + 2;
-    let staged: Vec<_> = (0..count)
-        .map(|i| stage(&mut net, (i % 4) as u16, i as u64, &pattern(8, i as u64)).expect("staged"))
-        .collect();
+    let staged = stage_past_one_packet(&mut net);
+    let count = staged.len();
     // No room now: nothing leaves, the packets wait for the usual round.
     let mut offered = 0;
     let all = net.engines[0].send_open_now(rail, OpenToSend::All, |_| {
@@ -366,10 +372,8 @@ fn open_packets_written_at_once_leave_oldest_first_and_complete_their_sends() {
 fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
     let mut net = net(StrategyKind::Aggregate);
     let rail = net.rails_from(0, 1)[0];
-    let count = OPEN_MOST_CHUNKS + 2;
-    let staged: Vec<_> = (0..count)
-        .map(|i| stage(&mut net, (i % 4) as u16, i as u64, &pattern(8, i as u64)).expect("staged"))
-        .collect();
+    let staged = stage_past_one_packet(&mut net);
+    let count = staged.len();
     assert!(staged[OPEN_MOST_CHUNKS].closed, "it closed the full packet");
     // No room: the closed packet waits.
     assert!(!net.engines[0].send_open_now(rail, OpenToSend::Closed, |_| false));

@@ -499,6 +499,28 @@ fn small_isend_safer_leaves_at_once() {
     });
 }
 
+/// The receiving rank of the open-packet tests: posts a receive of
+/// `room` bytes for each message `k` of `count` (on `gate(k)` with tag
+/// `tag(k)`), tells its peer (on the default channel, tag 1) that they
+/// are posted, and checks that each gets `len(k)` bytes of pattern `k`.
+fn receive_posted_ahead(
+    node: &Node,
+    count: u16,
+    (gate, tag): (impl Fn(u16) -> navette::Gate, impl Fn(u16) -> u64),
+    len: impl Fn(u16) -> usize,
+    room: usize,
+) {
+    let recvs: Vec<_> = (0..count)
+        .map(|k| node.irecv(gate(k), tag(k), vec![0u8; room]))
+        .collect();
+    node.send(node.gate(1 - node.rank()), 1, &[])
+        .expect("ready");
+    for (k, got) in (0..count).zip(navette::wait_all(recvs)) {
+        let got = got.expect("recv");
+        check(&got.data, len(k), u64::from(k));
+    }
+}
+
 /// Small non-blocking sends (at most [`ShmConfig::stage_max`] bytes) to
 /// one peer, on several channels and tags, wait in the peer's open packet:
 /// none has left when the last returns, and the wait for them sends them
@@ -512,14 +534,8 @@ fn small_isends_wait_in_one_open_packet_until_waited_for() {
         let other = 1 - node.rank();
         let gate = |k: u16| navette::Gate::new(navette::ChannelId(k + 1), other);
         if node.rank() == 1 {
-            let recvs: Vec<_> = (0..SEGMENTS)
-                .map(|k| node.irecv(gate(k), u64::from(k) + 10, vec![0u8; 256]))
-                .collect();
-            node.send(node.gate(other), 1, &[]).expect("ready");
-            for (k, got) in (0..SEGMENTS).zip(navette::wait_all(recvs)) {
-                let got = got.expect("recv");
-                check(&got.data, len(k), u64::from(k));
-            }
+            let tag = |k: u16| u64::from(k) + 10;
+            receive_posted_ahead(node, SEGMENTS, (gate, tag), len, 256);
             return;
         }
         node.recv(node.gate(other), 1, &mut []).expect("ready");
@@ -561,14 +577,7 @@ fn a_full_open_packet_leaves_at_once_while_the_next_fills() {
         // the order of its messages' tags.
         let gate = |k: u16| navette::Gate::new(navette::ChannelId(k % 4 + 1), other);
         if node.rank() == 1 {
-            let recvs: Vec<_> = (0..SEGMENTS)
-                .map(|k| node.irecv(gate(k), u64::from(k), vec![0u8; 64]))
-                .collect();
-            node.send(node.gate(other), 1, &[]).expect("ready");
-            for (k, got) in (0..SEGMENTS).zip(navette::wait_all(recvs)) {
-                let got = got.expect("recv");
-                check(&got.data, len(k), u64::from(k));
-            }
+            receive_posted_ahead(node, SEGMENTS, (gate, u64::from), len, 64);
             return;
         }
         node.recv(node.gate(other), 1, &mut []).expect("ready");

@@ -633,7 +633,7 @@ impl Node {
     fn send_closed_packet(&self) {
         let core = self.core();
         if let Err(err) = core.driver().send_closed(core) {
-            tracing::debug!(%err, "progress after a full open packet");
+            tracing::debug!(%err, "sending a full open packet");
         }
     }
 

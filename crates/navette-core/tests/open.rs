@@ -378,6 +378,7 @@ fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
     // No room: the closed packet waits.
     assert!(!net.engines[0].send_open_now(rail, OpenToSend::Closed, |_| false));
     assert!(!net.engines[0].staged_left(staged[0]));
+    assert!(net.engines[0].closed_waiting(), "the refused packet waits");
     // Room: the closed packet leaves, alone.
     let mut written = Vec::new();
     let none_closed = net.engines[0].send_open_now(rail, OpenToSend::Closed, |packet| {
@@ -397,6 +398,7 @@ fn closed_packets_leave_alone_while_the_open_one_takes_messages() {
             .all(|&s| !net.engines[0].staged_left(s))
     );
     assert!(net.engines[0].has_staged(), "the open packet still waits");
+    assert!(!net.engines[0].closed_waiting(), "but no closed one");
     assert_eq!(
         net.engines[0].staged_left_below(staged[0]),
         staged[OPEN_MOST_CHUNKS].packet

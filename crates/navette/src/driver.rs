@@ -504,6 +504,11 @@ impl<'a> DriverPort<'a> {
         self.state.engine.staged_peer(nth)
     }
 
+    /// See [`navette_core::Engine::closed_waiting`].
+    pub fn closed_waiting(&self) -> bool {
+        self.state.engine.closed_waiting()
+    }
+
     /// See [`navette_core::Engine::send_open_now`].
     pub fn send_open_now(
         &mut self,

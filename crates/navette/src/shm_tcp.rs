@@ -139,13 +139,21 @@ impl Driver for ShmTcpDriver {
             .send_staged(node, navette_core::OpenToSend::All, then))
     }
 
-    /// As [`Self::flush_staged`], for the closed open packets alone.
+    /// As [`Self::flush_staged`], for the closed open packets alone; those
+    /// that no shm rail took (a full ring, a busy rail, a peer reached by
+    /// tcp alone) leave with a round of tcp at once, rather than wait for
+    /// the thread's next round.
     fn send_closed(&self, node: &NodeCore) -> Result<bool> {
-        Ok(self.shm.send_staged(
+        let sent = self.shm.send_staged(
             node,
             navette_core::OpenToSend::Closed,
             crate::driver::Then::SendsMore,
-        ))
+        );
+        let waiting = node.port().closed_waiting();
+        if waiting {
+            return Ok(self.tcp.progress(node)? || sent);
+        }
+        Ok(sent)
     }
 
     fn now(&self) -> Option<Duration> {

@@ -91,3 +91,44 @@ fn an_idle_shm_rail_takes_every_packet_of_a_ping_pong() {
     });
     assert!(stats.iter().all(|s| s.dialed == 0), "{stats:?}");
 }
+
+/// Small sends to a peer whose ring is full, none waited for: each packet
+/// that fills up and finds no room over shm leaves over tcp at once, while
+/// the sender goes on sending, rather than at its first wait. All arrive
+/// whole and in order once the receiver reads.
+#[test]
+fn a_full_packet_that_finds_the_ring_full_leaves_over_tcp_at_once() {
+    const CELLS: u32 = 4;
+    // Enough packets of 16 messages to fill the ring and two more.
+    const COUNT: u64 = (CELLS as u64 + 2) * 16 + 1;
+    let mut config = config();
+    config.shm.ring_cells = CELLS;
+    let mut job = [0u8; 8];
+    getrandom::fill(&mut job).expect("random bytes");
+    let ranks = LocalBootstrap::job(2, u64::from_le_bytes(job), JOB_KEY);
+    // Rank 1 reads nothing until rank 0 has made all its sends.
+    let sent = std::sync::Barrier::new(2);
+    common::run_ranks(ranks, &config, init_shm_tcp, |node, driver| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            assert_eq!(driver.tcp().stats().dialed, 0, "tcp is dialed on demand");
+            let sends: Vec<_> = (0..COUNT)
+                .map(|i| node.isend_safer(peer, 3, &i.to_le_bytes()).unwrap())
+                .collect();
+            let tcp = driver.tcp().stats();
+            sent.wait();
+            for done in wait_all(sends) {
+                done.unwrap();
+            }
+            // Checked once the receiver has all: a failure does not hang it.
+            assert_eq!(tcp.dialed, 1, "no packet was handed to tcp before the wait");
+        } else {
+            sent.wait();
+            let mut buf = [0u8; 8];
+            for i in 0..COUNT {
+                node.recv(peer, 3u64, &mut buf).unwrap();
+                assert_eq!(u64::from_le_bytes(buf), i, "message {i}");
+            }
+        }
+    });
+}

@@ -387,6 +387,18 @@ impl Engine {
         !self.staged_peers.is_empty()
     }
 
+    /// Whether a closed open packet (full, see [`Self::stage_tagged`])
+    /// still waits, to any peer: one that [`Self::send_open_now`] could
+    /// not write (a full ring, a busy rail, a peer its driver does not
+    /// reach) leaves with a round of progress instead.
+    pub fn closed_waiting(&self) -> bool {
+        self.staged_peers.iter().any(|&index| {
+            self.peers
+                .get_index(index)
+                .is_some_and(|(_, p)| !p.open.closed.is_empty())
+        })
+    }
+
     /// The `nth` of the peers whose small messages wait in open packets,
     /// in no particular order, if there are more than `nth`: a driver that
     /// writes open packets at once ([`Self::send_open_now`]) visits these

@@ -236,6 +236,39 @@ impl MemTable {
         }
     }
 
+    /// Replaces the caller memory that `handle` borrows read-only with a
+    /// copy the table owns, under the same handle, for a send whose caller
+    /// takes its memory back before the send completes: the engine's
+    /// ranges then read the copy. A peer given the region's address is
+    /// told first, as by [`Self::remove`] (its read of the caller's memory
+    /// no longer counts, and it asks for the data instead). Whether a copy
+    /// was made: not for writable or owned regions, nor a handle that no
+    /// longer resolves.
+    pub(crate) fn keep_copy(&mut self, handle: MemHandle) -> bool {
+        let on_release = self.on_release.clone();
+        let Some(slot) = self.slot_mut(handle) else {
+            return false;
+        };
+        let Some(Region::Borrowed { ptr, len }) = slot.region else {
+            return false;
+        };
+        // SAFETY: the entry is still registered, so the borrow it came
+        // from is alive (module invariant: its `Registration`, which holds
+        // that borrow, removes or converts it before the borrow ends, and
+        // is doing so now), and this read happens under the node's state
+        // lock, as every read of a borrowed entry does; `ptr` and `len`
+        // came from that borrowed slice.
+        let copy = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) }.to_vec();
+        slot.region = Some(Region::Owned(copy));
+        // The copy's address was given to no one.
+        if std::mem::take(&mut slot.offered) > 0
+            && let Some(ReleaseHook(hook)) = &on_release
+        {
+            hook();
+        }
+        true
+    }
+
     /// Registers `data` read-only.
     ///
     /// The caller must remove the region before the borrow ends (module

@@ -554,7 +554,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         Some(Ok(Sent {
             node,
             pieces: smallvec::smallvec![req],
-            lent: smallvec::smallvec![registration],
+            lent: smallvec::smallvec![(registration, req)],
         }))
     }
 
@@ -672,7 +672,7 @@ impl<'n, 'a> Packing<'n, 'a> {
         self.core.begun().expect("an ending message is open")?;
         let copy_below = self.core.copy_below;
         let may_lend = self.core.lend;
-        let mut lent = SmallVec::new();
+        let mut lent: SmallVec<[(Registration<'a>, ReqId); 1]> = SmallVec::new();
         // Small pieces are copied now, before the lock is taken.
         let copies = &self.copies;
         let submits: SmallVec<[Submit<'a>; INLINE_PIECES]> = std::mem::take(&mut self.deferred)
@@ -715,17 +715,21 @@ impl<'n, 'a> Packing<'n, 'a> {
                 unreachable!("numbered above")
             };
             for Submit { data, modes, last } in submits {
-                let (range, owned) = match data {
+                let (range, registration) = match data {
                     Handed::Owned(buf, copied) => {
                         s.engine.count_send_copy(out, copied);
-                        (s.mem.insert_owned(buf), true)
+                        (s.mem.insert_owned(buf), None)
                     }
-                    Handed::Shared(bytes) => (s.mem.insert_shared(bytes), true),
-                    Handed::Lent(data) => lend(&mut lent, node.lend(s, data)),
-                    Handed::Cells(data) => lend(&mut lent, node.lend_cells(s, data)),
+                    Handed::Shared(bytes) => (s.mem.insert_shared(bytes), None),
+                    Handed::Lent(data) => lend(node.lend(s, data)),
+                    Handed::Cells(data) => lend(node.lend_cells(s, data)),
                 };
-                core.submitted
-                    .push(submit(s, out, range, modes, last, owned));
+                let owned = registration.is_none();
+                let req = submit(s, out, range, modes, last, owned);
+                core.submitted.push(req);
+                if let Some(registration) = registration {
+                    lent.push((registration, req));
+                }
             }
         });
         core.out = None;
@@ -739,8 +743,10 @@ impl<'n, 'a> Packing<'n, 'a> {
 
 /// A packed message whose pieces are submitted, some perhaps still being
 /// sent from the caller's memory, which stays lent until [`Sent::wait`]
-/// returns. Dropping it releases that memory at once: pieces not sent yet
-/// fail.
+/// returns. Dropping it gives that memory back at once: pieces not sent
+/// yet still leave, from a copy made then
+/// ([`Registration::give_back_sending`]), so that the receiver gets the
+/// whole message.
 #[derive(Debug)]
 pub(crate) struct Sent<'n, 'a> {
     node: &'n Node,
@@ -749,7 +755,8 @@ pub(crate) struct Sent<'n, 'a> {
     /// One of each inline, no more: a `Sent` moves within the values
     /// that hold it (an RPC's call), whose moves grow with it.
     pieces: SmallVec<[ReqId; 1]>,
-    lent: SmallVec<[Registration<'a>; 1]>,
+    /// The caller's memory lent, each with the piece sent from it.
+    lent: SmallVec<[(Registration<'a>, ReqId); 1]>,
 }
 
 impl<'n> Sent<'n, '_> {
@@ -784,15 +791,16 @@ impl<'n> Sent<'n, '_> {
         })
     }
 
-    /// Forgets the pieces and releases the memory lent (as the value
-    /// drops).
+    /// Forgets the pieces and gives the memory lent back, the pieces still
+    /// sending from it going on from copies (as the value drops).
     #[inline(never)]
     fn release(&mut self) {
         let pieces = std::mem::take(&mut self.pieces);
         let lent = std::mem::take(&mut self.lent);
         self.node.with_state(|s| {
+            lent.into_iter()
+                .for_each(|(r, piece)| r.give_back_sending(s, piece));
             pieces.into_iter().for_each(|r| s.detach(r));
-            lent.into_iter().for_each(|r| r.release(s));
         });
     }
 
@@ -803,27 +811,28 @@ impl<'n> Sent<'n, '_> {
         let pieces = std::mem::take(&mut self.pieces);
         let mut lent = Some(std::mem::take(&mut self.lent));
         let what = || format!("{} pieces to leave", pieces.len());
-        let outcomes = self.node.wait_until(&what, |state| {
+        let waited = self.node.wait_until(&what, |state| {
             if let Some(outcomes) = state.take_all(&pieces) {
                 lent.take()
                     .into_iter()
                     .flatten()
-                    .for_each(|r| r.release(state));
+                    .for_each(|(r, _)| r.release(state));
                 return Some(Some(outcomes));
             }
             let late = deadline.is_some_and(|at| std::time::Instant::now() >= at);
             late.then_some(None)
         });
-        match outcomes? {
-            Some(outcomes) => outcomes
+        match waited {
+            Ok(Some(outcomes)) => outcomes
                 .into_iter()
                 .try_for_each(|o| o.map(drop))
                 .map(|()| true),
-            None => {
-                // Gave up: the pieces are forgotten, the memory released.
+            gave_up => {
+                // Gave up (at `deadline`, or a stall): the pieces are
+                // forgotten and the memory given back as the value drops.
                 self.pieces = pieces;
                 self.lent = lent.unwrap_or_default();
-                Ok(false)
+                gave_up.map(|_| false)
             }
         }
     }
@@ -836,7 +845,7 @@ impl<'n> Sent<'n, '_> {
             let mut state = self.node.core().lock();
             if let Some(outcomes) = state.take_all(&self.pieces) {
                 self.pieces.clear();
-                self.lent.drain(..).for_each(|r| r.release(&mut state));
+                self.lent.drain(..).for_each(|(r, _)| r.release(&mut state));
                 crate::node::unlock(state);
                 return Some(outcomes.into_iter().try_for_each(|o| o.map(drop)));
             }
@@ -884,11 +893,9 @@ fn submit(
 }
 
 fn lend<'a>(
-    lent: &mut SmallVec<[Registration<'a>; 1]>,
     (range, registration): (MemRef, Registration<'a>),
-) -> (MemRef, bool) {
-    lent.push(registration);
-    (range, false)
+) -> (MemRef, Option<Registration<'a>>) {
+    (range, Some(registration))
 }
 
 impl Drop for Packing<'_, '_> {

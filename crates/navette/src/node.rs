@@ -26,7 +26,11 @@ use crate::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
     /// A wait that sees no progress for this long fails with
-    /// [`Error::Stalled`]; `None` waits forever.
+    /// [`Error::Stalled`]; `None` waits forever. A blocking send or
+    /// message end that fails so gives the caller's memory back, and its
+    /// message still leaves, from a copy. A blocking tagged receive that
+    /// fails so is cancelled: a later message goes to a later receive, one
+    /// already arriving into it is dropped, with a warning.
     pub wait_timeout: Option<Duration>,
     /// Idle progress rounds spent spinning before yielding the CPU, when
     /// every rank of the session can have a core of this host.
@@ -1024,6 +1028,22 @@ impl Node {
         self.wait_lent(req, &mut Some(lent))?
     }
 
+    /// [`Self::wait_releasing`] for send `req`: if waiting fails (a
+    /// stall), the caller gets its memory back all the same, and the send
+    /// goes on from a copy ([`Registration::give_back_sending`]).
+    pub(crate) fn wait_sending(&self, req: ReqId, lent: Registration<'_>) -> Result<Status> {
+        let mut lent = Some(lent);
+        match self.wait_lent(req, &mut lent) {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                if let Some(lent) = lent {
+                    self.with_state(|s| lent.give_back_sending(s, req));
+                }
+                Err(err)
+            }
+        }
+    }
+
     /// Waits for `req` and takes its outcome, releasing `lent` under the
     /// lock that sees it done; if waiting fails, `lent` is left in place.
     fn wait_lent(&self, req: ReqId, lent: &mut Option<Registration<'_>>) -> Result<Result<Status>> {
@@ -1208,6 +1228,32 @@ impl Registration<'_> {
         if let Some(handle) = self.handle.take() {
             state.mem.remove(handle);
         }
+    }
+
+    /// Gives the caller its memory back when nobody waits for send `req`
+    /// any more (its wait stalled, or the value waiting for it was
+    /// dropped), using an already locked state. If the send is still in
+    /// progress, the engine keeps a copy of the data, freed as the send
+    /// completes: its message still leaves whole, where dropping the data
+    /// would leave a receiver that matched it waiting for ever. Then `req`
+    /// is detached (see [`State::detach`]).
+    pub(crate) fn give_back_sending(mut self, state: &mut State, req: ReqId) {
+        if let Some(handle) = self.handle.take() {
+            // A piece's own region is its lent one: none is watched beside.
+            let kept = !state.is_done(req)
+                && state
+                    .slots
+                    .get(&req)
+                    .is_some_and(|slot| slot.region.is_none())
+                && state.mem.keep_copy(handle);
+            match state.slots.get_mut(&req) {
+                Some(slot) if kept => slot.region = Some(handle),
+                _ => {
+                    state.mem.remove(handle);
+                }
+            }
+        }
+        state.detach(req);
     }
 }
 

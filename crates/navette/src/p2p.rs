@@ -776,6 +776,11 @@ impl Node {
     }
 
     /// Sends `data` and returns once it has left `data`'s memory.
+    ///
+    /// A send whose wait fails ([`crate::Error::Stalled`], past
+    /// [`crate::NodeConfig::wait_timeout`]) gives `data` back all the
+    /// same: the message still leaves, from a copy made then, so that a
+    /// receiver posted later gets it whole rather than waiting for ever.
     pub fn send(&self, gate: Gate, tag: u64, data: &[u8]) -> Result<Status> {
         crate::node::user_channel(gate.channel)?;
         self.core().running()?;
@@ -792,10 +797,13 @@ impl Node {
         })?;
         // The send was just submitted and cannot be complete yet: make a
         // round of progress (which writes it) before the first check,
-        // rather than locking to check first. On error `lent` is dropped,
-        // which releases it.
-        self.progress()?;
-        self.wait_releasing(id, lent)
+        // rather than locking to check first. On error the caller gets its
+        // memory back and the send goes on from a copy, as after a stall.
+        if let Err(err) = self.progress() {
+            self.with_state(|s| lent.give_back_sending(s, id));
+            return Err(err);
+        }
+        self.wait_sending(id, lent)
     }
 
     /// Receives into `dest` and returns once the message is there. Refused

@@ -235,3 +235,67 @@ fn a_failure_nobody_waits_for_is_counted() {
     assert_eq!(a.unwaited_failures(), 2, "the send and the receive");
     assert_eq!(b.unwaited_failures(), 0);
 }
+
+/// Two ranks whose waits give up after a second without progress (long
+/// enough that only a wait that cannot end does).
+fn impatient_pair() -> SimCluster {
+    cluster(2)
+        .rdv_threshold(4096)
+        .node_config(navette::NodeConfig {
+            wait_timeout: Some(std::time::Duration::from_secs(1)),
+            ..navette::NodeConfig::default()
+        })
+        .build()
+}
+
+fn expect_stall<T: std::fmt::Debug>(result: navette::Result<T>) {
+    match result {
+        Err(Error::Stalled { .. }) => {}
+        other => panic!("expected a stall, got {other:?}"),
+    }
+}
+
+/// A blocking send of a rendezvous message whose receive is posted only
+/// after the send gave up (its wait stalled): the caller's memory is its
+/// own again at once, and the message still arrives whole, from a copy
+/// made as the send gave that memory back, rather than leaving its
+/// receiver waiting for data that never comes.
+#[test]
+fn a_rendezvous_send_given_up_on_still_delivers_its_message() {
+    let n = 1 << 20;
+    let cluster = impatient_pair();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut data = pattern(n, 11);
+    expect_stall(a.send(a.gate(1), 5, &data));
+    data.fill(0);
+    let mut got = vec![0u8; n];
+    let status = b.recv(b.gate(0), 5u64, &mut got).unwrap();
+    assert_eq!(status.len, n);
+    check(&got, n, 11);
+}
+
+/// The same for a packed message whose end stalled, its large piece lent
+/// (CHEAPER): it arrives whole, head and body.
+#[test]
+fn a_message_whose_end_stalled_still_arrives_whole() {
+    let n = 1 << 20;
+    let cluster = impatient_pair();
+    let (a, b) = (cluster.node(0), cluster.node(1));
+    let mut body = pattern(n, 12);
+    let head = (n as u64).to_le_bytes();
+    let mut msg = a.begin_packing(a.gate(1), 6).unwrap();
+    msg.pack(&head, SendMode::Safer, ReceiveMode::Express)
+        .unwrap();
+    msg.pack(&body, SendMode::Cheaper, ReceiveMode::Cheaper)
+        .unwrap();
+    expect_stall(msg.end_packing());
+    body.fill(0);
+    let mut msg = b.begin_unpacking(b.gate(0), 6u64).unwrap();
+    let mut len = [0u8; 8];
+    msg.unpack_express(&mut len, SendMode::Safer).unwrap();
+    assert_eq!(u64::from_le_bytes(len), n as u64);
+    let mut got = vec![0u8; n];
+    msg.unpack_cheaper(&mut got, SendMode::Cheaper).unwrap();
+    msg.end_unpacking().unwrap();
+    check(&got, n, 12);
+}

@@ -1128,10 +1128,11 @@ fn a_bad_geometry_is_refused_by_every_rank() {
     }
 }
 
-/// Sends `size` bytes to rank `to` with `tag` from a buffer of its own, in
-/// a blocking send that must stall (past the test's short wait timeout);
-/// the buffer is then reused, filled with 0xaa, which `to` must never
-/// receive.
+/// Sends `size` bytes (`pattern(size, 1)`) to rank `to` with `tag` from a
+/// buffer of its own, in a blocking send that must stall (past the test's
+/// short wait timeout); the buffer is then reused, filled with 0xaa, which
+/// `to` must never receive: the send goes on from the copy it kept as it
+/// gave the buffer back.
 fn send_until_stalled(node: &Node, to: u32, size: usize, tag: u64) {
     let mut data = pattern(size, 1);
     let mut msg = node.begin_packing(node.gate(to), tag).expect("begin");
@@ -1145,7 +1146,7 @@ fn send_until_stalled(node: &Node, to: u32, size: usize, tag: u64) {
 /// receiver reads it (a blocking send that stalled, its buffer then
 /// reused): the receiver sees the sender's release epoch moved, declines
 /// the read, and asks for the data instead, so what the address holds
-/// now is never delivered.
+/// now is never delivered; the data comes from the copy the send kept.
 #[test]
 fn memory_let_go_after_its_offer_is_not_read() {
     let size = 512 << 10;
@@ -1165,11 +1166,10 @@ fn memory_let_go_after_its_offer_is_not_read() {
             {}
             let mut got = vec![0u8; size];
             let mut msg = node.begin_unpacking(node.gate(0), 7).expect("begin");
-            let received = msg
-                .unpack_cheaper(&mut got, SendMode::Cheaper)
-                .and_then(|()| msg.end_unpacking());
-            assert!(received.is_err(), "nothing to deliver: {received:?}");
-            assert!(got.iter().all(|&b| b != 0xaa), "the reused buffer was read");
+            msg.unpack_cheaper(&mut got, SendMode::Cheaper)
+                .and_then(|()| msg.end_unpacking())
+                .expect("delivered from the sender's copy");
+            check(&got, size, 1);
         }
         driver.stats()
     });
@@ -1209,8 +1209,9 @@ fn until_done(node: &Node, from: u32) {
 /// A pull whose sender lets its memory go before the receiver reads it (a
 /// blocking send that stalled once its clear-to-send came, its buffer then
 /// reused): the receiver sees the sender's release epoch moved and
-/// declines the pull; the sender, its memory gone, drops the data, and
-/// what the address holds now is never delivered.
+/// declines the pull, so what the address holds now is never delivered;
+/// the sender pushes the data from the copy it kept instead, and the
+/// message arrives whole.
 ///
 /// The send stalls on its own clock, which starts before the receiver
 /// answers: a receiver held up past it (an oversubscribed host) leaves
@@ -1246,12 +1247,8 @@ fn a_pull_of_memory_let_go_is_declined() {
                 let recv = node.irecv(RecvFrom::from(node.gate(0)), tag, vec![0u8; size]);
                 progress_until_a_packet_left(node, driver, before);
                 stalled.wait();
-                // Nothing is delivered (the second fragment never comes, so
-                // the counters below tell whether the reused buffer was
-                // read).
-                if let Ok(got) = recv.wait() {
-                    panic!("delivered {} bytes", got.data.len());
-                }
+                let got = recv.wait().expect("delivered from the sender's copy");
+                check(&got.data, size, 1);
                 if pulled.load(Ordering::SeqCst) {
                     node.send(node.gate(0), 8, b"done").expect("done");
                     break;
@@ -1262,7 +1259,14 @@ fn a_pull_of_memory_let_go_is_declined() {
         driver.stats()
     });
     assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
-    assert_eq!(stats[1].bytes_pulled, 0, "{:?}", stats[1]);
+    // The first fragment came through the ring; the second was pulled
+    // from the copy, offered after the release.
+    assert!(
+        stats[0].bytes_copied_in >= size as u64 / 2,
+        "{:?}",
+        stats[0]
+    );
+    assert_eq!(stats[1].bytes_pulled, size as u64 / 2, "{:?}", stats[1]);
 }
 
 /// A pull made before the sender let go of other memory it had offered
@@ -1270,7 +1274,8 @@ fn a_pull_of_memory_let_go_is_declined() {
 /// the epoch moved, so the receiver declines the pull, though this data is
 /// still there; the sender then pushes it through the ring, and it
 /// arrives whole. The next fragment, pulled after the release, is read as
-/// usual; the third rank declines its own read, and gets nothing.
+/// usual; the third rank declines its own read, and gets the data from
+/// the copy its sender kept.
 #[test]
 fn a_pull_declined_for_another_release_comes_through_the_ring() {
     use std::sync::Barrier;
@@ -1305,9 +1310,10 @@ fn a_pull_declined_for_another_release_comes_through_the_ring() {
             _ => {
                 stalled.wait();
                 // Its read is declined (the epoch moved since the offer),
-                // and the data, gone, never comes.
+                // and the data comes from the sender's copy.
                 let recv = node.irecv(RecvFrom::from(node.gate(0)), 3, vec![0u8; readable]);
-                assert!(recv.wait().is_err(), "the stalled send delivered");
+                let got = recv.wait().expect("delivered from the sender's copy");
+                check(&got.data, readable, 1);
                 node.send(node.gate(0), 8, b"done").expect("done");
             }
         }
@@ -1556,4 +1562,43 @@ fn indexed_messages_between_huge_buffers_copy_the_block_zero_times() {
         );
     }
     writes_match(&stats.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+}
+
+/// A blocking send of a large message whose receive is posted only after
+/// the send stalled: its request offered the receiver the caller's memory
+/// to read where it lies. The send gives that memory back as it fails,
+/// and the caller overwrites it at once; the receiver's read of it is not
+/// trusted, and the message comes from the copy the send kept, whole and
+/// as sent.
+#[test]
+fn a_send_that_stalled_arrives_as_sent_though_its_buffer_changed() {
+    let n = 1 << 20;
+    let mut config = config(CopyMode::Auto);
+    // Long enough that the waits after the stall do not stall too.
+    config.node.wait_timeout = Some(Duration::from_secs(1));
+    let stalled = std::sync::Barrier::new(2);
+    let stats = run(2, config, |node, driver, _| {
+        let peer = node.gate(1 - node.rank());
+        if node.rank() == 0 {
+            let mut data = pattern(n, 13);
+            match node.send(peer, 7, &data) {
+                Err(navette::Error::Stalled { .. }) => {}
+                other => panic!("expected a stall, got {other:?}"),
+            }
+            data.fill(0);
+            stalled.wait();
+            // Serves the receiver until it has the message.
+            node.recv(peer, 8u64, &mut [0u8; 1]).unwrap();
+        } else {
+            stalled.wait();
+            let mut got = vec![0u8; n];
+            assert_eq!(node.recv(peer, 7u64, &mut got).unwrap().len, n);
+            check(&got, n, 13);
+            node.send(peer, 8, &[1]).unwrap();
+        }
+        driver.stats()
+    });
+    if stats[1].can_pull {
+        assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
+    }
 }

@@ -1260,13 +1260,12 @@ fn a_pull_of_memory_let_go_is_declined() {
     });
     assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
     // The first fragment came through the ring; the second was pulled
-    // from the copy, offered after the release.
-    assert!(
-        stats[0].bytes_copied_in >= size as u64 / 2,
-        "{:?}",
-        stats[0]
-    );
-    assert_eq!(stats[1].bytes_pulled, size as u64 / 2, "{:?}", stats[1]);
+    // from the copy, offered after the release (read by the receiver,
+    // perhaps partly written by the sender: a shared read).
+    let half = size as u64 / 2;
+    assert!(stats[0].bytes_copied_in >= half, "{:?}", stats[0]);
+    let read = stats[1].bytes_pulled + stats[1].bytes_written_by_peers;
+    assert_eq!(read, half, "{:?}", stats[1]);
 }
 
 /// A pull made before the sender let go of other memory it had offered

@@ -429,16 +429,20 @@ impl Inner {
             .get_mut(read.dest.handle)
             .and_then(|r| r.get_mut(at))
         {
-            if let Err(e) = self.read_pulled(segment, read.peer, pid, source.addr, target) {
-                tracing::debug!(rank = self.me, peer = read.peer, %e, "shm: a read at the request failed");
-                self.stats.reads_declined += 1;
-                return Ok(false);
-            }
+            let bytes = match self.read_pulled(segment, read.peer, pid, source.addr, target) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    tracing::debug!(rank = self.me, peer = read.peer, %e, "shm: a read at the request failed");
+                    self.stats.reads_declined += 1;
+                    return Ok(false);
+                }
+            };
             // Let go during the read: what was read may not be the data
             // (it is overwritten when the data comes the usual way).
             if self.epoch_moved(area, source) {
                 return Ok(false);
             }
+            self.count_read(bytes);
             self.stats.reads_at_request += 1;
         }
         Ok(true)
@@ -511,13 +515,17 @@ impl Inner {
             if self.epoch_moved(area, source) {
                 return Pulled::Declined;
             }
-            if let Err(e) = self.read_pulled(segment, from, area.pid(), source.addr, target) {
-                self.fail(port, from, &format!("single-copy read failed: {e}"));
-                return Pulled::Failed;
-            }
+            let bytes = match self.read_pulled(segment, from, area.pid(), source.addr, target) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    self.fail(port, from, &format!("single-copy read failed: {e}"));
+                    return Pulled::Failed;
+                }
+            };
             if self.epoch_moved(area, source) {
                 return Pulled::Declined;
             }
+            self.count_read(bytes);
         }
         if let Err(e) = port.handle_rdv_landed(self.start.now(), rail, &header) {
             self.fail(port, from, &e);
@@ -532,7 +540,8 @@ impl Inner {
     /// which side finished first last time, see [`balance`]), so that two
     /// cores copy at once; if it has not taken the offer by the time our
     /// part is in, we revoke it and read the rest too. Either way, when
-    /// this returns nobody writes into `target` any more.
+    /// this returns nobody writes into `target` any more. Who copied what,
+    /// for the counters once the read is trusted ([`Self::count_read`]).
     fn read_pulled(
         &mut self,
         segment: &Segment,
@@ -540,7 +549,7 @@ impl Inner {
         pid: u32,
         addr: u64,
         target: &mut [u8],
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<ReadBytes> {
         let len = target.len();
         // Whether the sender may write into us, we guess from whether it
         // could read its neighbour at start-up (the same ptrace permission,
@@ -551,8 +560,10 @@ impl Inner {
             && segment.area(from).can_pull();
         if !shared {
             navette_shm::pull(pid, addr, target)?;
-            self.stats.bytes_pulled += len as u64;
-            return Ok(());
+            return Ok(ReadBytes {
+                pulled: len,
+                written_by_peer: 0,
+            });
         }
         // A cut on a page boundary of the destination (each side pins
         // whole pages), where both sides should finish together: the
@@ -594,27 +605,34 @@ impl Inner {
             !looks.is_multiple_of(LIVENESS_EVERY) || navette_shm::is_alive(pid)
         });
         ours?;
-        self.stats.bytes_pulled += half as u64;
         if settled == navette_shm::Settled::Written
             && let Some(slot) = self.slot_mut(from)
         {
             slot.read_share = balance(slot.read_share, looks > 0);
         }
         match settled {
-            navette_shm::Settled::Written => {
-                self.stats.bytes_written_by_peers += (len - half) as u64
-            }
+            navette_shm::Settled::Written => Ok(ReadBytes {
+                pulled: half,
+                written_by_peer: len - half,
+            }),
             navette_shm::Settled::Revoked | navette_shm::Settled::Failed => {
                 navette_shm::pull(pid, rest_addr, &mut target[half..])?;
-                self.stats.bytes_pulled += (len - half) as u64;
+                Ok(ReadBytes {
+                    pulled: len,
+                    written_by_peer: 0,
+                })
             }
-            navette_shm::Settled::Abandoned => {
-                return Err(std::io::Error::other(
-                    "the peer died while writing its part of a shared read",
-                ));
-            }
+            navette_shm::Settled::Abandoned => Err(std::io::Error::other(
+                "the peer died while writing its part of a shared read",
+            )),
         }
-        Ok(())
+    }
+
+    /// Counts a single-copy read whose data was trusted (the sender's
+    /// release epoch held): a declined one's bytes were not the data.
+    fn count_read(&mut self, read: ReadBytes) {
+        self.stats.bytes_pulled += read.pulled as u64;
+        self.stats.bytes_written_by_peers += read.written_by_peer as u64;
     }
 
     /// Writes the parts of our data that peers offer us (see
@@ -1087,6 +1105,14 @@ fn push_packet(
         }
     };
     result.unwrap_or(Pushed::Full)
+}
+
+/// The bytes of one single-copy read (see `Inner::read_pulled`): those
+/// this rank read, and those its peer wrote for it (a shared read).
+#[derive(Clone, Copy, Debug)]
+struct ReadBytes {
+    pulled: usize,
+    written_by_peer: usize,
 }
 
 /// Pushes the rendezvous data chunk of `headers` and `data` as chunks of at

@@ -298,13 +298,16 @@ pub struct ShmStats {
     pub packets_sent: u64,
     /// Bytes of those packets.
     pub bytes_copied_in: u64,
-    /// Rendezvous data bytes this rank read from peers, single-copy.
+    /// Rendezvous data bytes this rank read from peers, single-copy (a
+    /// read declined once made, its sender having let memory go meanwhile,
+    /// counts in `reads_declined` instead).
     pub bytes_pulled: u64,
     /// Pull cells this rank sent: rendezvous fragments that peers read
     /// from its memory (or declined to).
     pub pulls_sent: u64,
     /// Bytes of this rank's single-copy reads that their sender wrote
-    /// (shared reads, [`ShmConfig::share_min`]).
+    /// (shared reads, [`ShmConfig::share_min`]; declined ones apart, as
+    /// in `bytes_pulled`).
     pub bytes_written_by_peers: u64,
     /// Bytes this rank wrote into peers for their shared reads of its data.
     pub bytes_written_for_peers: u64,

@@ -3,7 +3,9 @@
 //! Regions are either owned by the table (buffers of non-blocking requests,
 //! SAFER copies) or borrowed from the caller of a blocking call for exactly
 //! the duration of that call (`crate::node::Registration` removes them on
-//! every exit path, unwinding included). A receive waiting outside the
+//! every exit path, unwinding included; a send that gives up before its
+//! data has left turns its region into an owned copy instead,
+//! [`MemTable::keep_copy`]). A receive waiting outside the
 //! engine (`crate::lean`) keeps its borrowed destination beside the table,
 //! as a [`LentMut`], until it is landed in or registered. Borrowed regions
 //! are why this module holds the only `unsafe` code of the crate.
@@ -257,7 +259,9 @@ impl MemTable {
         // that borrow, removes or converts it before the borrow ends, and
         // is doing so now), and this read happens under the node's state
         // lock, as every read of a borrowed entry does; `ptr` and `len`
-        // came from that borrowed slice.
+        // came from that borrowed slice. Lent cells (LATER mode) have the
+        // layout of `u8`, and their owner, the thread giving them back
+        // inside its blocking call, writes none meanwhile.
         let copy = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) }.to_vec();
         slot.region = Some(Region::Owned(copy));
         // The copy's address was given to no one.

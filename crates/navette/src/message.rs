@@ -767,7 +767,8 @@ impl<'n> Sent<'n, '_> {
     }
 
     /// [`Self::wait`], giving up at `deadline` (if any): then `Ok(false)`,
-    /// and the memory is released as the value drops.
+    /// and the memory is given back as the value drops (the pieces still
+    /// sending from it go on from copies).
     pub(crate) fn wait_until(self, deadline: Option<std::time::Instant>) -> Result<bool> {
         if self.pieces.is_empty() && self.lent.is_empty() {
             // Sent at once.
@@ -776,10 +777,10 @@ impl<'n> Sent<'n, '_> {
         self.wait_submitted(deadline)
     }
 
-    /// The same pieces, borrowing nothing: `None` (the pieces then fail,
-    /// as the value drops) if some of the caller's memory is lent, which
-    /// a message told to copy it ([`Packing::copy_what_it_would_lend`])
-    /// never does.
+    /// The same pieces, borrowing nothing: `None` (the value then drops,
+    /// the pieces going on from copies) if some of the caller's memory is
+    /// lent, which a message told to copy it
+    /// ([`Packing::copy_what_it_would_lend`]) never does.
     pub(crate) fn unlent(mut self) -> Option<Sent<'n, 'static>> {
         if !self.lent.is_empty() {
             return None;

@@ -1029,18 +1029,26 @@ impl Node {
     }
 
     /// [`Self::wait_releasing`] for send `req`: if waiting fails (a
-    /// stall), the caller gets its memory back all the same, and the send
-    /// goes on from a copy ([`Registration::give_back_sending`]).
+    /// stall), the caller gets its memory back all the same, under one
+    /// lock, and the send goes on from a copy
+    /// ([`Registration::give_back_sending`]), unless it completed
+    /// meanwhile (then its outcome is returned).
     pub(crate) fn wait_sending(&self, req: ReqId, lent: Registration<'_>) -> Result<Status> {
         let mut lent = Some(lent);
-        match self.wait_lent(req, &mut lent) {
-            Ok(outcome) => outcome,
-            Err(err) => {
-                if let Some(lent) = lent {
-                    self.with_state(|s| lent.give_back_sending(s, req));
-                }
-                Err(err)
-            }
+        let err = match self.wait_lent(req, &mut lent) {
+            Ok(outcome) => return outcome,
+            Err(err) => err,
+        };
+        let mut state = self.core.lock();
+        state.collect();
+        let done = state.take(req);
+        if let Some(lent) = lent {
+            lent.give_back_sending(&mut state, req);
+        }
+        unlock(state);
+        match done {
+            Some((outcome, _)) => outcome,
+            None => Err(err),
         }
     }
 

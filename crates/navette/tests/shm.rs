@@ -1215,7 +1215,8 @@ fn until_done(node: &Node, from: u32) {
 ///
 /// The send stalls on its own clock, which starts before the receiver
 /// answers: a receiver held up past it (an oversubscribed host) leaves
-/// nothing pulled, and the attempt is made again with the next tag.
+/// nothing pulled, and the attempt is made again with the next tag, once
+/// that message too has arrived whole (from the copy).
 #[test]
 fn a_pull_of_memory_let_go_is_declined() {
     use std::sync::Barrier;
@@ -1224,48 +1225,51 @@ fn a_pull_of_memory_let_go_is_declined() {
     let size = 1 << 20;
     let stalled = Barrier::new(2);
     let pulled = AtomicBool::new(false);
+    // Each rank's counters before and after the round that pulled.
     let stats = run(2, pulled_by_fragments(), |node, driver, _| {
-        // (Tag 8 is the word that the receiver is done.)
+        // (Tag 8 is the word that the receiver has the message.)
         for tag in 100.. {
+            let before = driver.stats();
             if node.rank() == 0 {
-                let before = driver.stats().pulls_sent;
                 // The first fragment's pull is never answered: the send
                 // stalls.
                 send_until_stalled(node, 1, size, tag);
-                let made = driver.stats().pulls_sent > before;
+                let made = driver.stats().pulls_sent > before.pulls_sent;
                 pulled.store(made, Ordering::SeqCst);
                 stalled.wait();
-                if made {
-                    // Progressing meanwhile: the answer to the pull comes.
-                    until_done(node, 1);
-                    break;
-                }
-                // Again once the receiver has waited this one out.
-                stalled.wait();
+                // Progressing meanwhile: the answer to the pull comes, and
+                // the data from the copy.
+                until_done(node, 1);
             } else {
-                let before = driver.stats().packets_sent;
                 let recv = node.irecv(RecvFrom::from(node.gate(0)), tag, vec![0u8; size]);
-                progress_until_a_packet_left(node, driver, before);
+                progress_until_a_packet_left(node, driver, before.packets_sent);
                 stalled.wait();
                 let got = recv.wait().expect("delivered from the sender's copy");
                 check(&got.data, size, 1);
-                if pulled.load(Ordering::SeqCst) {
-                    node.send(node.gate(0), 8, b"done").expect("done");
-                    break;
-                }
-                stalled.wait();
+                node.send(node.gate(0), 8, b"done").expect("done");
             }
+            if pulled.load(Ordering::SeqCst) {
+                return (before, driver.stats());
+            }
+            // Both ranks have read `pulled` before the next round stores it.
+            stalled.wait();
         }
-        driver.stats()
+        unreachable!("the loop returns")
     });
-    assert_eq!(stats[1].reads_declined, 1, "{:?}", stats[1]);
+    let (before, after) = stats[1];
+    assert_eq!(after.reads_declined - before.reads_declined, 1, "{after:?}");
     // The first fragment came through the ring; the second was pulled
     // from the copy, offered after the release (read by the receiver,
     // perhaps partly written by the sender: a shared read).
     let half = size as u64 / 2;
-    assert!(stats[0].bytes_copied_in >= half, "{:?}", stats[0]);
-    let read = stats[1].bytes_pulled + stats[1].bytes_written_by_peers;
-    assert_eq!(read, half, "{:?}", stats[1]);
+    let (sent_before, sent_after) = stats[0];
+    assert!(
+        sent_after.bytes_copied_in - sent_before.bytes_copied_in >= half,
+        "{sent_after:?}"
+    );
+    let read = (after.bytes_pulled - before.bytes_pulled)
+        + (after.bytes_written_by_peers - before.bytes_written_by_peers);
+    assert_eq!(read, half, "{after:?}");
 }
 
 /// A pull made before the sender let go of other memory it had offered

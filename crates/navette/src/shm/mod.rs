@@ -309,7 +309,8 @@ pub struct ShmStats {
     /// (shared reads, [`ShmConfig::share_min`]; declined ones apart, as
     /// in `bytes_pulled`).
     pub bytes_written_by_peers: u64,
-    /// Bytes this rank wrote into peers for their shared reads of its data.
+    /// Bytes this rank wrote into peers for their shared reads of its data
+    /// (also for reads the peer then declined).
     pub bytes_written_for_peers: u64,
     /// Rendezvous pieces this rank read on the request's offer (the
     /// address came with the request: no clear-to-send, no pull cell);

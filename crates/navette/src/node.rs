@@ -1034,6 +1034,23 @@ impl Node {
     /// ([`Registration::give_back_sending`]), unless it completed
     /// meanwhile (then its outcome is returned).
     pub(crate) fn wait_sending(&self, req: ReqId, lent: Registration<'_>) -> Result<Status> {
+        self.wait_or_give_up(req, lent, |state, _, lent| {
+            if let Some(lent) = lent {
+                lent.give_back_sending(state, req);
+            }
+        })
+    }
+
+    /// Waits for `req` as [`Self::wait_releasing`]; if waiting fails (a
+    /// stall), takes the lock once, takes `req`'s outcome if it completed
+    /// meanwhile, and hands `give_up` the state, whether it did, and
+    /// `lent` (still lent): then returns that outcome, else the error.
+    fn wait_or_give_up<'b>(
+        &self,
+        req: ReqId,
+        lent: Registration<'b>,
+        give_up: impl FnOnce(&mut State, bool, Option<Registration<'b>>),
+    ) -> Result<Status> {
         let mut lent = Some(lent);
         let err = match self.wait_lent(req, &mut lent) {
             Ok(outcome) => return outcome,
@@ -1042,9 +1059,7 @@ impl Node {
         let mut state = self.core.lock();
         state.collect();
         let done = state.take(req);
-        if let Some(lent) = lent {
-            lent.give_back_sending(&mut state, req);
-        }
+        give_up(&mut state, done.is_some(), lent);
         unlock(state);
         match done {
             Some((outcome, _)) => outcome,
@@ -1077,28 +1092,17 @@ impl Node {
         req: ReqId,
         lent: Registration<'_>,
     ) -> Result<Status> {
-        let mut lent = Some(lent);
-        let err = match self.wait_lent(req, &mut lent) {
-            Ok(outcome) => return outcome,
-            Err(err) => err,
-        };
-        let mut state = self.core.lock();
-        state.collect();
-        let done = state.take(req);
-        if done.is_none() {
-            if !state.engine.recv_tagged_cancel(channel, req) {
-                tracing::warn!("{req} gave up waiting: the message it had matched is dropped");
+        self.wait_or_give_up(req, lent, |state, done, lent| {
+            if !done {
+                if !state.engine.recv_tagged_cancel(channel, req) {
+                    tracing::warn!("{req} gave up waiting: the message it had matched is dropped");
+                }
+                state.detach(req);
             }
-            state.detach(req);
-        }
-        if let Some(lent) = lent.take() {
-            lent.release(&mut state);
-        }
-        unlock(state);
-        match done {
-            Some((outcome, _)) => outcome,
-            None => Err(err),
-        }
+            if let Some(lent) = lent {
+                lent.release(state);
+            }
+        })
     }
 
     /// Waits for all of `reqs`; returns their outcomes in order, and

@@ -181,8 +181,9 @@ impl Drop for HugeBuffer {
             // split it past the process's limit of mappings
             // (`vm.max_map_count`, ENOMEM): the range then stays mapped,
             // unused, and nothing else is wrong (no panic from a drop).
-            // SAFETY: `ptr..ptr + mapped` is the mapping `zeroed` kept,
-            // page-aligned; `&mut self` means no slice of it lives.
+            // SAFETY: `ptr..ptr + mapped` is exactly the mapping `zeroed`
+            // kept, page-aligned and unmapped nowhere else; `&mut self` in
+            // `drop` means no slice of it lives and this runs once.
             let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.mapped) };
         }
     }
